@@ -1,0 +1,183 @@
+//! Memory budgets as users write them: bytes (`17179869184`), a size with a unit
+//! (`"6GiB"`, `"512MB"`, `"1.5 GB"`), or a percentage of the checkpoint-all peak (`"80%"`).
+//! The budget always includes the graph's `fixed_memory` (seed digest §6.8 item 2).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// A budget before it is resolved against a graph.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Budget {
+    Bytes(u64),
+    /// A fraction of the checkpoint-all peak (`"80%"` is 0.8).
+    OfPeak(f64),
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("invalid budget '{input}': {reason}")]
+pub struct BudgetError {
+    pub input: String,
+    pub reason: String,
+}
+
+const UNITS: &[(&str, u64)] = &[
+    ("b", 1),
+    ("kb", 1_000),
+    ("mb", 1_000_000),
+    ("gb", 1_000_000_000),
+    ("tb", 1_000_000_000_000),
+    ("kib", 1 << 10),
+    ("mib", 1 << 20),
+    ("gib", 1 << 30),
+    ("tib", 1 << 40),
+];
+
+impl Budget {
+    /// The budget in bytes for a graph whose checkpoint-all peak is `peak`. Fractions
+    /// round down, so the resolved budget never exceeds what was asked.
+    pub fn resolve(self, peak: u64) -> u64 {
+        match self {
+            Budget::Bytes(b) => b,
+            Budget::OfPeak(f) => (f * peak as f64).floor() as u64,
+        }
+    }
+}
+
+impl FromStr for Budget {
+    type Err = BudgetError;
+    fn from_str(input: &str) -> Result<Budget, BudgetError> {
+        let err = |reason: &str| BudgetError {
+            input: input.to_string(),
+            reason: reason.to_string(),
+        };
+        let s = input.trim();
+        if s.is_empty() {
+            return Err(err("the budget is empty"));
+        }
+        if let Some(pct) = s.strip_suffix('%') {
+            let v: f64 = pct
+                .trim()
+                .parse()
+                .map_err(|_| err("a percentage is a number followed by %, e.g. 80%"))?;
+            if !v.is_finite() || v <= 0.0 {
+                return Err(err("a percentage must be greater than 0"));
+            }
+            return Ok(Budget::OfPeak(v / 100.0));
+        }
+        let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+        let (number, unit) = (s[..split].trim(), s[split..].trim().to_ascii_lowercase());
+        let value: f64 = number
+            .parse()
+            .map_err(|_| err("expected a number of bytes, a size such as 6GiB or 512MB, or a percentage such as 80%"))?;
+        if !value.is_finite() || value < 0.0 {
+            return Err(err("a budget must be a non-negative number"));
+        }
+        let multiplier = if unit.is_empty() {
+            1
+        } else {
+            UNITS
+                .iter()
+                .find(|(u, _)| *u == unit)
+                .map(|&(_, m)| m)
+                .ok_or_else(|| err("unknown unit: use B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024)"))?
+        };
+        let bytes = value * multiplier as f64;
+        if bytes >= u64::MAX as f64 {
+            return Err(err("the budget is too large"));
+        }
+        Ok(Budget::Bytes(bytes.floor() as u64))
+    }
+}
+
+impl fmt::Display for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Budget::Bytes(b) => write!(f, "{b}"),
+            Budget::OfPeak(x) => write!(f, "{}%", x * 100.0),
+        }
+    }
+}
+
+/// JSON accepts a number of bytes or any of the strings above.
+impl<'de> Deserialize<'de> for Budget {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Budget, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Float(f64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(b) => Ok(Budget::Bytes(b)),
+            Raw::Float(f) if f.is_finite() && f >= 0.0 => Ok(Budget::Bytes(f.floor() as u64)),
+            Raw::Float(f) => Err(serde::de::Error::custom(format!(
+                "invalid budget {f}: must be >= 0"
+            ))),
+            Raw::Text(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl Serialize for Budget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Budget::Bytes(b) => s.serialize_u64(*b),
+            Budget::OfPeak(_) => s.serialize_str(&self.to_string()),
+        }
+    }
+}
+
+/// Bytes for people: `1.50 GiB`, `512.00 MiB`, `17 B`.
+pub fn human_bytes(bytes: u64) -> String {
+    const STEPS: &[&str] = &["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64;
+    let mut unit = "B";
+    for s in STEPS {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = s;
+    }
+    format!("{v:.2} {unit}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_form() {
+        assert_eq!("123".parse::<Budget>().unwrap(), Budget::Bytes(123));
+        assert_eq!("6GiB".parse::<Budget>().unwrap(), Budget::Bytes(6 << 30));
+        assert_eq!(
+            "512MB".parse::<Budget>().unwrap(),
+            Budget::Bytes(512_000_000)
+        );
+        assert_eq!(
+            "1.5 GB".parse::<Budget>().unwrap(),
+            Budget::Bytes(1_500_000_000)
+        );
+        assert_eq!("80%".parse::<Budget>().unwrap(), Budget::OfPeak(0.8));
+        assert_eq!(Budget::OfPeak(0.5).resolve(17), 8);
+    }
+
+    #[test]
+    fn rejects_bad_strings_with_the_input_named() {
+        for bad in ["", "abc", "12 parsecs", "-5", "0%", "x%", "1e999"] {
+            let e = bad.parse::<Budget>().unwrap_err();
+            assert!(e.to_string().contains(&format!("'{bad}'")), "{e}");
+        }
+    }
+
+    #[test]
+    fn human_bytes_rounds() {
+        assert_eq!(human_bytes(17), "17 B");
+        assert_eq!(human_bytes(3 << 29), "1.50 GiB");
+    }
+}

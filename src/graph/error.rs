@@ -1,0 +1,133 @@
+//! Errors of loading and validating a graph. Every problem names where it is: the node
+//! (by id, or by its position in the file when it has no usable id), the field and the
+//! offending value. All problems of a graph are collected, not only the first.
+
+use serde::Serialize;
+use std::fmt;
+
+/// The class of a problem, stable for programs (`snake_case` in JSON).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemKind {
+    EmptyGraph,
+    DuplicateId,
+    UnknownInput,
+    SelfLoop,
+    Cycle,
+    InvalidCost,
+    InvalidMemory,
+    MissingField,
+    InvalidField,
+}
+
+/// One thing wrong with a graph.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Problem {
+    pub kind: ProblemKind,
+    /// The node's id, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The node's position in the file (0-based), when it has no usable id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
+    /// The field (e.g. `memory`, `inputs`, `fixed_memory`).
+    pub field: String,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn graph(kind: ProblemKind, field: &str, message: impl Into<String>) -> Problem {
+        Problem {
+            kind,
+            node: None,
+            index: None,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+    pub fn node(kind: ProblemKind, id: &str, field: &str, message: impl Into<String>) -> Problem {
+        Problem {
+            kind,
+            node: Some(id.into()),
+            index: None,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+    pub fn at_index(
+        kind: ProblemKind,
+        index: usize,
+        field: &str,
+        message: impl Into<String>,
+    ) -> Problem {
+        Problem {
+            kind,
+            node: None,
+            index: Some(index),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.node, self.index) {
+            (Some(id), _) => write!(f, "node '{}', field '{}': {}", id, self.field, self.message),
+            (None, Some(i)) => write!(
+                f,
+                "node #{} (0-based), field '{}': {}",
+                i, self.field, self.message
+            ),
+            (None, None) => write!(f, "field '{}': {}", self.field, self.message),
+        }
+    }
+}
+
+/// Why a graph could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum GraphError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("malformed JSON at line {line}, column {column}: {message}")]
+    Json {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("unrecognised graph format: {0}")]
+    Format(String),
+    #[error("{}", render_problems(.0))]
+    Invalid(Vec<Problem>),
+}
+
+impl GraphError {
+    /// The individual problems (one for the error kinds that are not lists).
+    pub fn problems(&self) -> Vec<Problem> {
+        match self {
+            GraphError::Invalid(p) => p.clone(),
+            other => vec![Problem::graph(
+                ProblemKind::InvalidField,
+                "graph",
+                other.to_string(),
+            )],
+        }
+    }
+}
+
+fn render_problems(problems: &[Problem]) -> String {
+    let mut s = format!(
+        "the graph has {} problem{}:",
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" }
+    );
+    for p in problems {
+        s.push_str("\n  - ");
+        s.push_str(&p.to_string());
+    }
+    s
+}

@@ -1,0 +1,177 @@
+//! Generated training graphs: Checkmate's linear graph and random layered training graphs.
+
+use super::{Graph, GraphSpec, NodeKind, NodeSpec};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Checkmate's `gen_linear_graph(n)`: nodes `0..=2n` in order, unit costs and sizes,
+/// edges `i-1 -> i` for every `i >= 1` and `i -> 2n-i` for every `i < n`. Node `n` is the
+/// loss; `0..n` are forward ops and `n+1..=2n` their gradients in reverse.
+pub fn linear(layers: usize) -> Graph {
+    let n = layers;
+    let nodes = (0..=2 * n)
+        .map(|i| {
+            let mut inputs = Vec::new();
+            if i >= 1 {
+                inputs.push((i - 1).to_string());
+            }
+            if i > n {
+                inputs.push((2 * n - i).to_string());
+            }
+            NodeSpec {
+                id: i.to_string(),
+                cost: 1.0,
+                memory: 1,
+                inputs,
+                kind: Some(match i.cmp(&n) {
+                    std::cmp::Ordering::Less => NodeKind::Forward,
+                    std::cmp::Ordering::Equal => NodeKind::Loss,
+                    std::cmp::Ordering::Greater => NodeKind::Backward,
+                }),
+                op: None,
+            }
+        })
+        .collect();
+    Graph::new(GraphSpec {
+        name: Some(format!("linear-{layers}")),
+        fixed_memory: 0,
+        cost_unit: Some("op".into()),
+        nodes,
+    })
+    .expect("the linear graph is valid")
+}
+
+/// A random layered training graph of about `nodes` ops (`2L + 1` for `L = (nodes-1)/2`
+/// forward ops): forward ops in layers of 1 to 4, each reading one op of the previous layer
+/// and, with probability 0.3, one earlier op (a skip connection); a loss reading every
+/// forward op nobody else reads; and the backward ops by Checkmate's Keras rule: for each
+/// forward edge `u -> i`, gradient edges `b(i) -> b(u)` and `i -> b(u)`, and `i -> b(i)`.
+/// Forward costs are 1..=10, backward twice that; sizes are 1..=64 MiB.
+pub fn random_layered(nodes: usize, seed: u64) -> Graph {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let l = (nodes.saturating_sub(1) / 2).max(1);
+    let mut layer_of = Vec::with_capacity(l);
+    let mut layer_start = vec![0usize];
+    let mut layer = 0;
+    let mut width = rng.random_range(1..=4usize);
+    for i in 0..l {
+        if i - layer_start[layer] == width {
+            layer += 1;
+            layer_start.push(i);
+            width = rng.random_range(1..=4usize);
+        }
+        layer_of.push(layer);
+    }
+    let mut fwd_inputs: Vec<Vec<usize>> = vec![Vec::new(); l];
+    for i in 0..l {
+        let li = layer_of[i];
+        if li == 0 {
+            continue;
+        }
+        let prev = layer_start[li - 1]..layer_start[li];
+        let first = rng.random_range(prev);
+        fwd_inputs[i].push(first);
+        if li >= 2 && rng.random_bool(0.3) {
+            let skip = rng.random_range(0..layer_start[li - 1]);
+            fwd_inputs[i].push(skip);
+        }
+        fwd_inputs[i].sort_unstable();
+    }
+    let costs: Vec<f64> = (0..l).map(|_| rng.random_range(1..=10u32) as f64).collect();
+    let sizes: Vec<u64> = (0..l).map(|_| rng.random_range(1..=64u64) << 20).collect();
+    let mut consumed = vec![false; l];
+    for ins in &fwd_inputs {
+        for &u in ins {
+            consumed[u] = true;
+        }
+    }
+    let f = |i: usize| format!("f{i}");
+    let b = |i: usize| format!("b{i}");
+    let mut specs: Vec<NodeSpec> = (0..l)
+        .map(|i| NodeSpec {
+            id: f(i),
+            cost: costs[i],
+            memory: sizes[i],
+            inputs: fwd_inputs[i].iter().map(|&u| f(u)).collect(),
+            kind: Some(NodeKind::Forward),
+            op: None,
+        })
+        .collect();
+    specs.push(NodeSpec {
+        id: "loss".into(),
+        cost: 1.0,
+        memory: 4,
+        inputs: (0..l).filter(|&i| !consumed[i]).map(f).collect(),
+        kind: Some(NodeKind::Loss),
+        op: None,
+    });
+    // b(u) reads, for every forward consumer i of u: b(i) and i; u itself; the loss if u is a sink.
+    let mut bwd_inputs: Vec<Vec<String>> = vec![Vec::new(); l];
+    for (i, ins) in fwd_inputs.iter().enumerate() {
+        for &u in ins {
+            bwd_inputs[u].push(b(i));
+            bwd_inputs[u].push(f(i));
+        }
+    }
+    for u in (0..l).rev() {
+        let mut inputs = std::mem::take(&mut bwd_inputs[u]);
+        inputs.push(f(u));
+        if !consumed[u] {
+            inputs.push("loss".into());
+        }
+        specs.push(NodeSpec {
+            id: b(u),
+            cost: 2.0 * costs[u],
+            memory: sizes[u],
+            inputs,
+            kind: Some(NodeKind::Backward),
+            op: None,
+        });
+    }
+    Graph::new(GraphSpec {
+        name: Some(format!("random-layered-n{}-s{seed}", 2 * l + 1)),
+        fixed_memory: 0,
+        cost_unit: Some("op".into()),
+        nodes: specs,
+    })
+    .expect("the random layered graph is valid")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_matches_checkmate() {
+        let g = linear(4);
+        assert_eq!(g.len(), 9);
+        let mut edges: Vec<_> = g.edges().collect();
+        edges.sort_unstable();
+        assert_eq!(
+            edges,
+            [
+                (0, 1),
+                (0, 8),
+                (1, 2),
+                (1, 7),
+                (2, 3),
+                (2, 6),
+                (3, 4),
+                (3, 5),
+                (4, 5),
+                (5, 6),
+                (6, 7),
+                (7, 8)
+            ]
+        );
+    }
+
+    #[test]
+    fn random_layered_is_deterministic_and_sized() {
+        let a = random_layered(41, 7);
+        let b = random_layered(41, 7);
+        assert_eq!(a.len(), 41);
+        assert_eq!(a.to_spec(), b.to_spec());
+        assert_ne!(a.to_spec(), random_layered(41, 8).to_spec());
+    }
+}

@@ -1,0 +1,598 @@
+//! Loading graphs from JSON: the native format (`api/graph.schema.json`) and the networkx
+//! node-link format used by Checkmate's and Moccasin's benchmark graphs.
+//!
+//! Parsing goes through a `serde_json::Value` rather than typed deserialisation so that
+//! every bad field of every node is reported at once, by node and field, and a bad field
+//! does not hide the structural problems (unknown inputs, cycles) of the rest.
+//!
+//! Node-link mapping (Checkmate `*_train.json`, Moccasin `random_layered_*.json`):
+//!
+//! | node-link                          | native                                   |
+//! |------------------------------------|------------------------------------------|
+//! | `id` (else `name`)                 | `id` (as a string)                       |
+//! | `name` when `id` is present        | `op`                                     |
+//! | `cost_cpu` or `duration`           | `cost`                                   |
+//! | `cost_ram` or `out_cost`           | `memory`                                 |
+//! | `backward: false / true`           | `kind: forward / backward`; the one backward node whose inputs are all forward is the `loss` |
+//! | Σ `param_cost`                     | `fixed_memory` (parameters stay resident) |
+//! | `links: [{source, target}]` or `[{"0": s, "1": t}]` | `inputs` of the target     |
+//! | `graph.name`                       | `name`                                   |
+//! | `graph.order` (a topological order of the keys) | the file order               |
+
+use super::{Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::path::Path;
+use std::str::FromStr;
+
+/// The input formats for a training graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Decide from the content: `links`/`edges` means node-link, else native.
+    Auto,
+    Native,
+    NodeLink,
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Format, String> {
+        match s {
+            "auto" => Ok(Format::Auto),
+            "native" => Ok(Format::Native),
+            "node-link" | "nodelink" | "networkx" => Ok(Format::NodeLink),
+            other => Err(format!(
+                "unknown graph format '{other}': expected auto, native or node-link"
+            )),
+        }
+    }
+}
+
+/// Reads and validates a graph file.
+pub fn load_graph(path: &Path, format: Format) -> Result<Graph, GraphError> {
+    let text = std::fs::read_to_string(path).map_err(|source| GraphError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    parse_graph(&text, format)
+}
+
+/// Parses and validates a graph from JSON text.
+pub fn parse_graph(text: &str, format: Format) -> Result<Graph, GraphError> {
+    graph_from_value(&parse_json(text)?, format)
+}
+
+/// Parses JSON text, reporting syntax errors with line and column.
+pub fn parse_json(text: &str) -> Result<Value, GraphError> {
+    serde_json::from_str(text).map_err(|e| GraphError::Json {
+        line: e.line(),
+        column: e.column(),
+        message: strip_position(&e.to_string()),
+    })
+}
+
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+/// Builds a graph from an already parsed JSON value.
+pub fn graph_from_value(value: &Value, format: Format) -> Result<Graph, GraphError> {
+    let root = value.as_object().ok_or_else(|| {
+        GraphError::Format(format!(
+            "a graph is a JSON object, got {}",
+            type_name(value)
+        ))
+    })?;
+    let format = match format {
+        Format::Auto if root.contains_key("links") || root.contains_key("edges") => Format::NodeLink,
+        Format::Auto if root.contains_key("nodes") => Format::Native,
+        Format::Auto => {
+            return Err(GraphError::Format(
+                "expected a native graph (`nodes` with `cost`, `memory`, `inputs`) or a node-link graph \
+                 (`nodes` and `links`)"
+                    .into(),
+            ))
+        }
+        f => f,
+    };
+    let mut problems = Vec::new();
+    let spec = match format {
+        Format::NodeLink => node_link_spec(root, &mut problems),
+        _ => native_spec(root, &mut problems),
+    };
+    if spec.nodes.is_empty() && !problems.is_empty() {
+        return Err(GraphError::Invalid(problems));
+    }
+    match Graph::new(spec) {
+        Ok(g) if problems.is_empty() => Ok(g),
+        Ok(_) => Err(GraphError::Invalid(problems)),
+        Err(GraphError::Invalid(more)) => {
+            problems.extend(more);
+            Err(GraphError::Invalid(problems))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Where a node sits, for messages: its id when it has one, else its position.
+struct At<'a> {
+    id: Option<&'a str>,
+    index: usize,
+}
+
+impl At<'_> {
+    fn problem(&self, kind: ProblemKind, field: &str, message: String) -> Problem {
+        match self.id {
+            Some(id) => Problem::node(kind, id, field, message),
+            None => Problem::at_index(kind, self.index, field, message),
+        }
+    }
+}
+
+fn nodes_array<'a>(root: &'a Map<String, Value>, problems: &mut Vec<Problem>) -> &'a [Value] {
+    match root.get("nodes") {
+        Some(Value::Array(a)) => {
+            if a.is_empty() {
+                problems.push(Problem::graph(
+                    ProblemKind::EmptyGraph,
+                    "nodes",
+                    "the graph has no nodes",
+                ));
+            }
+            a
+        }
+        Some(other) => {
+            problems.push(Problem::graph(
+                ProblemKind::InvalidField,
+                "nodes",
+                format!("`nodes` must be an array, got {}", type_name(other)),
+            ));
+            &[]
+        }
+        None => {
+            problems.push(Problem::graph(
+                ProblemKind::MissingField,
+                "nodes",
+                "the graph has no `nodes` field",
+            ));
+            &[]
+        }
+    }
+}
+
+/// An id given as a string or an integer.
+fn id_of(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) if n.is_u64() || n.is_i64() => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// A byte count: a non-negative integer (an integral float such as `12.0` is accepted).
+fn bytes_of(v: &Value) -> Result<u64, String> {
+    match v {
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                return Ok(u);
+            }
+            match n.as_f64() {
+                Some(f) if f >= 0.0 && f.fract() == 0.0 && f < 1.8e19 => Ok(f as u64),
+                _ => Err(format!(
+                    "must be a non-negative integer number of bytes, got {n}"
+                )),
+            }
+        }
+        other => Err(format!(
+            "must be a non-negative integer number of bytes, got {}",
+            type_name(other)
+        )),
+    }
+}
+
+fn cost_of(v: &Value) -> Result<f64, String> {
+    match v.as_f64() {
+        Some(c) if c.is_finite() && c >= 0.0 => Ok(c),
+        Some(c) => Err(format!("must be a finite number >= 0, got {c}")),
+        None => Err(format!(
+            "must be a finite number >= 0, got {}",
+            type_name(v)
+        )),
+    }
+}
+
+fn optional_string(
+    obj: &Map<String, Value>,
+    key: &str,
+    at: &At,
+    problems: &mut Vec<Problem>,
+) -> Option<String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            problems.push(at.problem(
+                ProblemKind::InvalidField,
+                key,
+                format!("must be a string, got {}", type_name(other)),
+            ));
+            None
+        }
+    }
+}
+
+fn graph_fields(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> GraphSpec {
+    let top = At { id: None, index: 0 };
+    let mut spec = GraphSpec::default();
+    let mut graph_problem = |field: &str, message: String| {
+        problems.push(Problem::graph(ProblemKind::InvalidField, field, message));
+    };
+    match root.get("name") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) => spec.name = Some(s.clone()),
+        Some(other) => graph_problem(
+            "name",
+            format!("must be a string, got {}", type_name(other)),
+        ),
+    }
+    match root.get("fixed_memory") {
+        None | Some(Value::Null) => {}
+        Some(v) => match bytes_of(v) {
+            Ok(b) => spec.fixed_memory = b,
+            Err(m) => problems.push(Problem::graph(
+                ProblemKind::InvalidMemory,
+                "fixed_memory",
+                m,
+            )),
+        },
+    }
+    spec.cost_unit = optional_string(root, "cost_unit", &top, problems);
+    spec
+}
+
+fn native_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> GraphSpec {
+    let mut spec = graph_fields(root, problems);
+    for (index, value) in nodes_array(root, problems).iter().enumerate() {
+        let Some(obj) = value.as_object() else {
+            problems.push(Problem::at_index(
+                ProblemKind::InvalidField,
+                index,
+                "nodes",
+                format!("a node must be an object, got {}", type_name(value)),
+            ));
+            continue;
+        };
+        let id = obj.get("id").and_then(id_of);
+        let at = At {
+            id: id.as_deref(),
+            index,
+        };
+        if id.is_none() {
+            let (kind, msg) = match obj.get("id") {
+                None => (
+                    ProblemKind::MissingField,
+                    "the node has no `id`".to_string(),
+                ),
+                Some(v) => (
+                    ProblemKind::InvalidField,
+                    format!("must be a string, got {}", type_name(v)),
+                ),
+            };
+            problems.push(at.problem(kind, "id", msg));
+        }
+        let cost = match obj.get("cost") {
+            None => {
+                problems.push(at.problem(
+                    ProblemKind::MissingField,
+                    "cost",
+                    "the node has no `cost`".into(),
+                ));
+                0.0
+            }
+            Some(v) => cost_of(v).unwrap_or_else(|m| {
+                problems.push(at.problem(ProblemKind::InvalidCost, "cost", m));
+                0.0
+            }),
+        };
+        let memory = match obj.get("memory") {
+            None => {
+                problems.push(at.problem(
+                    ProblemKind::MissingField,
+                    "memory",
+                    "the node has no `memory`".into(),
+                ));
+                0
+            }
+            Some(v) => bytes_of(v).unwrap_or_else(|m| {
+                problems.push(at.problem(ProblemKind::InvalidMemory, "memory", m));
+                0
+            }),
+        };
+        let mut inputs = Vec::new();
+        match obj.get("inputs") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(a)) => {
+                for (k, input) in a.iter().enumerate() {
+                    match id_of(input) {
+                        Some(s) => inputs.push(s),
+                        None => problems.push(at.problem(
+                            ProblemKind::InvalidField,
+                            "inputs",
+                            format!(
+                                "input #{k} must be a node id (string), got {}",
+                                type_name(input)
+                            ),
+                        )),
+                    }
+                }
+            }
+            Some(other) => problems.push(at.problem(
+                ProblemKind::InvalidField,
+                "inputs",
+                format!("must be an array of node ids, got {}", type_name(other)),
+            )),
+        }
+        let kind = match obj.get("kind") {
+            None | Some(Value::Null) => None,
+            Some(v) => match serde_json::from_value::<NodeKind>(v.clone()) {
+                Ok(k) => Some(k),
+                Err(_) => {
+                    problems.push(at.problem(
+                        ProblemKind::InvalidField,
+                        "kind",
+                        format!("must be \"forward\", \"loss\" or \"backward\", got {v}"),
+                    ));
+                    None
+                }
+            },
+        };
+        let op = optional_string(obj, "op", &at, problems);
+        if let Some(id) = id {
+            spec.nodes.push(NodeSpec {
+                id,
+                cost,
+                memory,
+                inputs,
+                kind,
+                op,
+            });
+        }
+    }
+    spec
+}
+
+fn node_link_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> GraphSpec {
+    let mut spec = GraphSpec::default();
+    let graph_attrs = root.get("graph").and_then(Value::as_object);
+    if let Some(name) = graph_attrs
+        .and_then(|g| g.get("name"))
+        .and_then(Value::as_str)
+    {
+        spec.name = Some(name.to_string());
+    }
+    let mut backward_flags: Vec<Option<bool>> = Vec::new();
+    for (index, value) in nodes_array(root, problems).iter().enumerate() {
+        let Some(obj) = value.as_object() else {
+            problems.push(Problem::at_index(
+                ProblemKind::InvalidField,
+                index,
+                "nodes",
+                format!("a node must be an object, got {}", type_name(value)),
+            ));
+            continue;
+        };
+        let (key_field, key) = match obj.get("id") {
+            Some(v) => ("id", id_of(v)),
+            None => ("name", obj.get("name").and_then(id_of)),
+        };
+        let Some(key) = key else {
+            problems.push(Problem::at_index(
+                ProblemKind::MissingField,
+                index,
+                key_field,
+                "a node-link node needs an `id` or a `name` (string or integer)",
+            ));
+            continue;
+        };
+        let at = At {
+            id: Some(&key),
+            index,
+        };
+        let field = |names: &[&'static str]| names.iter().find_map(|&n| obj.get(n).map(|v| (n, v)));
+        let cost = match field(&["cost_cpu", "duration", "cost"]) {
+            Some((name, v)) => cost_of(v).unwrap_or_else(|m| {
+                problems.push(at.problem(ProblemKind::InvalidCost, name, m));
+                0.0
+            }),
+            None => {
+                problems.push(at.problem(
+                    ProblemKind::MissingField,
+                    "cost_cpu",
+                    "the node has no cost (`cost_cpu` or `duration`)".into(),
+                ));
+                0.0
+            }
+        };
+        let memory = match field(&["cost_ram", "out_cost", "memory"]) {
+            Some((name, v)) => bytes_of(v).unwrap_or_else(|m| {
+                problems.push(at.problem(ProblemKind::InvalidMemory, name, m));
+                0
+            }),
+            None => {
+                problems.push(at.problem(
+                    ProblemKind::MissingField,
+                    "cost_ram",
+                    "the node has no output size (`cost_ram` or `out_cost`)".into(),
+                ));
+                0
+            }
+        };
+        if let Some(v) = obj.get("param_cost") {
+            match bytes_of(v) {
+                Ok(b) => spec.fixed_memory = spec.fixed_memory.saturating_add(b),
+                Err(m) => problems.push(at.problem(ProblemKind::InvalidMemory, "param_cost", m)),
+            }
+        }
+        backward_flags.push(obj.get("backward").and_then(Value::as_bool));
+        let op = if key_field == "id" {
+            obj.get("name").and_then(id_of)
+        } else {
+            None
+        };
+        spec.nodes.push(NodeSpec {
+            id: key,
+            cost,
+            memory,
+            inputs: Vec::new(),
+            kind: None,
+            op,
+        });
+    }
+    let position: HashMap<String, usize> = spec
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.id.clone(), i))
+        .collect();
+    let links = match root.get("links").or_else(|| root.get("edges")) {
+        Some(Value::Array(a)) => a.as_slice(),
+        Some(other) => {
+            problems.push(Problem::graph(
+                ProblemKind::InvalidField,
+                "links",
+                format!("`links` must be an array, got {}", type_name(other)),
+            ));
+            &[]
+        }
+        None => &[],
+    };
+    for (k, link) in links.iter().enumerate() {
+        let ends = link.as_object().map(|o| {
+            let s = o.get("source").or_else(|| o.get("0")).and_then(id_of);
+            let t = o.get("target").or_else(|| o.get("1")).and_then(id_of);
+            (s, t)
+        });
+        match ends {
+            Some((Some(s), Some(t))) => match (position.get(&s), position.get(&t)) {
+                (Some(_), Some(&ti)) => spec.nodes[ti].inputs.push(s),
+                _ => {
+                    let missing = if position.contains_key(&s) { t } else { s };
+                    problems.push(Problem::graph(
+                        ProblemKind::UnknownInput,
+                        "links",
+                        format!("link #{k} names node '{missing}', which is not in `nodes`"),
+                    ));
+                }
+            },
+            _ => problems.push(Problem::graph(
+                ProblemKind::InvalidField,
+                "links",
+                format!("link #{k} must be {{\"source\": s, \"target\": t}} or {{\"0\": s, \"1\": t}}, got {link}"),
+            )),
+        }
+    }
+    assign_kinds(&mut spec, &backward_flags, &position);
+    if let Some(order) = graph_attrs
+        .and_then(|g| g.get("order"))
+        .and_then(Value::as_array)
+    {
+        apply_order(&mut spec, order, &position);
+    }
+    spec
+}
+
+/// Checkmate marks forward ops `backward: false` and the loss and gradient ops `true`;
+/// the loss is the one backward op that reads only forward outputs.
+fn assign_kinds(spec: &mut GraphSpec, flags: &[Option<bool>], position: &HashMap<String, usize>) {
+    if flags.len() != spec.nodes.len() || flags.iter().any(Option::is_none) {
+        return;
+    }
+    let is_bwd = |i: usize| flags[i] == Some(true);
+    let loss_candidates: Vec<usize> = (0..spec.nodes.len())
+        .filter(|&i| {
+            is_bwd(i)
+                && !spec.nodes[i].inputs.is_empty()
+                && spec.nodes[i].inputs.iter().all(|s| !is_bwd(position[s]))
+        })
+        .collect();
+    for i in 0..spec.nodes.len() {
+        spec.nodes[i].kind = Some(if !is_bwd(i) {
+            NodeKind::Forward
+        } else if loss_candidates == [i] {
+            NodeKind::Loss
+        } else {
+            NodeKind::Backward
+        });
+    }
+}
+
+/// Moccasin's files carry a topological order in `graph.order`: use it as the file order
+/// when it is a permutation of the node keys.
+fn apply_order(spec: &mut GraphSpec, order: &[Value], position: &HashMap<String, usize>) {
+    let keys: Option<Vec<usize>> = order
+        .iter()
+        .map(|v| id_of(v).and_then(|k| position.get(&k).copied()))
+        .collect();
+    let Some(keys) = keys else { return };
+    let mut seen = vec![false; spec.nodes.len()];
+    if keys.len() != spec.nodes.len() || keys.iter().any(|&k| std::mem::replace(&mut seen[k], true))
+    {
+        return;
+    }
+    let mut nodes: Vec<Option<NodeSpec>> = std::mem::take(&mut spec.nodes)
+        .into_iter()
+        .map(Some)
+        .collect();
+    spec.nodes = keys
+        .iter()
+        .map(|&k| nodes[k].take().expect("a permutation"))
+        .collect();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_link_with_numbered_link_ends_and_order() {
+        let text = r#"{"directed": true, "graph": {"name": "t", "order": [0, 2, 1]},
+            "nodes": [{"name": 0, "duration": 1, "out_cost": 5, "param_cost": 3},
+                      {"name": 1, "duration": 2, "out_cost": 6, "param_cost": 0},
+                      {"name": 2, "duration": 0, "out_cost": 7, "param_cost": 0}],
+            "links": [{"0": 0, "1": 2}, {"0": 2, "1": 1}]}"#;
+        let g = parse_graph(text, Format::Auto).unwrap();
+        assert_eq!(g.fixed_memory(), 3);
+        assert_eq!((0..3).map(|v| g.id(v)).collect::<Vec<_>>(), ["0", "2", "1"]);
+        assert_eq!(g.preds(2), &[1]);
+    }
+
+    #[test]
+    fn checkmate_flags_become_kinds_with_one_loss() {
+        let text = r#"{"nodes": [
+            {"id": 0, "name": "a", "backward": false, "cost_cpu": 1, "cost_ram": 1},
+            {"id": 1, "name": "loss", "backward": true, "cost_cpu": 1, "cost_ram": 1},
+            {"id": 2, "name": "a_bwd", "backward": true, "cost_cpu": 1, "cost_ram": 1}],
+            "links": [{"source": 0, "target": 1}, {"source": 1, "target": 2}, {"source": 0, "target": 2}]}"#;
+        let g = parse_graph(text, Format::Auto).unwrap();
+        let kinds: Vec<_> = g.nodes().iter().map(|n| n.kind.unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [NodeKind::Forward, NodeKind::Loss, NodeKind::Backward]
+        );
+        assert_eq!(g.node(1).op.as_deref(), Some("loss"));
+    }
+}

@@ -1,0 +1,439 @@
+//! The training graph: one DAG holding the forward ops, the loss and the backward ops
+//! (seed digest §6.1, the unified instance).
+//!
+//! Every node `v` has a compute cost `c_v` (a finite number `>= 0`, in the graph's
+//! `cost_unit`) and the size `s_v` in bytes of its output. `fixed_memory` is the constant
+//! `K` of §6.1: parameters, gradients, optimizer state and inputs, resident for the whole
+//! step and counted inside every budget.
+//!
+//! A [`Graph`] is always valid: it is only built by [`Graph::new`], which checks the
+//! specification and reports every problem at once. Nodes are stored in the *solver
+//! order*, a deterministic topological order: the file's order when it already is one,
+//! else Kahn's algorithm breaking ties by file position. Solvers that need an order
+//! (Checkmate's stages, the chain DPs) use node indices `0..n` as that order.
+//!
+//! This module knows nothing of schedules or solvers.
+
+mod error;
+pub mod generate;
+pub mod load;
+
+pub use error::{GraphError, Problem, ProblemKind};
+
+use petgraph::graph::{DiGraph, NodeIndex};
+use serde::{Deserialize, Serialize};
+use std::collections::{BinaryHeap, HashMap, HashSet};
+
+/// The role of an op in the training step. Optional: graphs that do not say are
+/// treated as plain DAGs by the solvers that care (e.g. every node is a checkpoint
+/// candidate for Chen's heuristics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeKind {
+    Forward,
+    Loss,
+    Backward,
+}
+
+/// One op of the graph, as the user described it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeSpec {
+    pub id: String,
+    pub cost: f64,
+    pub memory: u64,
+    #[serde(default)]
+    pub inputs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<NodeKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+}
+
+/// A training graph as the user described it: not yet validated or ordered. This is the
+/// native JSON format (`api/graph.schema.json`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GraphSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub fixed_memory: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_unit: Option<String>,
+    pub nodes: Vec<NodeSpec>,
+}
+
+/// One node of a validated graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub id: String,
+    pub cost: f64,
+    pub memory: u64,
+    pub kind: Option<NodeKind>,
+    pub op: Option<String>,
+}
+
+/// A validated training graph in solver order. Node `i` is the `i`-th op of the order;
+/// every edge goes from a lower to a higher index.
+#[derive(Clone, Debug)]
+pub struct Graph {
+    name: Option<String>,
+    fixed_memory: u64,
+    cost_unit: Option<String>,
+    nodes: Vec<Node>,
+    /// Predecessors (inputs) of each node, ascending, without duplicates.
+    preds: Vec<Vec<usize>>,
+    /// Successors (consumers) of each node, ascending.
+    succs: Vec<Vec<usize>>,
+    index: HashMap<String, usize>,
+    dag: DiGraph<usize, ()>,
+}
+
+impl Graph {
+    /// Validates `spec` and puts its nodes in solver order. Every problem found is
+    /// reported, each naming its node and field.
+    pub fn new(spec: GraphSpec) -> Result<Graph, GraphError> {
+        let mut problems = Vec::new();
+        if spec.nodes.is_empty() {
+            problems.push(Problem::graph(
+                ProblemKind::EmptyGraph,
+                "nodes",
+                "the graph has no nodes",
+            ));
+            return Err(GraphError::Invalid(problems));
+        }
+        let mut position: HashMap<&str, usize> = HashMap::new();
+        for (i, node) in spec.nodes.iter().enumerate() {
+            if node.id.is_empty() {
+                problems.push(Problem::at_index(
+                    ProblemKind::InvalidField,
+                    i,
+                    "id",
+                    "the id is empty",
+                ));
+            }
+            if position.insert(node.id.as_str(), i).is_some() {
+                problems.push(Problem::node(
+                    ProblemKind::DuplicateId,
+                    &node.id,
+                    "id",
+                    format!("id '{}' is used by more than one node", node.id),
+                ));
+            }
+            if !node.cost.is_finite() || node.cost < 0.0 {
+                problems.push(Problem::node(
+                    ProblemKind::InvalidCost,
+                    &node.id,
+                    "cost",
+                    format!("cost must be a finite number >= 0, got {}", node.cost),
+                ));
+            }
+        }
+        // Edges, in file positions.
+        let mut preds: Vec<Vec<usize>> = vec![Vec::new(); spec.nodes.len()];
+        for (v, node) in spec.nodes.iter().enumerate() {
+            let mut seen = HashSet::new();
+            for input in &node.inputs {
+                if !seen.insert(input.as_str()) {
+                    continue;
+                }
+                if input == &node.id {
+                    problems.push(Problem::node(
+                        ProblemKind::SelfLoop,
+                        &node.id,
+                        "inputs",
+                        format!("node '{}' lists itself as an input", node.id),
+                    ));
+                    continue;
+                }
+                match position.get(input.as_str()) {
+                    Some(&u) => preds[v].push(u),
+                    None => problems.push(Problem::node(
+                        ProblemKind::UnknownInput,
+                        &node.id,
+                        "inputs",
+                        format!("input '{input}' is not a node of the graph"),
+                    )),
+                }
+            }
+        }
+        let order = match solver_order(&preds) {
+            Ok(order) => Some(order),
+            Err(cycles) => {
+                for cycle in cycles {
+                    let ids: Vec<&str> = cycle.iter().map(|&i| spec.nodes[i].id.as_str()).collect();
+                    problems.push(Problem::node(
+                        ProblemKind::Cycle,
+                        ids[0],
+                        "inputs",
+                        format!("the inputs form a cycle through nodes {}", ids.join(" -> ")),
+                    ));
+                }
+                None
+            }
+        };
+        if !problems.is_empty() {
+            return Err(GraphError::Invalid(problems));
+        }
+        let order = order.expect("no problems means an order was found");
+        Ok(Graph::from_order(spec, &preds, &order))
+    }
+
+    fn from_order(spec: GraphSpec, file_preds: &[Vec<usize>], order: &[usize]) -> Graph {
+        let n = order.len();
+        let mut rank = vec![0usize; n];
+        for (r, &file_pos) in order.iter().enumerate() {
+            rank[file_pos] = r;
+        }
+        let mut file_nodes: Vec<Option<NodeSpec>> = spec.nodes.into_iter().map(Some).collect();
+        let mut nodes = Vec::with_capacity(n);
+        let mut preds = Vec::with_capacity(n);
+        for &file_pos in order {
+            let spec = file_nodes[file_pos]
+                .take()
+                .expect("each position appears once");
+            nodes.push(Node {
+                id: spec.id,
+                cost: spec.cost,
+                memory: spec.memory,
+                kind: spec.kind,
+                op: spec.op,
+            });
+            let mut p: Vec<usize> = file_preds[file_pos].iter().map(|&u| rank[u]).collect();
+            p.sort_unstable();
+            preds.push(p);
+        }
+        let mut succs = vec![Vec::new(); n];
+        let mut dag = DiGraph::with_capacity(n, preds.iter().map(Vec::len).sum());
+        for i in 0..n {
+            dag.add_node(i);
+        }
+        for (v, ps) in preds.iter().enumerate() {
+            for &u in ps {
+                succs[u].push(v);
+                dag.add_edge(NodeIndex::new(u), NodeIndex::new(v), ());
+            }
+        }
+        let index = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| (node.id.clone(), i))
+            .collect();
+        Graph {
+            name: spec.name,
+            fixed_memory: spec.fixed_memory,
+            cost_unit: spec.cost_unit,
+            nodes,
+            preds,
+            succs,
+            index,
+            dag,
+        }
+    }
+
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+    pub fn fixed_memory(&self) -> u64 {
+        self.fixed_memory
+    }
+    pub fn cost_unit(&self) -> Option<&str> {
+        self.cost_unit.as_deref()
+    }
+    /// Number of nodes `n`.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+    /// Always false: a graph has at least one node.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+    pub fn edge_count(&self) -> usize {
+        self.dag.edge_count()
+    }
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+    pub fn node(&self, v: usize) -> &Node {
+        &self.nodes[v]
+    }
+    pub fn id(&self, v: usize) -> &str {
+        &self.nodes[v].id
+    }
+    pub fn cost(&self, v: usize) -> f64 {
+        self.nodes[v].cost
+    }
+    pub fn memory(&self, v: usize) -> u64 {
+        self.nodes[v].memory
+    }
+    /// Inputs of `v`, ascending in solver order.
+    pub fn preds(&self, v: usize) -> &[usize] {
+        &self.preds[v]
+    }
+    /// Consumers of `v`, ascending in solver order.
+    pub fn succs(&self, v: usize) -> &[usize] {
+        &self.succs[v]
+    }
+    /// Index of the node with this id.
+    pub fn index_of(&self, id: &str) -> Option<usize> {
+        self.index.get(id).copied()
+    }
+    /// The petgraph view (node weights are solver-order indices), for graph algorithms.
+    pub fn petgraph(&self) -> &DiGraph<usize, ()> {
+        &self.dag
+    }
+    /// Every edge `(u, v)`: `v` reads the output of `u`; sorted by `(v, u)`.
+    pub fn edges(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.preds
+            .iter()
+            .enumerate()
+            .flat_map(|(v, ps)| ps.iter().map(move |&u| (u, v)))
+    }
+    /// Σ_v c_v: the cost of a step without recomputation.
+    pub fn total_cost(&self) -> f64 {
+        self.nodes.iter().map(|n| n.cost).sum()
+    }
+    /// Whether any node carries a `kind`.
+    pub fn has_kinds(&self) -> bool {
+        self.nodes.iter().any(|n| n.kind.is_some())
+    }
+    /// The bytes needed to run `v` at all: its inputs and its output, resident together.
+    pub fn footprint(&self, v: usize) -> u64 {
+        self.nodes[v].memory
+            + self.preds[v]
+                .iter()
+                .map(|&u| self.nodes[u].memory)
+                .sum::<u64>()
+    }
+    /// A lower bound on every schedule's peak: `K + max_v (s_v + Σ_{u ∈ inputs(v)} s_u)`,
+    /// with the node that attains it.
+    pub fn min_feasible_budget(&self) -> (u64, usize) {
+        let (v, fp) = (0..self.len())
+            .map(|v| (v, self.footprint(v)))
+            .max_by_key(|&(v, fp)| (fp, std::cmp::Reverse(v)))
+            .expect("a graph has nodes");
+        (self.fixed_memory + fp, v)
+    }
+
+    /// The graph in the native JSON format, nodes in solver order.
+    pub fn to_spec(&self) -> GraphSpec {
+        GraphSpec {
+            name: self.name.clone(),
+            fixed_memory: self.fixed_memory,
+            cost_unit: self.cost_unit.clone(),
+            nodes: self
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(v, n)| NodeSpec {
+                    id: n.id.clone(),
+                    cost: n.cost,
+                    memory: n.memory,
+                    inputs: self.preds[v]
+                        .iter()
+                        .map(|&u| self.nodes[u].id.clone())
+                        .collect(),
+                    kind: n.kind,
+                    op: n.op.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The solver order from file positions: the file's order when it is topological, else
+/// Kahn's algorithm breaking ties by file position. On a cycle, returns the strongly
+/// connected components that contain one (each as file positions in file order).
+fn solver_order(preds: &[Vec<usize>]) -> Result<Vec<usize>, Vec<Vec<usize>>> {
+    let n = preds.len();
+    if preds
+        .iter()
+        .enumerate()
+        .all(|(v, ps)| ps.iter().all(|&u| u < v))
+    {
+        return Ok((0..n).collect());
+    }
+    let mut indegree: Vec<usize> = preds.iter().map(Vec::len).collect();
+    let mut succs = vec![Vec::new(); n];
+    for (v, ps) in preds.iter().enumerate() {
+        for &u in ps {
+            succs[u].push(v);
+        }
+    }
+    let mut ready: BinaryHeap<std::cmp::Reverse<usize>> = (0..n)
+        .filter(|&v| indegree[v] == 0)
+        .map(std::cmp::Reverse)
+        .collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(std::cmp::Reverse(u)) = ready.pop() {
+        order.push(u);
+        for &v in &succs[u] {
+            indegree[v] -= 1;
+            if indegree[v] == 0 {
+                ready.push(std::cmp::Reverse(v));
+            }
+        }
+    }
+    if order.len() == n {
+        return Ok(order);
+    }
+    let mut g: DiGraph<(), ()> = DiGraph::with_capacity(n, 0);
+    for _ in 0..n {
+        g.add_node(());
+    }
+    for (v, ps) in preds.iter().enumerate() {
+        for &u in ps {
+            g.add_edge(NodeIndex::new(u), NodeIndex::new(v), ());
+        }
+    }
+    let mut cycles: Vec<Vec<usize>> = petgraph::algo::tarjan_scc(&g)
+        .into_iter()
+        .filter(|scc| scc.len() > 1)
+        .map(|scc| {
+            let mut c: Vec<usize> = scc.into_iter().map(|i| i.index()).collect();
+            c.sort_unstable();
+            c
+        })
+        .collect();
+    cycles.sort();
+    Err(cycles)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, inputs: &[&str]) -> NodeSpec {
+        NodeSpec {
+            id: id.into(),
+            cost: 1.0,
+            memory: 1,
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            kind: None,
+            op: None,
+        }
+    }
+
+    #[test]
+    fn file_order_kept_when_topological() {
+        let g = Graph::new(GraphSpec {
+            nodes: vec![node("a", &[]), node("b", &["a"]), node("c", &["a", "b"])],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(g.id(2), "c");
+        assert_eq!(g.preds(2), &[0, 1]);
+        assert_eq!(g.succs(0), &[1, 2]);
+    }
+
+    #[test]
+    fn kahn_breaks_ties_by_file_position() {
+        // file: c(a), b, a  -> b and a are sources; b comes first in the file.
+        let g = Graph::new(GraphSpec {
+            nodes: vec![node("c", &["a"]), node("b", &[]), node("a", &[])],
+            ..Default::default()
+        })
+        .unwrap();
+        let ids: Vec<&str> = (0..3).map(|v| g.id(v)).collect();
+        assert_eq!(ids, ["b", "a", "c"]);
+    }
+}

@@ -1,0 +1,9 @@
+//! remat: optimal rematerialization (activation checkpointing) schedules for training
+//! graphs. See `ARCHITECTURE.md` for the map; data flows one way:
+//! graph -> solver -> schedule -> simulator -> result.
+
+pub mod budget;
+pub mod cli;
+pub mod graph;
+pub mod schedule;
+pub mod solve;

@@ -1,0 +1,114 @@
+//! Schedules and the one simulator that judges them.
+//!
+//! A schedule is an ordered list of events `compute(v)` / `free(v)` (seed digest §6.2).
+//! Every solver emits one; [`simulate`] replays it against the graph and is the single
+//! source of peak memory and cost. Solvers that think in Checkmate stages attach their
+//! (R, S) matrices ([`Stages`]), built and turned into events by [`stages`].
+
+mod simulate;
+pub mod stages;
+
+pub use simulate::{simulate, Rule, SimError, SimStats};
+pub use stages::Stages;
+
+use crate::graph::Graph;
+use serde::{Deserialize, Serialize};
+
+/// One event of a schedule, by node index in solver order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Event {
+    Compute(usize),
+    Free(usize),
+}
+
+impl Event {
+    pub fn node(self) -> usize {
+        match self {
+            Event::Compute(v) | Event::Free(v) => v,
+        }
+    }
+}
+
+/// A schedule for one graph.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Schedule {
+    pub events: Vec<Event>,
+    /// Checkmate's stage matrices, when the solver thinks in stages.
+    pub stages: Option<Stages>,
+}
+
+impl Schedule {
+    pub fn new(events: Vec<Event>) -> Schedule {
+        Schedule {
+            events,
+            stages: None,
+        }
+    }
+
+    /// The JSON form, naming nodes by id.
+    pub fn to_json(&self, graph: &Graph) -> ScheduleJson {
+        ScheduleJson {
+            events: self
+                .events
+                .iter()
+                .map(|e| match *e {
+                    Event::Compute(v) => EventJson::Compute {
+                        node: graph.id(v).to_string(),
+                    },
+                    Event::Free(v) => EventJson::Free {
+                        node: graph.id(v).to_string(),
+                    },
+                })
+                .collect(),
+            stages: self.stages.as_ref().map(|s| s.to_json(graph)),
+        }
+    }
+}
+
+/// An event as JSON: `{"op": "compute", "node": "conv1"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum EventJson {
+    Compute { node: String },
+    Free { node: String },
+}
+
+/// A schedule as JSON. `stages`, when present, lists for each Checkmate stage `t` the
+/// nodes with `R[t,i] = 1` and those with `S[t,i] = 1` (the sparse rows of R and S).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleJson {
+    pub events: Vec<EventJson>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<Vec<StageJson>>,
+}
+
+/// One stage's rows of R and S, by node id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageJson {
+    #[serde(rename = "R")]
+    pub r: Vec<String>,
+    #[serde(rename = "S")]
+    pub s: Vec<String>,
+}
+
+impl ScheduleJson {
+    /// Resolves node ids against `graph`. Stage matrices are not read back: the events are
+    /// the schedule.
+    pub fn resolve(&self, graph: &Graph) -> Result<Schedule, SimError> {
+        let mut events = Vec::with_capacity(self.events.len());
+        for (index, e) in self.events.iter().enumerate() {
+            let (id, make): (&str, fn(usize) -> Event) = match e {
+                EventJson::Compute { node } => (node, Event::Compute),
+                EventJson::Free { node } => (node, Event::Free),
+            };
+            let v = graph.index_of(id).ok_or_else(|| SimError {
+                event: Some(index),
+                node: Some(id.to_string()),
+                rule: Rule::UnknownNode,
+                message: format!("event {index} names node '{id}', which is not in the graph"),
+            })?;
+            events.push(make(v));
+        }
+        Ok(Schedule::new(events))
+    }
+}

@@ -1,0 +1,173 @@
+//! The simulator: the single memory and cost model (seed digest §6.2) every schedule from
+//! every solver is judged by.
+//!
+//! Rules, checked event by event:
+//! 1. `compute(v)` needs every input of `v` resident ([`Rule::MissingInput`]) and `v` not
+//!    resident already ([`Rule::AlreadyResident`]). At that instant the memory in use is
+//!    `K + Σ_{u resident} s_u + s_v`: the output and all inputs are live together.
+//! 2. `free(v)` needs `v` resident ([`Rule::FreeNotResident`]).
+//! 3. Every node is computed at least once ([`Rule::NeverComputed`]).
+//!
+//! Cost is `Σ c_v` over compute events, so every recomputation pays again. Peak is the
+//! maximum over events of the memory after the event (frees only lower it, so the peak is
+//! always reached at a compute).
+
+use super::{Event, Schedule};
+use crate::graph::Graph;
+use serde::Serialize;
+
+/// Which rule an invalid schedule breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    UnknownNode,
+    MissingInput,
+    AlreadyResident,
+    FreeNotResident,
+    NeverComputed,
+}
+
+/// An invalid schedule: the event (0-based index), the node and the rule it breaks.
+#[derive(Clone, Debug, PartialEq, Serialize, thiserror::Error)]
+#[error("invalid schedule: {message}")]
+pub struct SimError {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub rule: Rule,
+    pub message: String,
+}
+
+/// What a valid schedule costs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SimStats {
+    /// Peak bytes in use, `fixed_memory` included.
+    pub peak_memory: u64,
+    /// Index of the first event at which the peak is reached.
+    pub peak_event: usize,
+    /// Σ c_v over compute events.
+    pub total_cost: f64,
+    /// `total_cost − Σ_v c_v`.
+    pub recompute_cost: f64,
+    /// `total_cost / Σ_v c_v` (1 when every cost is 0).
+    pub overhead: f64,
+    /// Number of compute events per node, in solver order.
+    #[serde(skip)]
+    pub computes: Vec<u32>,
+    /// Bytes in use after every event.
+    #[serde(skip)]
+    pub memory_after: Vec<u64>,
+}
+
+/// Replays `schedule` against `graph`.
+pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError> {
+    let n = graph.len();
+    let mut resident = vec![false; n];
+    let mut computes = vec![0u32; n];
+    let mut memory = graph.fixed_memory();
+    let mut peak = memory;
+    let mut peak_event = 0;
+    let mut total_cost = 0.0;
+    let mut memory_after = Vec::with_capacity(schedule.events.len());
+    let fail = |index: usize, v: usize, rule: Rule, message: String| SimError {
+        event: Some(index),
+        node: Some(graph.id(v).to_string()),
+        rule,
+        message,
+    };
+    for (index, &event) in schedule.events.iter().enumerate() {
+        let v = event.node();
+        if v >= n {
+            return Err(SimError {
+                event: Some(index),
+                node: None,
+                rule: Rule::UnknownNode,
+                message: format!("event {index} names node #{v}, but the graph has {n} nodes"),
+            });
+        }
+        match event {
+            Event::Compute(v) => {
+                if resident[v] {
+                    return Err(fail(
+                        index,
+                        v,
+                        Rule::AlreadyResident,
+                        format!(
+                            "event {index} computes '{}', which is already resident",
+                            graph.id(v)
+                        ),
+                    ));
+                }
+                if let Some(&u) = graph.preds(v).iter().find(|&&u| !resident[u]) {
+                    return Err(fail(
+                        index,
+                        v,
+                        Rule::MissingInput,
+                        format!(
+                            "event {index} computes '{}', but its input '{}' is not resident",
+                            graph.id(v),
+                            graph.id(u)
+                        ),
+                    ));
+                }
+                resident[v] = true;
+                computes[v] += 1;
+                memory += graph.memory(v);
+                total_cost += graph.cost(v);
+                if memory > peak {
+                    peak = memory;
+                    peak_event = index;
+                }
+            }
+            Event::Free(v) => {
+                if !resident[v] {
+                    return Err(fail(
+                        index,
+                        v,
+                        Rule::FreeNotResident,
+                        format!(
+                            "event {index} frees '{}', which is not resident",
+                            graph.id(v)
+                        ),
+                    ));
+                }
+                resident[v] = false;
+                memory -= graph.memory(v);
+            }
+        }
+        memory_after.push(memory);
+    }
+    let missing: Vec<&str> = (0..n)
+        .filter(|&v| computes[v] == 0)
+        .map(|v| graph.id(v))
+        .collect();
+    if !missing.is_empty() {
+        let shown: Vec<&str> = missing.iter().take(10).copied().collect();
+        return Err(SimError {
+            event: None,
+            node: Some(missing[0].to_string()),
+            rule: Rule::NeverComputed,
+            message: format!(
+                "{} node(s) are never computed: {}{}",
+                missing.len(),
+                shown.join(", "),
+                if missing.len() > shown.len() {
+                    ", ..."
+                } else {
+                    ""
+                }
+            ),
+        });
+    }
+    let base = graph.total_cost();
+    Ok(SimStats {
+        peak_memory: peak,
+        peak_event,
+        total_cost,
+        recompute_cost: total_cost - base,
+        overhead: if base > 0.0 { total_cost / base } else { 1.0 },
+        computes,
+        memory_after,
+    })
+}

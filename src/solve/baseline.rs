@@ -1,0 +1,107 @@
+//! The two extreme baselines.
+//!
+//! * `checkpoint-all`: compute every node once in solver order and free each output right
+//!   after its last consumer (a node nobody reads is freed right after it is computed).
+//!   Cost `Σ c_v`; its peak is the *checkpoint-all peak* that percentage budgets refer to
+//!   (Checkmate Fig. 5's no-recomputation schedule).
+//! * `recompute-all`: Checkmate's `checkpoint_last_node`: between stages keep only the
+//!   output of the previous stage's node (`S[t, t−1] = 1`) and recompute everything else
+//!   from the graph's sources; quadratic cost, little memory.
+
+use super::{fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
+use crate::graph::Graph;
+use crate::schedule::stages::{empty_s, Stages};
+use crate::schedule::{simulate, Event, Schedule};
+
+pub struct CheckpointAll;
+pub struct RecomputeAll;
+
+/// The checkpoint-all schedule.
+pub fn checkpoint_all(graph: &Graph) -> Schedule {
+    let mut events = Vec::with_capacity(2 * graph.len());
+    for v in 0..graph.len() {
+        events.push(Event::Compute(v));
+        for &u in graph.preds(v).iter().chain(std::iter::once(&v)) {
+            if graph.succs(u).last().is_none_or(|&last| last == v) {
+                events.push(Event::Free(u));
+            }
+        }
+    }
+    Schedule::new(events)
+}
+
+/// Peak memory of the checkpoint-all schedule (`fixed_memory` included).
+pub fn checkpoint_all_peak(graph: &Graph) -> u64 {
+    simulate(graph, &checkpoint_all(graph))
+        .expect("checkpoint-all is a valid schedule")
+        .peak_memory
+}
+
+impl Solver for CheckpointAll {
+    fn info(&self) -> SolverInfo {
+        SolverInfo {
+            name: "checkpoint-all",
+            description: "Keep every output until its last use: no recomputation, the most memory.",
+            scope: Scope::Heuristic,
+            accepts: "any graph",
+        }
+    }
+    fn solve(&self, instance: &Instance, _: &SolveOptions) -> Result<Outcome, SolveError> {
+        fit(
+            instance,
+            "checkpoint-all",
+            checkpoint_all(instance.graph),
+            None,
+        )
+    }
+}
+
+/// The recompute-all schedule.
+pub fn recompute_all(graph: &Graph) -> Schedule {
+    let mut s = empty_s(graph.len());
+    for (t, row) in s.iter_mut().enumerate().skip(1) {
+        row.insert(t - 1);
+    }
+    Stages::from_s(graph, s).into_schedule(graph)
+}
+
+impl Solver for RecomputeAll {
+    fn info(&self) -> SolverInfo {
+        SolverInfo {
+            name: "recompute-all",
+            description:
+                "Keep only the previous op's output between stages and recompute everything else \
+                          (Checkmate's checkpoint-last-node): quadratic cost, little memory.",
+            scope: Scope::Heuristic,
+            accepts: "any graph",
+        }
+    }
+    fn solve(&self, instance: &Instance, _: &SolveOptions) -> Result<Outcome, SolveError> {
+        fit(
+            instance,
+            "recompute-all",
+            recompute_all(instance.graph),
+            None,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::generate::linear;
+
+    #[test]
+    fn linear_checkpoint_all_and_recompute_all_match_checkmate() {
+        // Checkmate: checkpoint-all on gen_linear_graph costs T; checkpoint_last_node costs
+        // 19 and 53 for n = 4, 8, with peak 3 on chains (its ILP-semantics accounting).
+        for (n, last_cost) in [(4, 19.0), (8, 53.0)] {
+            let g = linear(n);
+            let all = simulate(&g, &checkpoint_all(&g)).unwrap();
+            assert_eq!(all.total_cost, (2 * n + 1) as f64);
+            let last = simulate(&g, &recompute_all(&g)).unwrap();
+            assert_eq!(last.total_cost, last_cost);
+            assert_eq!(last.peak_memory, 3);
+        }
+    }
+}

@@ -1,0 +1,326 @@
+//! Chen et al., "Training Deep Nets with Sublinear Memory Cost" (2016): segment the
+//! forward pass at checkpoints, keep only the checkpoints through the forward pass, and
+//! recompute each segment once, just before its backward pass (seed digest §2A.4).
+//!
+//! Candidates for checkpoints are the *articulation points* of the forward pass in solver
+//! order: forward nodes `c` that no forward edge `u -> v` with `u < c < v` jumps over
+//! (with a virtual source before every forward source and a virtual sink after every
+//! forward sink), so that `c` alone separates what comes before it from what comes after,
+//! as Checkmate's AP variants. When there are fewer than two, every forward node is a
+//! candidate (Checkmate's "generalized"/linearised variant). Graphs without node kinds
+//! are treated as all-forward.
+//!
+//! * `chen-sqrt`: every `k`-th candidate with `k = ⌊√|C|⌋`.
+//! * `chen-greedy`: Chen's Algorithm 3: walk the forward nodes accumulating output sizes,
+//!   and checkpoint a candidate once the running sum exceeds the segment budget `B`. As in
+//!   Checkmate's sweep, `B` runs over a geometric grid and both candidate sets, and the
+//!   cheapest schedule within the real budget is returned.
+//!
+//! From checkpoints to a stage schedule: let the *epoch* of stage `t` be the number of
+//! checkpoints before `t`, and a node's *segment* the epoch in which it is created. A
+//! checkpoint stays resident from its creation to its last use. Any other output stays
+//! resident through its uses in its own epoch; for each later epoch that reads its
+//! segment, the whole segment is recomputed at the first such read (Chen's "ladder") and
+//! each value kept through its last use in that epoch. The minimal-R closure of
+//! [`Stages::from_s`] performs the recomputation.
+
+use super::{
+    fit, internal, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo,
+};
+use crate::graph::{Graph, NodeKind};
+use crate::schedule::simulate;
+use crate::schedule::stages::{empty_s, Stages};
+use serde_json::json;
+use std::collections::HashMap;
+
+pub struct ChenSqrt;
+pub struct ChenGreedy;
+
+/// The forward part: nodes of kind `forward`, or every node of a graph without kinds.
+fn forward_nodes(graph: &Graph) -> Vec<usize> {
+    if graph.has_kinds() {
+        (0..graph.len())
+            .filter(|&v| graph.node(v).kind == Some(NodeKind::Forward))
+            .collect()
+    } else {
+        (0..graph.len()).collect()
+    }
+}
+
+/// Forward nodes that no forward edge (or virtual source/sink edge) jumps over.
+fn articulation_points(graph: &Graph, forward: &[usize]) -> Vec<usize> {
+    let n = graph.len();
+    let mut is_fwd = vec![false; n];
+    for &v in forward {
+        is_fwd[v] = true;
+    }
+    // covered[c] > 0 when some edge spans c; difference array over positions.
+    let mut diff = vec![0i64; n + 1];
+    let mut span = |lo: usize, hi: usize| {
+        if lo < hi {
+            diff[lo] += 1;
+            diff[hi] -= 1;
+        }
+    };
+    for &v in forward {
+        let fwd_preds: Vec<usize> = graph
+            .preds(v)
+            .iter()
+            .copied()
+            .filter(|&u| is_fwd[u])
+            .collect();
+        if fwd_preds.is_empty() {
+            span(0, v); // virtual source -> v
+        }
+        for u in fwd_preds {
+            span(u + 1, v);
+        }
+        if !graph.succs(v).iter().any(|&w| is_fwd[w]) {
+            span(v + 1, n); // v -> virtual sink
+        }
+    }
+    let mut covered = 0;
+    let mut points = Vec::new();
+    for c in 0..n {
+        covered += diff[c];
+        if covered == 0 && is_fwd[c] {
+            points.push(c);
+        }
+    }
+    points
+}
+
+/// The candidate sets: articulation points (when there are at least two), and every
+/// forward node.
+fn candidate_sets(graph: &Graph) -> Vec<(&'static str, Vec<usize>)> {
+    let forward = forward_nodes(graph);
+    let aps = articulation_points(graph, &forward);
+    let mut sets = Vec::new();
+    if aps.len() >= 2 {
+        sets.push(("articulation points", aps));
+    }
+    sets.push(("all forward nodes", forward));
+    sets
+}
+
+/// The stage schedule that keeps `checkpoints` (ascending) and recomputes segments.
+pub(crate) fn segment_stages(graph: &Graph, checkpoints: &[usize]) -> Stages {
+    let n = graph.len();
+    let mut is_ckpt = vec![false; n];
+    for &c in checkpoints {
+        is_ckpt[c] = true;
+    }
+    // epoch[t] = number of checkpoints strictly before t.
+    let mut epoch = vec![0usize; n];
+    let mut count = 0;
+    for t in 0..n {
+        epoch[t] = count;
+        if is_ckpt[t] {
+            count += 1;
+        }
+    }
+    let mut s = empty_s(n);
+    let mut keep = |i: usize, from: usize, to: usize| {
+        for row in s.iter_mut().take(to + 1).skip(from + 1) {
+            row.insert(i);
+        }
+    };
+    // First read of each segment in each later epoch: the ladder's start.
+    let mut ladder: HashMap<(usize, usize), usize> = HashMap::new();
+    for i in (0..n).filter(|&i| !is_ckpt[i]) {
+        for &v in graph.succs(i) {
+            if epoch[v] != epoch[i] {
+                ladder
+                    .entry((epoch[i], epoch[v]))
+                    .and_modify(|t| *t = (*t).min(v))
+                    .or_insert(v);
+            }
+        }
+    }
+    for i in 0..n {
+        let Some(&last) = graph.succs(i).last() else {
+            continue;
+        };
+        if is_ckpt[i] {
+            keep(i, i, last);
+            continue;
+        }
+        // Last use per epoch (successors are ascending, so epochs are too).
+        let mut uses: Vec<(usize, usize)> = Vec::new();
+        for &v in graph.succs(i) {
+            match uses.last_mut() {
+                Some((e, l)) if *e == epoch[v] => *l = v,
+                _ => uses.push((epoch[v], v)),
+            }
+        }
+        for (e, last_in_epoch) in uses {
+            let start = if e == epoch[i] {
+                i
+            } else {
+                ladder[&(epoch[i], e)]
+            };
+            keep(i, start, last_in_epoch);
+        }
+    }
+    Stages::from_s(graph, s)
+}
+
+impl Solver for ChenSqrt {
+    fn info(&self) -> SolverInfo {
+        SolverInfo {
+            name: "chen-sqrt",
+            description: "Chen et al. sqrt(n): checkpoint every floor(sqrt(|C|))-th candidate (articulation \
+                          points of the forward pass, else every forward node), recompute each segment once.",
+            scope: Scope::Heuristic,
+            accepts: "any graph (forward/backward kinds make it Chen's; without kinds every node is forward)",
+        }
+    }
+    fn solve(&self, instance: &Instance, _: &SolveOptions) -> Result<Outcome, SolveError> {
+        let graph = instance.graph;
+        let (label, candidates) = candidate_sets(graph).swap_remove(0);
+        let k = ((candidates.len() as f64).sqrt() as usize).max(1);
+        let checkpoints: Vec<usize> = candidates
+            .iter()
+            .enumerate()
+            .filter(|(idx, _)| (idx + 1) % k == 0)
+            .map(|(_, &v)| v)
+            .collect();
+        let details = json!({
+            "candidates": label,
+            "checkpoints": checkpoints.iter().map(|&c| graph.id(c)).collect::<Vec<_>>(),
+        });
+        let schedule = segment_stages(graph, &checkpoints).into_schedule(graph);
+        fit(instance, "chen-sqrt", schedule, Some(details))
+    }
+}
+
+/// Chen's Algorithm 3 for one segment budget `b`.
+fn greedy_checkpoints(
+    graph: &Graph,
+    forward: &[usize],
+    candidates: &[usize],
+    b: f64,
+) -> Vec<usize> {
+    let mut is_candidate = vec![false; graph.len()];
+    for &c in candidates {
+        is_candidate[c] = true;
+    }
+    let mut temp = 0.0;
+    let mut checkpoints = Vec::new();
+    for &v in forward {
+        temp += graph.memory(v) as f64;
+        if is_candidate[v] && temp > b {
+            checkpoints.push(v);
+            temp = 0.0;
+        }
+    }
+    checkpoints
+}
+
+const GREEDY_GRID: usize = 24;
+
+impl Solver for ChenGreedy {
+    fn info(&self) -> SolverInfo {
+        SolverInfo {
+            name: "chen-greedy",
+            description: "Chen et al. greedy (Algorithm 3), with the segment budget swept over a grid and \
+                          both candidate sets; returns the cheapest schedule within the budget.",
+            scope: Scope::Heuristic,
+            accepts: "any graph (forward/backward kinds make it Chen's; without kinds every node is forward)",
+        }
+    }
+    fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
+        let graph = instance.graph;
+        let forward = forward_nodes(graph);
+        let total: f64 = forward.iter().map(|&v| graph.memory(v) as f64).sum();
+        let smallest = forward
+            .iter()
+            .map(|&v| graph.memory(v))
+            .filter(|&m| m > 0)
+            .min()
+            .unwrap_or(1) as f64;
+        let sets = candidate_sets(graph);
+        let mut tried: Vec<Vec<usize>> = Vec::new();
+        // (cost, peak, checkpoints, label, segment budget)
+        let mut best: Option<(f64, u64, Vec<usize>, &str, f64)> = None;
+        let mut lowest_peak = u64::MAX;
+        let steps = sets.len() * GREEDY_GRID;
+        for (set_index, (label, candidates)) in sets.iter().enumerate() {
+            for step in 0..GREEDY_GRID {
+                if options.is_cancelled() {
+                    return Err(SolveError::Cancelled);
+                }
+                let done = set_index * GREEDY_GRID + step;
+                options.report(
+                    "chen-greedy: sweeping segment budgets",
+                    Some(done as f64 / steps as f64),
+                );
+                let ratio =
+                    (total.max(smallest) / smallest).powf(step as f64 / (GREEDY_GRID - 1) as f64);
+                let b = smallest * ratio;
+                let checkpoints = greedy_checkpoints(graph, &forward, candidates, b);
+                if tried.contains(&checkpoints) {
+                    continue;
+                }
+                let schedule = segment_stages(graph, &checkpoints).into_schedule(graph);
+                let stats = simulate(graph, &schedule).map_err(|e| internal("chen-greedy", e))?;
+                lowest_peak = lowest_peak.min(stats.peak_memory);
+                let better = best
+                    .as_ref()
+                    .is_none_or(|(c, p, ..)| (stats.total_cost, stats.peak_memory) < (*c, *p));
+                if stats.peak_memory <= instance.budget && better {
+                    best = Some((
+                        stats.total_cost,
+                        stats.peak_memory,
+                        checkpoints.clone(),
+                        label,
+                        b,
+                    ));
+                }
+                tried.push(checkpoints);
+            }
+        }
+        let Some((_, _, checkpoints, label, b)) = best else {
+            return Ok(Outcome::Infeasible {
+                solver: "chen-greedy",
+                proven: false,
+                reason: format!(
+                    "no segment budget gives a chen-greedy schedule within {} bytes (the lowest peak found is {} bytes)",
+                    instance.budget, lowest_peak
+                ),
+            });
+        };
+        let details = json!({
+            "candidates": label,
+            "segment_budget": b,
+            "checkpoints": checkpoints.iter().map(|&c| graph.id(c)).collect::<Vec<_>>(),
+        });
+        let schedule = segment_stages(graph, &checkpoints).into_schedule(graph);
+        fit(instance, "chen-greedy", schedule, Some(details))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::generate::linear;
+
+    #[test]
+    fn every_forward_node_of_a_chain_is_an_articulation_point() {
+        let g = linear(5);
+        assert_eq!(
+            articulation_points(&g, &forward_nodes(&g)),
+            vec![0, 1, 2, 3, 4]
+        );
+    }
+
+    #[test]
+    fn sqrt_segments_on_linear_16_recompute_each_forward_once() {
+        // 16 forward ops, k = 4: checkpoints 3, 7, 11, 15; segments 0-2, 4-6, 8-10, 12-14
+        // are each recomputed once: 12 extra forward computes.
+        let g = linear(16);
+        let st = segment_stages(&g, &[3, 7, 11, 15]);
+        let stats = simulate(&g, &st.into_schedule(&g)).unwrap();
+        assert_eq!(stats.total_cost, 33.0 + 12.0);
+    }
+}
