@@ -12,9 +12,11 @@
 mod auto;
 mod baseline;
 mod chen;
+mod checkmate;
 mod exhaustive;
 mod result;
 
+pub use baseline::checkpoint_all_peak;
 pub use result::{SolveResult, Status};
 
 use crate::graph::Graph;
@@ -178,6 +180,9 @@ pub fn registry() -> &'static [&'static dyn Solver] {
         &baseline::RecomputeAll,
         &chen::ChenSqrt,
         &chen::ChenGreedy,
+        &checkmate::Milp,
+        &checkmate::LpBound,
+        &checkmate::LpRounding,
     ];
     SOLVERS
 }

@@ -1,0 +1,371 @@
+//! The only place that touches HiGHS (the `highs` crate and `highs-sys`).
+//!
+//! [`Lp`] is a plain sparse (MI)LP in row form, built by the Checkmate model builder with
+//! column ids of its own; [`run`] hands it to HiGHS and reads back what the solvers need:
+//! the status, whether an incumbent exists, the objective, the dual bound, the gap and the
+//! column values.
+//!
+//! Three HiGHS facts shape this module (`ecosystem.md` §1):
+//! * a `highs::Model` is `!Send`, and HiGHS's task scheduler is a thread-local global that
+//!   refuses a second, different `threads` value on the same OS thread. Every run therefore
+//!   happens on a fresh scoped thread, which also resets that scheduler on exit, so callers
+//!   may use any `threads` value in any order;
+//! * duplicate `(row, col)` entries make HiGHS reject a model: [`Lp::add_row`] merges them;
+//! * cancellation and deadlines are enforced through the C callback API
+//!   (`Highs_setCallback` with the MIP, simplex and IPM interrupt callbacks), on top of the
+//!   `time_limit` option; an interrupted MIP keeps its incumbent.
+
+use highs::{HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
+use std::ffi::c_void;
+use std::os::raw::{c_char, c_int};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A sparse linear program with optional integer columns, built row by row.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Lp {
+    cost: Vec<f64>,
+    lower: Vec<f64>,
+    upper: Vec<f64>,
+    integer: Vec<bool>,
+    row_lower: Vec<f64>,
+    row_upper: Vec<f64>,
+    row_start: Vec<usize>,
+    index: Vec<usize>,
+    value: Vec<f64>,
+}
+
+impl Lp {
+    pub(crate) fn new() -> Lp {
+        Lp {
+            row_start: vec![0],
+            ..Lp::default()
+        }
+    }
+
+    /// Adds a column with objective coefficient `cost` and bounds `[lower, upper]`;
+    /// returns its id.
+    pub(crate) fn add_col(&mut self, cost: f64, lower: f64, upper: f64, integer: bool) -> usize {
+        self.cost.push(cost);
+        self.lower.push(lower);
+        self.upper.push(upper);
+        self.integer.push(integer);
+        self.cost.len() - 1
+    }
+
+    /// Adds the row `lower <= Σ coef·x[col] <= upper`. Repeated columns are merged and
+    /// zero coefficients dropped.
+    pub(crate) fn add_row(&mut self, lower: f64, upper: f64, terms: &mut Vec<(usize, f64)>) {
+        terms.sort_unstable_by_key(|&(c, _)| c);
+        let mut last: Option<usize> = None;
+        for &(col, coef) in terms.iter() {
+            if last == Some(col) {
+                *self.value.last_mut().expect("a previous entry") += coef;
+            } else {
+                self.index.push(col);
+                self.value.push(coef);
+                last = Some(col);
+            }
+        }
+        let start = *self.row_start.last().expect("row_start starts with 0");
+        let mut write = start;
+        for read in start..self.index.len() {
+            if self.value[read] != 0.0 {
+                self.index[write] = self.index[read];
+                self.value[write] = self.value[read];
+                write += 1;
+            }
+        }
+        self.index.truncate(write);
+        self.value.truncate(write);
+        self.row_start.push(write);
+        self.row_lower.push(lower);
+        self.row_upper.push(upper);
+        terms.clear();
+    }
+
+    pub(crate) fn num_cols(&self) -> usize {
+        self.cost.len()
+    }
+    pub(crate) fn num_rows(&self) -> usize {
+        self.row_lower.len()
+    }
+    pub(crate) fn num_integer(&self) -> usize {
+        self.integer.iter().filter(|&&b| b).count()
+    }
+
+    fn to_highs(&self, relax: bool) -> RowProblem {
+        let mut pb = RowProblem::new();
+        let cols: Vec<highs::Col> = (0..self.num_cols())
+            .map(|j| {
+                pb.add_column_with_integrality(
+                    self.cost[j],
+                    self.lower[j]..=self.upper[j],
+                    self.integer[j] && !relax,
+                )
+            })
+            .collect();
+        for r in 0..self.num_rows() {
+            let range = self.row_start[r]..self.row_start[r + 1];
+            let factors = self.index[range.clone()]
+                .iter()
+                .zip(&self.value[range])
+                .map(|(&c, &v)| (cols[c], v));
+            // HiGHS reads ±inf as "no bound".
+            pb.add_row(self.row_lower[r]..=self.row_upper[r], factors);
+        }
+        pb
+    }
+}
+
+/// How a run is controlled.
+#[derive(Clone)]
+pub(crate) struct Controls {
+    /// Solve the LP relaxation (integer columns become continuous).
+    pub relax: bool,
+    pub deadline: Option<Instant>,
+    pub mip_rel_gap: Option<f64>,
+    pub threads: Option<u32>,
+    pub seed: u64,
+    pub cancel: Arc<AtomicBool>,
+    /// Use the interior-point method for an LP.
+    pub ipm: bool,
+}
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RunStatus {
+    /// Solved to optimality (for a MIP: within `mip_rel_gap`).
+    Optimal,
+    /// Proved infeasible.
+    Infeasible,
+    /// Stopped by the time limit or the deadline.
+    TimeLimit,
+    /// Stopped because the caller cancelled.
+    Cancelled,
+}
+
+/// What a run found.
+#[derive(Clone, Debug)]
+pub(crate) struct Run {
+    pub status: RunStatus,
+    /// Column values of the best solution, when one exists.
+    pub columns: Option<Vec<f64>>,
+    pub objective: Option<f64>,
+    /// Best proven lower bound on the objective (minimisation).
+    pub bound: Option<f64>,
+    pub time: Duration,
+}
+
+/// Why HiGHS could not run.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HighsError {
+    #[error("HiGHS rejected the model ({0:?})")]
+    Model(highs::HighsStatus),
+    #[error("HiGHS rejected option '{0}'")]
+    Option(&'static str),
+    #[error("HiGHS failed during the solve ({0:?})")]
+    Solve(highs::HighsStatus),
+    #[error("HiGHS ended with status {0:?}")]
+    Status(HighsModelStatus),
+}
+
+struct Interrupt {
+    cancel: Arc<AtomicBool>,
+    deadline: Option<Instant>,
+}
+
+unsafe extern "C" fn interrupt_callback(
+    _kind: c_int,
+    _message: *const c_char,
+    _out: *const highs_sys::HighsCallbackDataOut,
+    data_in: *mut highs_sys::HighsCallbackDataIn,
+    user: *mut c_void,
+) {
+    // SAFETY: `user` points to the `Interrupt` that `solve_here` keeps alive across
+    // `Highs_run`; `data_in` is provided by HiGHS for interrupt callbacks.
+    let state = unsafe { &*(user as *const Interrupt) };
+    let stop = state.cancel.load(Ordering::Relaxed)
+        || state.deadline.is_some_and(|d| Instant::now() >= d);
+    if stop && !data_in.is_null() {
+        unsafe { (*data_in).user_interrupt = 1 };
+    }
+}
+
+/// Solves `lp` (minimising), starting from `start` when given (a complete column vector,
+/// used by HiGHS as the first incumbent if it is feasible).
+pub(crate) fn run(lp: &Lp, start: Option<&[f64]>, controls: &Controls) -> Result<Run, HighsError> {
+    let problem = lp.to_highs(controls.relax);
+    let integral = !controls.relax && lp.integer.iter().any(|&b| b);
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let result = solve_here(problem, integral, start, controls);
+                // SAFETY: shuts down this thread's HiGHS scheduler (if any) before the
+                // thread ends; no HiGHS object is alive on this thread any more.
+                unsafe { highs_sys::Highs_resetGlobalScheduler(1) };
+                result
+            })
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+fn solve_here(
+    problem: RowProblem,
+    integral: bool,
+    start: Option<&[f64]>,
+    controls: &Controls,
+) -> Result<Run, HighsError> {
+    let began = Instant::now();
+    let mut model = problem
+        .try_optimise(Sense::Minimise)
+        .map_err(HighsError::Model)?;
+    let set = |model: &mut highs::Model, name: &'static str, value: f64| {
+        model
+            .try_set_option(name, value)
+            .map_err(|_| HighsError::Option(name))
+    };
+    if let Some(deadline) = controls.deadline {
+        let left = deadline.saturating_duration_since(Instant::now());
+        set(&mut model, "time_limit", left.as_secs_f64())?;
+    }
+    if let Some(gap) = controls.mip_rel_gap {
+        set(&mut model, "mip_rel_gap", gap)?;
+    }
+    if let Some(threads) = controls.threads {
+        model
+            .try_set_option("threads", threads as i32)
+            .map_err(|_| HighsError::Option("threads"))?;
+    }
+    model
+        .try_set_option("random_seed", (controls.seed % i32::MAX as u64) as i32)
+        .map_err(|_| HighsError::Option("random_seed"))?;
+    if controls.ipm && !integral {
+        model
+            .try_set_option("solver", "ipm")
+            .map_err(|_| HighsError::Option("solver"))?;
+    }
+    if let (Some(start), true) = (start, integral) {
+        // A start HiGHS finds infeasible is ignored by HiGHS; a wrong length is a bug.
+        model
+            .try_set_solution(Some(start), None, None, None)
+            .map_err(HighsError::Model)?;
+    }
+    if std::env::var("HLOG").is_ok() {
+        model.set_option("output_flag", true);
+        model.set_option("log_to_console", true);
+    }
+    if let Ok(opts) = std::env::var("HOPT") {
+        for kv in opts.split(',') {
+            let (k, v) = kv.split_once('=').unwrap();
+            let k = k.to_string();
+            if let Ok(i) = v.parse::<i32>() { model.set_option(k, i); }
+            else if let Ok(f) = v.parse::<f64>() { model.set_option(k, f); }
+            else { model.set_option(k, v); }
+        }
+    }
+    let interrupt = Box::new(Interrupt {
+        cancel: controls.cancel.clone(),
+        deadline: controls.deadline,
+    });
+    let ptr = model.as_mut_ptr();
+    // SAFETY: `interrupt` outlives the solve (it is dropped at the end of this function,
+    // after `try_solve` returned), and the callback only reads it.
+    unsafe {
+        highs_sys::Highs_setCallback(
+            ptr,
+            Some(interrupt_callback),
+            &*interrupt as *const Interrupt as *mut c_void,
+        );
+        for kind in [
+            highs_sys::kHighsCallbackMipInterrupt,
+            highs_sys::kHighsCallbackSimplexInterrupt,
+            highs_sys::kHighsCallbackIpmInterrupt,
+        ] {
+            highs_sys::Highs_startCallback(ptr, kind);
+        }
+    }
+    let solved = model.try_solve().map_err(HighsError::Solve)?;
+    let status = solved.status();
+    let has_solution = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
+    let run_status = match status {
+        HighsModelStatus::Optimal => RunStatus::Optimal,
+        HighsModelStatus::Infeasible => RunStatus::Infeasible,
+        HighsModelStatus::ReachedTimeLimit | HighsModelStatus::ReachedInterrupt => {
+            if controls.cancel.load(Ordering::Relaxed) {
+                RunStatus::Cancelled
+            } else {
+                RunStatus::TimeLimit
+            }
+        }
+        other => return Err(HighsError::Status(other)),
+    };
+    let objective = has_solution.then(|| solved.objective_value());
+    let bound = if run_status == RunStatus::Optimal && !integral {
+        objective
+    } else if integral {
+        solved
+            .double_info_value(c"mip_dual_bound")
+            .ok()
+            .filter(|b| b.is_finite())
+    } else {
+        None
+    };
+    let columns = has_solution.then(|| solved.get_solution().columns().to_vec());
+    drop(solved);
+    drop(interrupt);
+    Ok(Run {
+        status: run_status,
+        columns,
+        objective,
+        bound,
+        time: began.elapsed(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn controls(relax: bool) -> Controls {
+        Controls {
+            relax,
+            deadline: None,
+            mip_rel_gap: None,
+            threads: Some(1),
+            seed: 0,
+            cancel: Arc::new(AtomicBool::new(false)),
+            ipm: false,
+        }
+    }
+
+    #[test]
+    fn merges_duplicates_and_solves_mip_and_relaxation() {
+        // min -x - y  s.t.  x + y + x <= 3 (i.e. 2x + y <= 3), x, y in {0,1,2}.
+        let mut lp = Lp::new();
+        let x = lp.add_col(-1.0, 0.0, 2.0, true);
+        let y = lp.add_col(-1.0, 0.0, 2.0, true);
+        lp.add_row(f64::NEG_INFINITY, 3.0, &mut vec![(x, 1.0), (y, 1.0), (x, 1.0)]);
+        let mip = run(&lp, None, &controls(false)).unwrap();
+        assert_eq!(mip.status, RunStatus::Optimal);
+        assert_eq!(mip.objective, Some(-2.0));
+        // Relaxation: x = 0.5, y = 2.
+        let rel = run(&lp, None, &controls(true)).unwrap();
+        assert!((rel.objective.unwrap() + 2.5).abs() < 1e-9);
+        assert!((rel.bound.unwrap() + 2.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn infeasible_is_reported_and_threads_may_change() {
+        let mut lp = Lp::new();
+        let x = lp.add_col(1.0, 0.0, 1.0, true);
+        lp.add_row(2.0, f64::INFINITY, &mut vec![(x, 1.0)]);
+        for threads in [1, 2, 1] {
+            let mut c = controls(false);
+            c.threads = Some(threads);
+            assert_eq!(run(&lp, None, &c).unwrap().status, RunStatus::Infeasible);
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! The LP relaxation of the Checkmate MILP ([`super`]) as a lower bound (`lp-bound`), and
+//! Checkmate's two-phase LP rounding (`lp-rounding`; paper §5, `checkmate.md` §2).
+//!
+//! Phase 1 solves the relaxation (R, S, FREE in `[0,1]`) and rounds only `S*`:
+//! a deterministic threshold sweep (`S = [S* >= τ]` for `τ = 0.05, 0.10, ..., 0.95` and
+//! any positive value) and seeded randomized rounding (`S[t,i] ~ Bernoulli(S*[t,i])`).
+//! Phase 2 rebuilds the minimal R for each rounded S ([`Stages::from_s`]); every
+//! candidate is simulated and the cheapest one **within the budget** is kept.
+//!
+//! Checkmate's rounding could return schedules over the budget (its scheduler's peak was
+//! wrong); here only simulator-verified candidates count, so the result never exceeds the
+//! budget. When no rounding fits, the LP is solved again at a lower budget
+//! (`K + f·(B − K)` for `f = 0.9, 0.8, ..., 0.5`) and its roundings tried against the real
+//! budget; when none fits either, the best baseline that fits is returned. The result's
+//! message says which happened.
+//!
+//! The optimum of the relaxation at the real budget is a lower bound on the MILP optimum
+//! (the best frontier-advancing schedule in solver order) and is reported as
+//! `lower_bound`. It is not a bound on schedules in other orders, which the MILP does
+//! not cover.
+//!
+//! `lp-bound` presents that bound together with a schedule, so that its result is as
+//! verifiable as any other: the best rounding of the same LP solution (no budget
+//! retries), else the best baseline that fits. Its scope is `lower_bound`: the number
+//! that matters is the bound; the schedule is a by-product.
+
+use super::{
+    backend, best_baseline, controls, failed, precheck, Candidate, Formulation, StageModel,
+};
+use crate::schedule::stages::Stages;
+use crate::solve::{
+    Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo,
+};
+use backend::RunStatus;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::json;
+use std::time::Instant;
+
+pub struct LpBound;
+pub struct LpRounding;
+
+/// Randomized rounds per LP solution.
+const RANDOM_ROUNDS: usize = 32;
+/// Fractions of the working budget `B − K` the LP is retried at.
+const RETRY_FRACTIONS: [f64; 5] = [0.9, 0.8, 0.7, 0.6, 0.5];
+
+impl Solver for LpBound {
+    fn info(&self) -> SolverInfo {
+        SolverInfo {
+            name: "lp-bound",
+            description: "The LP relaxation of Checkmate's MILP: a lower bound on the optimal cost \
+                          of frontier-advancing schedules, with the best rounding of the LP \
+                          solution (or a baseline) as the schedule.",
+            scope: Scope::LowerBound,
+            accepts: "any graph",
+        }
+    }
+
+    fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
+        solve_rounding(instance, options, "lp-bound", false)
+    }
+}
+
+impl Solver for LpRounding {
+    fn info(&self) -> SolverInfo {
+        SolverInfo {
+            name: "lp-rounding",
+            description: "Checkmate's two-phase LP rounding: round the LP relaxation's checkpoints \
+                          (threshold sweep and randomized), recompute minimally, keep the \
+                          cheapest schedule within budget; never over budget.",
+            scope: Scope::Heuristic,
+            accepts: "any graph",
+        }
+    }
+
+    fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
+        solve_rounding(instance, options, "lp-rounding", true)
+    }
+}
+
+/// The LP relaxation at the real budget, rounded; with `retries`, the LP at lower budgets
+/// when no rounding fits; then the best baseline.
+pub(crate) fn solve_rounding(
+    instance: &Instance,
+    options: &SolveOptions,
+    solver: &'static str,
+    retries: bool,
+) -> Result<Outcome, SolveError> {
+    if let Some(outcome) = precheck(instance, solver) {
+        return Ok(outcome);
+    }
+    let began = Instant::now();
+    let deadline = options.deadline(began);
+    let graph = instance.graph;
+    let (min_budget, _) = graph.min_feasible_budget();
+    let working = instance.budget - graph.fixed_memory();
+    let fractions = std::iter::once(1.0).chain(RETRY_FRACTIONS.into_iter().filter(|_| retries));
+    let mut lower_bound = None;
+    let mut details = json!({});
+    let mut tried = Vec::new();
+    let mut found: Option<Candidate> = None;
+    let mut timed_out = false;
+    for fraction in fractions {
+        let lp_budget = graph.fixed_memory() + (working as f64 * fraction).floor() as u64;
+        if lp_budget < min_budget {
+            break;
+        }
+        let model = StageModel::build(
+            &Instance {
+                graph,
+                budget: lp_budget,
+            },
+            Formulation { free: match std::env::var("T").as_deref() { Ok("t") => super::FreeRows::Tightened, Ok("p") => super::FreeRows::Product, _ => super::FreeRows::BigM } },
+        );
+        let run = backend::run(&model.lp, None, &controls(options, true, deadline))
+            .map_err(|e| failed(solver, e))?;
+        tried.push(lp_budget);
+        if fraction == 1.0 {
+            details = model.details();
+            details["lp_time_s"] = json!(run.time.as_secs_f64());
+        }
+        match (run.status, run.columns) {
+            (RunStatus::Cancelled, _) => return Err(SolveError::Cancelled),
+            (RunStatus::Infeasible, _) if fraction == 1.0 => {
+                return Ok(Outcome::Infeasible {
+                    solver,
+                    proven: true,
+                    reason: format!(
+                        "the LP relaxation is infeasible: no frontier-advancing stage schedule in \
+                         solver order fits in {} bytes (the trivial lower bound on the minimum \
+                         feasible budget is {min_budget} bytes)",
+                        instance.budget
+                    ),
+                })
+            }
+            (RunStatus::Optimal, Some(columns)) => {
+                if fraction == 1.0 {
+                    lower_bound = run.objective.map(|o| model.cost(o));
+                }
+                found = round(instance, options, &model, &columns, deadline, fraction);
+                if found.is_some() {
+                    details["lp_budget"] = json!(lp_budget);
+                    break;
+                }
+            }
+            (RunStatus::TimeLimit, _) => {
+                timed_out = true;
+                break;
+            }
+            // An infeasible LP at a lowered budget: lower budgets are infeasible too.
+            _ => break,
+        }
+        if options.is_cancelled() {
+            return Err(SolveError::Cancelled);
+        }
+    }
+    let rounded = found.is_some();
+    let candidate = match found {
+        Some(c) => Some(c),
+        None => best_baseline(instance, options)?,
+    };
+    let Some(candidate) = candidate else {
+        return Ok(if timed_out {
+            Outcome::NoSolution {
+                solver,
+                reason: "the time limit passed while solving the LP relaxation, and no baseline \
+                         fits the budget"
+                    .into(),
+            }
+        } else {
+            Outcome::Infeasible {
+                solver,
+                proven: false,
+                reason: format!(
+                    "no rounding of the LP relaxation (solved at budgets {tried:?}) and no \
+                     baseline fits in {} bytes",
+                    instance.budget
+                ),
+            }
+        });
+    };
+    let message = if rounded {
+        format!("{} of the LP relaxation", candidate.source)
+    } else if timed_out {
+        format!(
+            "the time limit passed in the LP relaxation; returned the best baseline that fits ({})",
+            candidate.source
+        )
+    } else {
+        format!(
+            "no rounding of the LP relaxation fits (LP solved at budgets {tried:?}); returned the \
+             best baseline that fits ({})",
+            candidate.source
+        )
+    };
+    details["source"] = json!(candidate.source);
+    details["solve_time_s"] = json!(began.elapsed().as_secs_f64());
+    let scope = if retries {
+        Scope::Heuristic
+    } else {
+        Scope::LowerBound
+    };
+    let mut plan = candidate.into_plan(solver, Claim::Feasible, scope);
+    plan.lower_bound = lower_bound;
+    plan.message = Some(message);
+    plan.details = Some(details);
+    Ok(Outcome::Plan(plan))
+}
+
+/// The cheapest rounding of the LP solution `columns` that fits the real budget.
+fn round(
+    instance: &Instance,
+    options: &SolveOptions,
+    model: &StageModel,
+    columns: &[f64],
+    deadline: Option<Instant>,
+    fraction: f64,
+) -> Option<Candidate> {
+    let graph = instance.graph;
+    let at = if fraction == 1.0 {
+        String::new()
+    } else {
+        format!(" (LP at {:.0}% of the working budget)", fraction * 100.0)
+    };
+    let mut best: Option<Candidate> = None;
+    let mut consider = |s, source: String| {
+        let stages = Stages::from_s(graph, s);
+        if let Some(c) = Candidate::check(graph, stages, instance.budget, source) {
+            if best.as_ref().is_none_or(|b| c.cost < b.cost) {
+                best = Some(c);
+            }
+        }
+    };
+    let thresholds = std::iter::once(1e-6).chain((1..20).map(|k| k as f64 * 0.05));
+    for tau in thresholds {
+        consider(
+            model.s_at(columns, tau),
+            format!("threshold rounding at {tau:.2}{at}"),
+        );
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
+    let n = graph.len();
+    for round in 0..RANDOM_ROUNDS {
+        if options.is_cancelled() || deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let mut s = crate::schedule::stages::empty_s(n);
+        for (t, row) in s.iter_mut().enumerate() {
+            for i in 0..t {
+                let p = model.s_value(columns, t, i);
+                if p > 0.0 && rng.random::<f64>() < p {
+                    row.insert(i);
+                }
+            }
+        }
+        consider(s, format!("randomized rounding #{round}{at}"));
+    }
+    best
+}
