@@ -16,7 +16,7 @@ mod checkmate;
 mod exhaustive;
 mod result;
 
-pub use baseline::checkpoint_all_peak;
+pub use baseline::{checkpoint_all, checkpoint_all_peak};
 pub use result::{SolveResult, Status};
 
 use crate::graph::Graph;
