@@ -4,6 +4,7 @@
 //! the budget (infeasible, or none found in time); 2 bad input (graph, budget, schedule,
 //! solver name, unsupported graph); 3 an internal error.
 
+mod bench;
 mod output;
 
 pub use output::write_atomic;
@@ -99,6 +100,8 @@ enum Command {
         #[command(subcommand)]
         kind: GenKind,
     },
+    /// Run a solver over graphs and budget fractions and print a table.
+    Bench(bench::BenchArgs),
     /// List the solvers.
     Solvers {
         #[arg(long)]
@@ -263,6 +266,7 @@ fn execute(command: Command) -> Result<i32, CliError> {
             }
             Ok(0)
         }
+        Command::Bench(args) => bench::run(&args),
         Command::Solvers { json } => {
             let infos: Vec<_> = solve::registry().iter().map(|s| s.info()).collect();
             if json {

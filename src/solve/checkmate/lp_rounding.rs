@@ -25,7 +25,7 @@
 //! that matters is the bound; the schedule is a by-product.
 
 use super::{
-    backend, best_baseline, controls, failed, precheck, Candidate, Formulation, StageModel,
+    backend, best_baseline, controls, failed, precheck, Candidate, StageModel,
 };
 use crate::schedule::stages::Stages;
 use crate::solve::{
@@ -106,13 +106,10 @@ pub(crate) fn solve_rounding(
         if lp_budget < min_budget {
             break;
         }
-        let model = StageModel::build(
-            &Instance {
-                graph,
-                budget: lp_budget,
-            },
-            Formulation { free: match std::env::var("T").as_deref() { Ok("t") => super::FreeRows::Tightened, Ok("p") => super::FreeRows::Product, _ => super::FreeRows::BigM } },
-        );
+        let model = StageModel::build(&Instance {
+            graph,
+            budget: lp_budget,
+        });
         let run = backend::run(&model.lp, None, &controls(options, true, deadline))
             .map_err(|e| failed(solver, e))?;
         tried.push(lp_budget);

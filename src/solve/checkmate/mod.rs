@@ -30,9 +30,13 @@
 //!   `U[t,k+1] = U[t,k] + M_{k+1} R[t,k+1] − Σ_{(i,k) ∈ E} M_i FREE[t,(i,k)]`;
 //! * budget (g): `U[t,k] <= B − K`, the budget less the graph's `fixed_memory` `K`.
 //!
-//! Optionally the valid tightening rows of Checkmate's max-batch-size model
-//! (`checkmate.md` §1.9): `Σ_k FREE[t,(i,k)] <= 1`, `FREE[t,(i,k)] + S[t+1,i] <= 1` and
-//! `FREE[t,(i,k)] + R[t,j] <= 1` for later consumers `j`.
+//! Measured and left out: the valid tightening rows of Checkmate's max-batch-size model
+//! (`checkmate.md` §1.9: `Σ_k FREE[t,(i,k)] <= 1`, `FREE + S[t+1,i] <= 1`,
+//! `FREE + R[t,j] <= 1`) made HiGHS no faster (linear-8 at budget 4: 2.8 s vs 2.9 s; FCN8
+//! at 0.9 / 0.8: 26 / 47 s vs 23 / 24 s, from a baseline start on a loaded machine), and
+//! neither did replacing the big-M rows by the product's upper bounds alone (FREE only
+//! lowers memory, so its lower bound may go): 3.6 s and 24 / 34 s, although that LP is
+//! tighter (23 instead of 22 on linear-8 at 4).
 //!
 //! Memory is divided by the gcd of the sizes (exact: the budget row becomes
 //! `U <= ⌊(B − K)/g⌋`), costs by their gcd when they are integers, else by the largest.
@@ -52,7 +56,7 @@ mod lp_rounding;
 mod milp;
 
 pub use lp_rounding::{LpBound, LpRounding};
-pub(crate) use lp_rounding::solve_rounding;
+use lp_rounding::solve_rounding;
 pub use milp::Milp;
 pub(crate) use milp::solve_milp;
 
@@ -67,25 +71,6 @@ use fixedbitset::FixedBitSet;
 use std::time::{Duration, Instant};
 
 const NONE: u32 = u32::MAX;
-
-/// How FREE is tied to R and S.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum FreeRows {
-    /// Checkmate's two big-M rows (Lemma 4.2): FREE equals the product exactly.
-    #[default]
-    BigM,
-    /// The big-M rows plus the valid tightening rows.
-    Tightened,
-    /// Upper bounds only: `FREE <= R[t,k]`, `FREE + S[t+1,i] <= 1`,
-    /// `FREE + R[t,j] <= 1`, `Σ_k FREE[t,(i,k)] <= 1`.
-    Product,
-}
-
-/// Choices in the formulation.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Formulation {
-    pub free: FreeRows,
-}
 
 /// The Checkmate model of one instance, with the map from (R, S, FREE, U) to columns.
 pub(crate) struct StageModel {
@@ -153,7 +138,7 @@ fn cost_scale(graph: &Graph) -> f64 {
 
 impl StageModel {
     /// Builds the model of `instance` (`budget >= fixed_memory` is the caller's check).
-    pub(crate) fn build(instance: &Instance, formulation: Formulation) -> StageModel {
+    pub(crate) fn build(instance: &Instance) -> StageModel {
         let began = Instant::now();
         let graph = instance.graph;
         let n = graph.len();
@@ -263,48 +248,19 @@ impl StageModel {
                         .filter_map(|&j| r_t(j))
                         .collect();
                     let keep = s_next(i);
-                    if formulation.free != FreeRows::Product {
-                        let kappa = 1.0 + keep.is_some() as u8 as f64 + later.len() as f64;
-                        // 1 − FREE <= H
-                        row.push((f, -1.0));
-                        row.push((rk, 1.0));
-                        row.extend(keep.map(|c| (c, -1.0)));
-                        row.extend(later.iter().map(|&c| (c, -1.0)));
-                        lp.add_row(f64::NEG_INFINITY, 0.0, &mut row);
-                        // κ (1 − FREE) >= H
-                        row.push((f, kappa));
-                        row.push((rk, -1.0));
-                        row.extend(keep.map(|c| (c, 1.0)));
-                        row.extend(later.iter().map(|&c| (c, 1.0)));
-                        lp.add_row(f64::NEG_INFINITY, kappa - 1.0, &mut row);
-                    }
-                    if formulation.free != FreeRows::BigM {
-                        // FREE + S[t+1,i] <= 1, FREE + R[t,j] <= 1 for later consumers j.
-                        for other in keep.into_iter().chain(later.iter().copied()) {
-                            row.push((f, 1.0));
-                            row.push((other, 1.0));
-                            lp.add_row(f64::NEG_INFINITY, 1.0, &mut row);
-                        }
-                    }
-                    if formulation.free == FreeRows::Product && k < t {
-                        // FREE <= R[t,k]
-                        row.push((f, 1.0));
-                        row.push((rk, -1.0));
-                        lp.add_row(f64::NEG_INFINITY, 0.0, &mut row);
-                    }
-                }
-            }
-            if formulation.free != FreeRows::BigM {
-                // Σ_k FREE[t,(i,k)] <= 1 for every i with two or more frees in stage t.
-                let mut by_source: Vec<Vec<usize>> = vec![Vec::new(); t + 1];
-                for frees in free_of.iter() {
-                    for &(i, c) in frees {
-                        by_source[i].push(c);
-                    }
-                }
-                for cols in by_source.iter().filter(|c| c.len() > 1) {
-                    row.extend(cols.iter().map(|&c| (c, 1.0)));
-                    lp.add_row(f64::NEG_INFINITY, 1.0, &mut row);
+                    let kappa = 1.0 + keep.is_some() as u8 as f64 + later.len() as f64;
+                    // 1 − FREE <= H
+                    row.push((f, -1.0));
+                    row.push((rk, 1.0));
+                    row.extend(keep.map(|c| (c, -1.0)));
+                    row.extend(later.iter().map(|&c| (c, -1.0)));
+                    lp.add_row(f64::NEG_INFINITY, 0.0, &mut row);
+                    // κ (1 − FREE) >= H
+                    row.push((f, kappa));
+                    row.push((rk, -1.0));
+                    row.extend(keep.map(|c| (c, 1.0)));
+                    row.extend(later.iter().map(|&c| (c, 1.0)));
+                    lp.add_row(f64::NEG_INFINITY, kappa - 1.0, &mut row);
                 }
             }
         }
@@ -463,11 +419,12 @@ impl Candidate {
 
     /// A plan's stage schedule as a candidate (`None` without stages or when it does not
     /// simulate).
-    pub(crate) fn from_plan(graph: &Graph, plan: &Plan) -> Option<Candidate> {
+    fn from_plan(graph: &Graph, plan: &Plan) -> Option<Candidate> {
         let stats = simulate(graph, &plan.schedule).ok()?;
         plan.schedule.stages.as_ref()?;
+        let source = plan.details.as_ref().and_then(|d| d["source"].as_str());
         Some(Candidate {
-            source: plan.solver.to_string(),
+            source: source.unwrap_or(plan.solver).to_string(),
             schedule: plan.schedule.clone(),
             cost: stats.total_cost,
         })
@@ -570,7 +527,7 @@ mod tests {
     #[test]
     fn model_has_only_the_lower_triangle() {
         let g = linear(4); // T = 9, |E| = 12
-        let model = StageModel::build(&Instance { graph: &g, budget: 5 }, Formulation::default());
+        let model = StageModel::build(&Instance { graph: &g, budget: 5 });
         let n = g.len();
         // R and S: the horizon of every node of the linear graph is the last node.
         let r: usize = model.r.iter().flatten().filter(|&&c| c != NONE).count();
