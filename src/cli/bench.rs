@@ -76,8 +76,14 @@ pub fn run(args: &BenchArgs) -> Result<i32, CliError> {
             "--time-limit must be a positive number of seconds, got {t}"
         )));
     }
-    if let Some(f) = args.fractions.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
-        return Err(bad(format!("--fractions must be positive numbers, got {f}")));
+    if let Some(f) = args
+        .fractions
+        .iter()
+        .find(|f| !(f.is_finite() && **f > 0.0))
+    {
+        return Err(bad(format!(
+            "--fractions must be positive numbers, got {f}"
+        )));
     }
     solve::find(&args.solver)?;
     let options = SolveOptions {
@@ -103,8 +109,8 @@ pub fn run(args: &BenchArgs) -> Result<i32, CliError> {
         );
     }
     for file in graph_files(&args.paths)? {
-        let graph = load_graph(&file, Format::Auto)
-            .map_err(|e| bad(format!("{}: {e}", file.display())))?;
+        let graph =
+            load_graph(&file, Format::Auto).map_err(|e| bad(format!("{}: {e}", file.display())))?;
         if args.max_nodes.is_some_and(|m| graph.len() > m) {
             continue;
         }

@@ -5,11 +5,16 @@
 //! * Larger graphs: the Checkmate MILP (`milp`), which first solves the LP relaxation and
 //!   rounds it (at most a third of the time limit), then runs branch and bound from the
 //!   best verified schedule for the rest. It returns the cheapest verified schedule with
-//!   the best proven lower bound. With no time limit it runs to optimality.
+//!   the best proven lower bound. Without a caller's time limit it stops after
+//!   [`DEFAULT_TIME_LIMIT`] (use `milp` to run to optimality).
 
 use super::checkmate::solve_milp;
 use super::exhaustive::{Exhaustive, MAX_NODES};
 use super::{Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
+use std::time::Duration;
+
+/// The time `auto` gives the MILP when the caller sets no limit.
+pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(60);
 
 pub struct Auto;
 
@@ -18,7 +23,7 @@ impl Solver for Auto {
         SolverInfo {
             name: "auto",
             description: "Picks for the graph: exhaustive search up to 12 nodes, else the MILP \
-                          started from the LP rounding, within the time limit.",
+                          started from the LP rounding, within the time limit (60 s by default).",
             scope: Scope::OptimalForOrder,
             accepts: "any graph",
         }
@@ -27,6 +32,10 @@ impl Solver for Auto {
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         if instance.graph.len() <= MAX_NODES {
             Exhaustive.solve(instance, options)
+        } else if options.time_limit.is_none() {
+            let mut limited = options.clone();
+            limited.time_limit = Some(DEFAULT_TIME_LIMIT);
+            solve_milp(instance, &limited)
         } else {
             solve_milp(instance, options)
         }

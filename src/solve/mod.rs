@@ -11,8 +11,8 @@
 
 mod auto;
 mod baseline;
-mod chen;
 mod checkmate;
+mod chen;
 mod exhaustive;
 mod result;
 

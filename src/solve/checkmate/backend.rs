@@ -186,8 +186,8 @@ unsafe extern "C" fn interrupt_callback(
     // SAFETY: `user` points to the `Interrupt` that `solve_here` keeps alive across
     // `Highs_run`; `data_in` is provided by HiGHS for interrupt callbacks.
     let state = unsafe { &*(user as *const Interrupt) };
-    let stop = state.cancel.load(Ordering::Relaxed)
-        || state.deadline.is_some_and(|d| Instant::now() >= d);
+    let stop =
+        state.cancel.load(Ordering::Relaxed) || state.deadline.is_some_and(|d| Instant::now() >= d);
     if stop && !data_in.is_null() {
         unsafe { (*data_in).user_interrupt = 1 };
     }
@@ -252,19 +252,6 @@ fn solve_here(
         model
             .try_set_solution(Some(start), None, None, None)
             .map_err(HighsError::Model)?;
-    }
-    if std::env::var("HLOG").is_ok() {
-        model.set_option("output_flag", true);
-        model.set_option("log_to_console", true);
-    }
-    if let Ok(opts) = std::env::var("HOPT") {
-        for kv in opts.split(',') {
-            let (k, v) = kv.split_once('=').unwrap();
-            let k = k.to_string();
-            if let Ok(i) = v.parse::<i32>() { model.set_option(k, i); }
-            else if let Ok(f) = v.parse::<f64>() { model.set_option(k, f); }
-            else { model.set_option(k, v); }
-        }
     }
     let interrupt = Box::new(Interrupt {
         cancel: controls.cancel.clone(),
@@ -347,7 +334,11 @@ mod tests {
         let mut lp = Lp::new();
         let x = lp.add_col(-1.0, 0.0, 2.0, true);
         let y = lp.add_col(-1.0, 0.0, 2.0, true);
-        lp.add_row(f64::NEG_INFINITY, 3.0, &mut vec![(x, 1.0), (y, 1.0), (x, 1.0)]);
+        lp.add_row(
+            f64::NEG_INFINITY,
+            3.0,
+            &mut vec![(x, 1.0), (y, 1.0), (x, 1.0)],
+        );
         let mip = run(&lp, None, &controls(false)).unwrap();
         assert_eq!(mip.status, RunStatus::Optimal);
         assert_eq!(mip.objective, Some(-2.0));

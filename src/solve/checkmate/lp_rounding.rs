@@ -24,13 +24,9 @@
 //! retries), else the best baseline that fits. Its scope is `lower_bound`: the number
 //! that matters is the bound; the schedule is a by-product.
 
-use super::{
-    backend, best_baseline, controls, failed, precheck, Candidate, StageModel,
-};
+use super::{backend, best_baseline, controls, failed, precheck, Candidate, StageModel};
 use crate::schedule::stages::Stages;
-use crate::solve::{
-    Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo,
-};
+use crate::solve::{Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 use backend::RunStatus;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -49,7 +45,8 @@ impl Solver for LpBound {
     fn info(&self) -> SolverInfo {
         SolverInfo {
             name: "lp-bound",
-            description: "The LP relaxation of Checkmate's MILP: a lower bound on the optimal cost \
+            description:
+                "The LP relaxation of Checkmate's MILP: a lower bound on the optimal cost \
                           of frontier-advancing schedules, with the best rounding of the LP \
                           solution (or a baseline) as the schedule.",
             scope: Scope::LowerBound,
@@ -58,7 +55,7 @@ impl Solver for LpBound {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        solve_rounding(instance, options, "lp-bound", false)
+        solve_rounding(instance, options, "lp-bound", Scope::LowerBound)
     }
 }
 
@@ -66,7 +63,8 @@ impl Solver for LpRounding {
     fn info(&self) -> SolverInfo {
         SolverInfo {
             name: "lp-rounding",
-            description: "Checkmate's two-phase LP rounding: round the LP relaxation's checkpoints \
+            description:
+                "Checkmate's two-phase LP rounding: round the LP relaxation's checkpoints \
                           (threshold sweep and randomized), recompute minimally, keep the \
                           cheapest schedule within budget; never over budget.",
             scope: Scope::Heuristic,
@@ -75,18 +73,21 @@ impl Solver for LpRounding {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        solve_rounding(instance, options, "lp-rounding", true)
+        solve_rounding(instance, options, "lp-rounding", Scope::Heuristic)
     }
 }
 
-/// The LP relaxation at the real budget, rounded; with `retries`, the LP at lower budgets
-/// when no rounding fits; then the best baseline.
+/// The LP relaxation at the real budget, rounded; the LP at lower budgets when no
+/// rounding fits; then the best baseline. The plan has the given `scope`.
 pub(crate) fn solve_rounding(
     instance: &Instance,
     options: &SolveOptions,
     solver: &'static str,
-    retries: bool,
+    scope: Scope,
 ) -> Result<Outcome, SolveError> {
+    if options.is_cancelled() {
+        return Err(SolveError::Cancelled);
+    }
     if let Some(outcome) = precheck(instance, solver) {
         return Ok(outcome);
     }
@@ -95,7 +96,7 @@ pub(crate) fn solve_rounding(
     let graph = instance.graph;
     let (min_budget, _) = graph.min_feasible_budget();
     let working = instance.budget - graph.fixed_memory();
-    let fractions = std::iter::once(1.0).chain(RETRY_FRACTIONS.into_iter().filter(|_| retries));
+    let fractions = std::iter::once(1.0).chain(RETRY_FRACTIONS);
     let mut lower_bound = None;
     let mut details = json!({});
     let mut tried = Vec::new();
@@ -193,11 +194,6 @@ pub(crate) fn solve_rounding(
     };
     details["source"] = json!(candidate.source);
     details["solve_time_s"] = json!(began.elapsed().as_secs_f64());
-    let scope = if retries {
-        Scope::Heuristic
-    } else {
-        Scope::LowerBound
-    };
     let mut plan = candidate.into_plan(solver, Claim::Feasible, scope);
     plan.lower_bound = lower_bound;
     plan.message = Some(message);

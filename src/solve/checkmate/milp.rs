@@ -12,11 +12,10 @@
 //! when the time runs out before any incumbent.
 
 use super::{
-    backend, controls, failed, precheck, solve_rounding, without_spurious, Candidate,
-    StageModel,
+    backend, controls, failed, precheck, solve_rounding, without_spurious, Candidate, StageModel,
 };
-use crate::schedule::stages::Stages;
 use crate::schedule::simulate;
+use crate::schedule::stages::Stages;
 use crate::solve::{
     internal, Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo,
 };
@@ -52,7 +51,10 @@ impl Solver for Milp {
 /// limit), which give the lower bound and a verified start (the best baseline when no
 /// rounding fits); then branch and bound from that start for the rest of the time. Returns
 /// the cheaper of the start and HiGHS's incumbent.
-pub(crate) fn solve_milp(instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
+pub(crate) fn solve_milp(
+    instance: &Instance,
+    options: &SolveOptions,
+) -> Result<Outcome, SolveError> {
     if let Some(outcome) = precheck(instance, NAME) {
         return Ok(outcome);
     }
@@ -60,11 +62,12 @@ pub(crate) fn solve_milp(instance: &Instance, options: &SolveOptions) -> Result<
     let graph = instance.graph;
     let mut rounding_options = options.clone();
     rounding_options.time_limit = options.time_limit.map(|d| d / 3);
-    let (start, lp_bound) = match solve_rounding(instance, &rounding_options, NAME, true)? {
-        Outcome::Plan(plan) => (Candidate::from_plan(graph, &plan), plan.lower_bound),
-        proven @ Outcome::Infeasible { proven: true, .. } => return Ok(proven),
-        _ => (None, None),
-    };
+    let (start, lp_bound) =
+        match solve_rounding(instance, &rounding_options, NAME, Scope::OptimalForOrder)? {
+            Outcome::Plan(plan) => (Candidate::from_plan(graph, &plan), plan.lower_bound),
+            proven @ Outcome::Infeasible { proven: true, .. } => return Ok(proven),
+            _ => (None, None),
+        };
     let tolerance = options.mip_gap.unwrap_or(DEFAULT_GAP).min(DEFAULT_GAP);
     let model = StageModel::build(instance);
     let mut details = model.details();
@@ -182,7 +185,11 @@ fn plan(
 ) -> Outcome {
     let closed = lower_bound.is_some_and(|lb| relative_gap(best.cost, lb) <= tolerance);
     details["source"] = json!(best.source);
-    let claim = if closed { Claim::Optimal } else { Claim::Feasible };
+    let claim = if closed {
+        Claim::Optimal
+    } else {
+        Claim::Feasible
+    };
     let mut plan = best.into_plan(NAME, claim, Scope::OptimalForOrder);
     plan.lower_bound = lower_bound;
     plan.message = if closed { None } else { unproven };

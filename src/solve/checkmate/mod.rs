@@ -55,10 +55,10 @@ mod backend;
 mod lp_rounding;
 mod milp;
 
-pub use lp_rounding::{LpBound, LpRounding};
 use lp_rounding::solve_rounding;
-pub use milp::Milp;
+pub use lp_rounding::{LpBound, LpRounding};
 pub(crate) use milp::solve_milp;
+pub use milp::Milp;
 
 use super::baseline::recompute_all;
 use super::chen::{ChenGreedy, ChenSqrt};
@@ -143,12 +143,7 @@ impl StageModel {
         let graph = instance.graph;
         let n = graph.len();
         let h = horizons(graph);
-        let mem_scale = graph
-            .nodes()
-            .iter()
-            .map(|v| v.memory)
-            .fold(0, gcd)
-            .max(1);
+        let mem_scale = graph.nodes().iter().map(|v| v.memory).fold(0, gcd).max(1);
         let m = |i: usize| (graph.memory(i) / mem_scale) as f64;
         let budget_units =
             (instance.budget.saturating_sub(graph.fixed_memory()) / mem_scale) as f64;
@@ -216,13 +211,11 @@ impl StageModel {
             }
             // (b) persistence S[t,i] <= S[t-1,i] + R[t-1,i].
             if t >= 1 {
-                for i in 0..t {
+                for (i, &r_prev) in r[t - 1].iter().enumerate() {
                     if let Some(c) = s_t(i) {
                         row.push((c, 1.0));
-                        row.extend(r[t - 1].get(i).and_then(|&c| col(c)).map(|c| (c, -1.0)));
-                        if i < t - 1 {
-                            row.extend(col(s[t - 1][i]).map(|c| (c, -1.0)));
-                        }
+                        row.extend(col(r_prev).map(|c| (c, -1.0)));
+                        row.extend(s[t - 1].get(i).and_then(|&c| col(c)).map(|c| (c, -1.0)));
                         lp.add_row(f64::NEG_INFINITY, 0.0, &mut row);
                     }
                 }
@@ -238,9 +231,9 @@ impl StageModel {
                 }
             }
             // (d) FREE[t,(i,k)] = R[t,k] (1 − S[t+1,i]) Π_{j>k} (1 − R[t,j]).
-            for k in 0..=t {
-                let rk = r_t(k).expect("FREE exists only with R[t,k]");
-                for &(i, f) in &free_of[k] {
+            for (k, frees) in free_of.iter().enumerate() {
+                let Some(rk) = r_t(k) else { continue };
+                for &(i, f) in frees {
                     let later: Vec<usize> = graph
                         .succs(i)
                         .iter()
@@ -342,7 +335,10 @@ impl StageModel {
             let r = &stages.r[t];
             let value = r.contains(k)
                 && !kept(t, i)
-                && !graph.succs(i).iter().any(|&j| j > k && j <= t && r.contains(j));
+                && !graph
+                    .succs(i)
+                    .iter()
+                    .any(|&j| j > k && j <= t && r.contains(j));
             if value {
                 x[c as usize] = 1.0;
                 freed[t][k] += (graph.memory(i) / self.mem_scale) as f64;
@@ -380,8 +376,9 @@ fn without_spurious(graph: &Graph, mut stages: Stages) -> Stages {
             let spurious: Vec<usize> = stages.s[t]
                 .ones()
                 .filter(|&i| {
-                    !(t + 1 < n && stages.s[t + 1].contains(i))
-                        && !graph.succs(i).iter().any(|&j| stages.r[t].contains(j))
+                    let kept = t + 1 < n && stages.s[t + 1].contains(i);
+                    let read = graph.succs(i).iter().any(|&j| stages.r[t].contains(j));
+                    !kept && !read
                 })
                 .collect();
             for i in spurious {
@@ -459,14 +456,16 @@ pub(crate) fn best_baseline(
 ) -> Result<Option<Candidate>, SolveError> {
     let graph = instance.graph;
     let n = graph.len();
-    let mut s = empty_s(n);
-    for i in 0..n {
-        let last = graph.succs(i).last().copied().unwrap_or(i);
-        for row in s.iter_mut().take(last + 1).skip(i + 1) {
-            row.insert(i);
-        }
-    }
-    let mut found: Vec<(String, Stages)> = vec![("checkpoint-all".into(), Stages::from_s(graph, s))];
+    // S[t] = the values whose last consumer is at or after t.
+    let s = (0..n)
+        .map(|t| {
+            let mut row = FixedBitSet::with_capacity(n);
+            row.extend((0..t).filter(|&i| graph.succs(i).last().is_some_and(|&l| l >= t)));
+            row
+        })
+        .collect();
+    let mut found: Vec<(String, Stages)> =
+        vec![("checkpoint-all".into(), Stages::from_s(graph, s))];
     for solver in [&ChenGreedy as &dyn Solver, &ChenSqrt] {
         if let Outcome::Plan(plan) = solver.solve(instance, options)? {
             if let Some(stages) = plan.schedule.stages {
@@ -527,7 +526,10 @@ mod tests {
     #[test]
     fn model_has_only_the_lower_triangle() {
         let g = linear(4); // T = 9, |E| = 12
-        let model = StageModel::build(&Instance { graph: &g, budget: 5 });
+        let model = StageModel::build(&Instance {
+            graph: &g,
+            budget: 5,
+        });
         let n = g.len();
         // R and S: the horizon of every node of the linear graph is the last node.
         let r: usize = model.r.iter().flatten().filter(|&&c| c != NONE).count();
