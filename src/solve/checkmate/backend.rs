@@ -129,7 +129,9 @@ pub(crate) struct Controls {
     pub threads: Option<u32>,
     pub seed: u64,
     pub cancel: Arc<AtomicBool>,
-    /// Use the interior-point method for an LP.
+    /// Use the interior-point method (with crossover) for an LP. On the Checkmate
+    /// relaxation it beats dual simplex by far: MobileNet at 0.9, 53 s against more than
+    /// 120 s.
     pub ipm: bool,
 }
 

@@ -20,9 +20,10 @@
 //! not cover.
 //!
 //! `lp-bound` presents that bound together with a schedule, so that its result is as
-//! verifiable as any other: the best rounding of the same LP solution (no budget
-//! retries), else the best baseline that fits. Its scope is `lower_bound`: the number
-//! that matters is the bound; the schedule is a by-product.
+//! verifiable as any other: the same rounding (else the best baseline that fits). Its
+//! scope is `lower_bound`: the number that matters is the bound; the schedule is a
+//! by-product. When neither a rounding nor a baseline fits, both answer `infeasible`
+//! with `proven: false` (the MILP may still find a schedule; the test suite lists where).
 
 use super::{backend, best_baseline, controls, failed, precheck, Candidate, StageModel};
 use crate::schedule::stages::Stages;
@@ -172,8 +173,11 @@ pub(crate) fn solve_rounding(
                 proven: false,
                 reason: format!(
                     "no rounding of the LP relaxation (solved at budgets {tried:?}) and no \
-                     baseline fits in {} bytes",
-                    instance.budget
+                     baseline fits in {} bytes{}",
+                    instance.budget,
+                    lower_bound.map_or(String::new(), |lb| format!(
+                        "; the LP relaxation bounds the optimal cost below by {lb}"
+                    ))
                 ),
             }
         });
