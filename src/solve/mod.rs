@@ -11,9 +11,13 @@
 
 mod auto;
 mod baseline;
+pub mod bptt;
+pub mod chain_dp;
 mod chen;
 mod exhaustive;
 mod result;
+pub mod revolve;
+pub mod structured;
 
 pub use result::{SolveResult, Status};
 
@@ -178,6 +182,11 @@ pub fn registry() -> &'static [&'static dyn Solver] {
         &baseline::RecomputeAll,
         &chen::ChenSqrt,
         &chen::ChenGreedy,
+        &revolve::Revolve,
+        &chain_dp::ChainDp,
+        &bptt::BpttHsm,
+        &bptt::BpttIsm,
+        &bptt::BpttMsm,
     ];
     SOLVERS
 }
