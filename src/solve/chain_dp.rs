@@ -31,17 +31,24 @@
 //!   `x_k`, solve `C(k, b, m − X_k)`, free `x_k`, solve `C(a, k, m)`. The sweep needs
 //!   `D_{b+1} + max_l ([l−1 > a]·X_{l−1} + X_l) <= m`. Cost
 //!   `Σ_{l=a+1..k} fw_l + C(k, b, m − X_k) + C(a, k, m)`.
-//! * **F_ck at `k` kept for `G_k`**, `a + 1 < k < b`, when `G_k` does not read `x_{k−1}`
-//!   (Revolve's turn, which reverses the checkpointed step from the checkpoint itself):
-//!   as F_ck, but after the right part run `G_k` from the kept `x_k`
-//!   (`X_k + D_{k+1} + D_k <= m`) and solve `C(a, k−1, m)`.
+//! * **F_ck at `k` kept for `G_k`**, `a + 1 < k <= min(b, L)`, when `G_k` does not read
+//!   `x_{k−1}` (Revolve's turn, which reverses a step from the state it reached): as
+//!   F_ck, but after the right part (none when `k = b`) run `G_k` from the kept `x_k`
+//!   (`X_k + D_{k+1} + D_k <= m`) and solve `C(a, k−1, m)`. With `k = b` this is the
+//!   sweep that recomputes `x_b` from `x_a` without holding `x_{b−1}`, which the base case
+//!   (holding `x_{b−1}` as its caller's checkpoint) cannot do.
 //!
 //! `C(a, b, ·)` is non-increasing in `m`. The answer is `C(0, L+1, m)`; its peak is
 //! `K + P(0, L+1)`, with `P` the maximum of the terms above along the chosen plan.
 //!
 //! Optimal **among persistent schedules** (a checkpoint lives until its left part is
 //! done): for heterogeneous sizes a non-persistent schedule can be cheaper (seed digest
-//! §4.10 item 4: 28 vs 25), and the tests list every such case found.
+//! §4.10 item 4: 28 vs 25), and the tests list every such case found
+//! (`tests/fixtures/chain_dp_above_exhaustive.json`). Besides recomputing a tensor early
+//! and dropping its checkpoint (§4.10), the cases there show a second source: a
+//! sub-problem holds its input checkpoint `x_a` until it returns, even when, as when
+//! `G_{a+1}` does not read `x_a`, nothing after `F_{a+1}` needs it; a schedule that frees
+//! it at once can fit a budget the DP declares infeasible.
 //!
 //! # Complexity
 //!
@@ -348,6 +355,11 @@ impl Table {
         let n = chain.l + 1; // stages 1..=n
         let mut rows: Vec<Vec<Row>> = (0..=n).map(|b| vec![Row::default(); b]).collect();
         let mut full = vec![f64::INFINITY; m + 1];
+        // C(b, b, ·) = 0: the empty right part of an F_ck kept at k = b.
+        let zero = Row {
+            lo: 0,
+            vals: vec![0.0],
+        };
         let s = Slots(&chain);
         for len in 1..=n {
             if !poll(len as f64 / n as f64) {
@@ -377,19 +389,18 @@ impl Table {
                     }
                     let mut fc = 0.0;
                     let mut sweep = 0usize;
-                    for k in a + 1..b {
+                    for k in a + 1..=b.min(chain.l) {
                         fc += chain.fw[k];
                         sweep = sweep.max(if k - 1 > a { chain.x[k - 1] } else { 0 } + chain.x[k]);
                         let start = chain.d[b + 1] + sweep;
-                        if policy.ck {
-                            combine(
-                                &mut full,
-                                start,
-                                fc,
-                                &rows[b][k],
-                                chain.x[k],
-                                Some(&rows[k][a]),
-                            );
+                        // The right part C(k, b, m − X_k); empty when k = b.
+                        let (right, shift) = if k < b {
+                            (&rows[b][k], chain.x[k])
+                        } else {
+                            (&zero, 0)
+                        };
+                        if policy.ck && k < b {
+                            combine(&mut full, start, fc, right, shift, Some(&rows[k][a]));
                         }
                         if policy.keep && k > a + 1 && !chain.reads_input[k] {
                             let start = start.max(keep_need(&s, k) as usize);
@@ -397,8 +408,8 @@ impl Table {
                                 &mut full,
                                 start,
                                 fc + chain.bw[k],
-                                &rows[b][k],
-                                chain.x[k],
+                                right,
+                                shift,
                                 Some(&rows[k - 1][a]),
                             );
                         }
@@ -452,13 +463,13 @@ impl Table {
             return Choice::FAll;
         }
         let mut fc = 0.0;
-        for k in a + 1..b {
+        for k in a + 1..=b.min(c.l) {
             fc += c.fw[k];
             if sweep_need(&s, a, b, k) as usize > m || c.x[k] > m {
                 continue;
             }
             let right = self.c(k, b, m - c.x[k]);
-            if p.ck && fc + right + self.c(a, k, m) == target {
+            if p.ck && k < b && fc + right + self.c(a, k, m) == target {
                 return Choice::Ck(k);
             }
             if p.keep
@@ -523,7 +534,11 @@ impl Table {
                         ev.push(Event::Free(c.fnode[l - 1]));
                     }
                 }
-                let right = by.x(k) + self.emit(k, b, m - c.x[k], ev);
+                let right = if k < b {
+                    by.x(k) + self.emit(k, b, m - c.x[k], ev)
+                } else {
+                    0
+                };
                 let mut peak = sweep_need(&by, a, b, k).max(right);
                 let left_end = if let Choice::CkKeep(_) = self.choice(a, b, m) {
                     ev.push(Event::Compute(c.gnode[k]));
