@@ -19,6 +19,7 @@ mod result;
 pub mod revolve;
 pub mod structured;
 
+pub use baseline::{checkpoint_all, checkpoint_all_peak};
 pub use result::{SolveResult, Status};
 
 use crate::graph::Graph;
