@@ -36,9 +36,9 @@ pub struct Cli {
 
 #[derive(clap::Args, Debug)]
 struct GraphArg {
-    /// A training graph: native JSON or networkx node-link JSON.
+    /// A training graph: native JSON, networkx node-link JSON or a chain (fw, bw, x, xbar).
     graph: PathBuf,
-    /// Input format: auto, native or node-link.
+    /// Input format: auto, native, node-link or chain.
     #[arg(long, default_value = "auto", value_parser = parse_format)]
     format: Format,
 }
@@ -324,6 +324,7 @@ fn inspect(g: &Graph, json: bool) -> Result<i32, CliError> {
     let peak = checkpoint_all_peak(g);
     let (min_budget, widest) = g.min_feasible_budget();
     let count = |k: NodeKind| g.nodes().iter().filter(|n| n.kind == Some(k)).count();
+    let structure = crate::graph::structure::detect(g);
     let report = json!({
         "name": g.name(),
         "nodes": g.len(),
@@ -335,6 +336,8 @@ fn inspect(g: &Graph, json: bool) -> Result<i32, CliError> {
         "checkpoint_all_peak": peak,
         "min_feasible_budget": min_budget,
         "min_feasible_budget_node": g.id(widest),
+        "structure": structure.class(),
+        "structure_detail": structure.describe(g),
     });
     if json {
         println!(
@@ -365,6 +368,7 @@ fn inspect(g: &Graph, json: bool) -> Result<i32, CliError> {
         bytes(min_budget),
         g.id(widest)
     );
+    println!("structure            {}", structure.describe(g));
     Ok(0)
 }
 
