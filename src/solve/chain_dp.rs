@@ -58,7 +58,7 @@
 //! rebuilt by re-evaluating the options of the `O(L)` sub-problems it visits.
 
 use super::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo};
-use crate::graph::structure::{self, Chain};
+use crate::graph::structure::{self, Chain, Join, Stage, Structure};
 use crate::schedule::{Event, Schedule};
 use serde_json::json;
 use std::time::Instant;
@@ -96,8 +96,18 @@ impl Row {
     }
 }
 
-/// `out[m] = min(out[m], base + a(m − shift) + b(m))` for `m >= start`.
-fn combine(out: &mut [f64], start: usize, base: f64, a: &Row, shift: usize, b: Option<&Row>) {
+/// `out[m] = min(out[m], base + a(m − shift) + b(m))` for `m >= start`. Where both rows
+/// have reached their constant tails the value is constant in `m`: it is pushed to
+/// `tails` as `(from, value)` instead of being written out (see [`apply_tails`]).
+fn combine(
+    out: &mut [f64],
+    tails: &mut Vec<(usize, f64)>,
+    start: usize,
+    base: f64,
+    a: &Row,
+    shift: usize,
+    b: Option<&Row>,
+) {
     let top = out.len();
     if a.vals.is_empty() {
         return;
@@ -158,12 +168,8 @@ fn combine(out: &mut [f64], start: usize, base: f64, a: &Row, shift: usize, b: O
                         }
                     }
                     (false, false) => {
-                        let v = base + av[0] + bv[0];
-                        for o in o.iter_mut() {
-                            if v < *o {
-                                *o = v;
-                            }
-                        }
+                        tails.push((m, base + av[0] + bv[0]));
+                        return;
                     }
                 }
                 m = end;
@@ -181,17 +187,36 @@ fn combine(out: &mut [f64], start: usize, base: f64, a: &Row, shift: usize, b: O
                         }
                     }
                 } else {
-                    let v = base + av[0];
-                    for o in o.iter_mut() {
-                        if v < *o {
-                            *o = v;
-                        }
-                    }
+                    tails.push((m, base + av[0]));
+                    return;
                 }
                 m = end;
             }
         }
     }
+}
+
+/// Applies the constant tails `(from, v)`: `out[m] = min(out[m], v)` for `m >= from`.
+fn apply_tails(out: &mut [f64], tails: &mut Vec<(usize, f64)>) {
+    tails.sort_unstable_by_key(|t| t.0);
+    let mut best = f64::INFINITY;
+    let mut next = tails.iter().peekable();
+    let Some(&&(first, _)) = next.peek() else {
+        return;
+    };
+    for (m, o) in out.iter_mut().enumerate().skip(first) {
+        while let Some(&&(from, v)) = next.peek() {
+            if from > m {
+                break;
+            }
+            best = best.min(v);
+            next.next();
+        }
+        if best < *o {
+            *o = best;
+        }
+    }
+    tails.clear();
 }
 
 /// A chain in DP form: stages `1..=L+1` (the loss last), sizes in slots and in bytes.
@@ -209,15 +234,41 @@ pub struct DpChain {
     d_bytes: Vec<u64>,
     reads_input: Vec<bool>,
     reads_output: Vec<bool>,
-    /// Node indices: `fnode[j]` is `F_j` (`F_{L+1}` the loss), `gnode[j]` is `G_j`.
-    fnode: Vec<usize>,
-    gnode: Vec<usize>,
+    /// Node indices: `fnode[j]` are the ops of `F_j` (`F_{L+1}` the loss), `gnode[j]`
+    /// those of `G_j` (one each for a chain, one per branch for Equiv-Chain).
+    fnode: Vec<Vec<usize>>,
+    gnode: Vec<Vec<usize>>,
 }
 
 impl DpChain {
     /// The DP form of `chain` with slot size `q` bytes.
     pub fn new(chain: &Chain, q: u64) -> DpChain {
-        let l = chain.len();
+        DpChain::levels(
+            chain.stages.iter().map(|st| vec![st.clone()]).collect(),
+            (chain.loss, chain.loss_cost, chain.loss_size),
+            q,
+        )
+    }
+
+    /// Equiv-Chain (Beaumont et al. 2020, Fig. 9): the join as a chain of `max_b L_b`
+    /// levels aligned at the loss; level `j` holds stage `j − (L_max − L_b)` of every
+    /// branch `b` that has one, with costs and sizes summed and the backward reads united.
+    pub fn equiv_chain(join: &Join, q: u64) -> DpChain {
+        let depth = join.branches.iter().map(Vec::len).max().unwrap_or(0);
+        let levels = (1..=depth)
+            .map(|j| {
+                join.branches
+                    .iter()
+                    .filter_map(|br| (j + br.len()).checked_sub(depth + 1).map(|i| br[i].clone()))
+                    .collect()
+            })
+            .collect();
+        DpChain::levels(levels, (join.loss, join.loss_cost, join.loss_size), q)
+    }
+
+    /// Stages made of one or more chain stages run together.
+    fn levels(levels: Vec<Vec<Stage>>, loss: (usize, f64, u64), q: u64) -> DpChain {
+        let l = levels.len();
         let slots = |b: u64| b.div_ceil(q) as usize;
         let mut c = DpChain {
             l,
@@ -229,25 +280,28 @@ impl DpChain {
             d_bytes: vec![0; l + 3],
             reads_input: vec![false; l + 2],
             reads_output: vec![false; l + 2],
-            fnode: vec![usize::MAX; l + 2],
-            gnode: vec![usize::MAX; l + 2],
+            fnode: vec![Vec::new(); l + 2],
+            gnode: vec![Vec::new(); l + 2],
         };
-        for (i, st) in chain.stages.iter().enumerate() {
+        for (i, level) in levels.iter().enumerate() {
             let j = i + 1;
-            c.fw[j] = st.fw;
-            c.bw[j] = st.bw;
-            c.x_bytes[j] = st.x;
-            c.d_bytes[j] = st.delta;
-            c.reads_input[j] = st.reads_input;
-            c.reads_output[j] = st.reads_output;
-            c.fnode[j] = st.forward;
-            c.gnode[j] = st.backward;
+            for st in level {
+                c.fw[j] += st.fw;
+                c.bw[j] += st.bw;
+                c.x_bytes[j] += st.x;
+                c.d_bytes[j] += st.delta;
+                c.reads_input[j] |= st.reads_input;
+                c.reads_output[j] |= st.reads_output;
+                c.fnode[j].push(st.forward);
+                c.gnode[j].push(st.backward);
+            }
         }
-        c.fw[l + 1] = chain.loss_cost;
-        c.x_bytes[l + 1] = chain.loss_size;
-        c.d_bytes[l + 1] = chain.loss_size;
-        c.fnode[l + 1] = chain.loss;
-        c.gnode[l + 1] = chain.loss;
+        let (loss, loss_cost, loss_size) = loss;
+        c.fw[l + 1] = loss_cost;
+        c.x_bytes[l + 1] = loss_size;
+        c.d_bytes[l + 1] = loss_size;
+        c.fnode[l + 1] = vec![loss];
+        c.gnode[l + 1] = vec![loss];
         c.x = c.x_bytes.iter().map(|&b| slots(b)).collect();
         c.d = c.d_bytes.iter().map(|&b| slots(b)).collect();
         c
@@ -355,6 +409,7 @@ impl Table {
         let n = chain.l + 1; // stages 1..=n
         let mut rows: Vec<Vec<Row>> = (0..=n).map(|b| vec![Row::default(); b]).collect();
         let mut full = vec![f64::INFINITY; m + 1];
+        let mut tails = Vec::new();
         // C(b, b, ·) = 0: the empty right part of an F_ck kept at k = b.
         let zero = Row {
             lo: 0,
@@ -380,6 +435,7 @@ impl Table {
                         // F_all at a+1.
                         combine(
                             &mut full,
+                            &mut tails,
                             fall_need(&s, a, b) as usize,
                             chain.fw[a + 1] + chain.bw[a + 1],
                             &rows[b][a + 1],
@@ -400,12 +456,21 @@ impl Table {
                             (&zero, 0)
                         };
                         if policy.ck && k < b {
-                            combine(&mut full, start, fc, right, shift, Some(&rows[k][a]));
+                            combine(
+                                &mut full,
+                                &mut tails,
+                                start,
+                                fc,
+                                right,
+                                shift,
+                                Some(&rows[k][a]),
+                            );
                         }
                         if policy.keep && k > a + 1 && !chain.reads_input[k] {
                             let start = start.max(keep_need(&s, k) as usize);
                             combine(
                                 &mut full,
+                                &mut tails,
                                 start,
                                 fc + chain.bw[k],
                                 right,
@@ -415,6 +480,7 @@ impl Table {
                         }
                     }
                 }
+                apply_tails(&mut full, &mut tails);
                 rows[b][a] = Row::from_full(&full);
             }
         }
@@ -496,23 +562,30 @@ impl Table {
         let c = &self.chain;
         let by = Bytes(c);
         let n = c.l + 1;
+        let compute = |ev: &mut Vec<Event>, nodes: &[usize]| {
+            ev.extend(nodes.iter().map(|&v| Event::Compute(v)));
+        };
+        let free = |ev: &mut Vec<Event>, nodes: &[usize]| {
+            ev.extend(nodes.iter().map(|&v| Event::Free(v)));
+        };
         let free_grad = |ev: &mut Vec<Event>, j: usize| {
             if j <= n {
-                ev.push(Event::Free(c.gnode[j]));
+                free(ev, &c.gnode[j]);
             }
         };
-        match self.choice(a, b, m) {
+        let choice = self.choice(a, b, m);
+        match choice {
             Choice::Base => {
                 let j = b;
                 if j == n {
-                    ev.push(Event::Compute(c.fnode[n]));
+                    compute(ev, &c.fnode[n]);
                 } else {
                     if c.reads_output[j] {
-                        ev.push(Event::Compute(c.fnode[j]));
+                        compute(ev, &c.fnode[j]);
                     }
-                    ev.push(Event::Compute(c.gnode[j]));
+                    compute(ev, &c.gnode[j]);
                     if c.reads_output[j] {
-                        ev.push(Event::Free(c.fnode[j]));
+                        free(ev, &c.fnode[j]);
                     }
                     free_grad(ev, j + 1);
                 }
@@ -520,18 +593,18 @@ impl Table {
             }
             Choice::FAll => {
                 let j = a + 1;
-                ev.push(Event::Compute(c.fnode[j]));
+                compute(ev, &c.fnode[j]);
                 let inner = self.emit(j, b, m - c.x[j], ev);
-                ev.push(Event::Compute(c.gnode[j]));
-                ev.push(Event::Free(c.fnode[j]));
+                compute(ev, &c.gnode[j]);
+                free(ev, &c.fnode[j]);
                 free_grad(ev, j + 1);
                 fall_need(&by, a, b).max(by.x(j) + inner)
             }
             Choice::Ck(k) | Choice::CkKeep(k) => {
                 for l in a + 1..=k {
-                    ev.push(Event::Compute(c.fnode[l]));
+                    compute(ev, &c.fnode[l]);
                     if l - 1 > a {
-                        ev.push(Event::Free(c.fnode[l - 1]));
+                        free(ev, &c.fnode[l - 1]);
                     }
                 }
                 let right = if k < b {
@@ -540,14 +613,14 @@ impl Table {
                     0
                 };
                 let mut peak = sweep_need(&by, a, b, k).max(right);
-                let left_end = if let Choice::CkKeep(_) = self.choice(a, b, m) {
-                    ev.push(Event::Compute(c.gnode[k]));
-                    ev.push(Event::Free(c.fnode[k]));
+                let left_end = if let Choice::CkKeep(_) = choice {
+                    compute(ev, &c.gnode[k]);
+                    free(ev, &c.fnode[k]);
                     free_grad(ev, k + 1);
                     peak = peak.max(keep_need(&by, k));
                     k - 1
                 } else {
-                    ev.push(Event::Free(c.fnode[k]));
+                    free(ev, &c.fnode[k]);
                     k
                 };
                 if left_end > a {
@@ -597,8 +670,7 @@ pub(crate) fn solve_graph(
     instance: &Instance,
     options: &SolveOptions,
 ) -> Result<Outcome, SolveError> {
-    let graph = instance.graph;
-    let chain = structure::chain(graph).map_err(|e| SolveError::Unsupported {
+    let chain = structure::chain(instance.graph).map_err(|e| SolveError::Unsupported {
         solver,
         reason: format!(
             "the graph is not a chain: {}{}",
@@ -606,7 +678,22 @@ pub(crate) fn solve_graph(
             e.reason
         ),
     })?;
-    let k = graph.fixed_memory();
+    run(solver, policy, scope, instance, options, |q| {
+        DpChain::new(&chain, q)
+    })
+}
+
+/// Splits the budget, runs the DP on the chain `build` makes for a slot size, and turns
+/// the answer into an outcome.
+fn run(
+    solver: &'static str,
+    policy: Policy,
+    scope: Scope,
+    instance: &Instance,
+    options: &SolveOptions,
+    build: impl FnOnce(u64) -> DpChain,
+) -> Result<Outcome, SolveError> {
+    let k = instance.graph.fixed_memory();
     let Some(w) = instance.budget.checked_sub(k) else {
         return Ok(Outcome::Infeasible {
             solver,
@@ -614,7 +701,55 @@ pub(crate) fn solve_graph(
             reason: format!("fixed_memory {k} exceeds the budget {}", instance.budget),
         });
     };
-    solve_chain(&chain, policy, w, DEFAULT_SLOTS, options).map(|o| o.into_outcome(solver, scope, k))
+    solve_dp(build, policy, w, DEFAULT_SLOTS, options).map(|o| o.into_outcome(solver, scope, k))
+}
+
+/// `equiv-chain`: the chain DP on a join graph's Equiv-Chain ([`DpChain::equiv_chain`]).
+/// A heuristic: the branches advance in lockstep, level by level, and memory is charged
+/// per level (its predicted peak bounds the simulated one from above).
+pub struct EquivChain;
+
+impl Solver for EquivChain {
+    fn info(&self) -> SolverInfo {
+        SolverInfo {
+            name: "equiv-chain",
+            description:
+                "Beaumont et al.'s Equiv-Chain heuristic: a join graph's branches, aligned at \
+                          the loss, solved as one chain by the chain DP.",
+            scope: Scope::Heuristic,
+            accepts: "join graphs and chains",
+        }
+    }
+
+    fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
+        let join = match structure::detect(instance.graph) {
+            Structure::Join(j) => j,
+            Structure::Chain(c) => Join {
+                branches: vec![c.stages],
+                loss: c.loss,
+                loss_cost: c.loss_cost,
+                loss_size: c.loss_size,
+            },
+            Structure::General(e) => {
+                return Err(SolveError::Unsupported {
+                    solver: "equiv-chain",
+                    reason: format!(
+                        "the graph is not a join graph: {}{}",
+                        e.node.map(|n| format!("node '{n}': ")).unwrap_or_default(),
+                        e.reason
+                    ),
+                })
+            }
+        };
+        run(
+            "equiv-chain",
+            Policy::ALL,
+            Scope::Heuristic,
+            instance,
+            options,
+            |q| DpChain::equiv_chain(&join, q),
+        )
+    }
 }
 
 /// A chain DP answer before it becomes an [`Outcome`].
@@ -686,12 +821,23 @@ pub fn solve_chain(
     slots: u64,
     options: &SolveOptions,
 ) -> Result<ChainAnswer, SolveError> {
+    solve_dp(|q| DpChain::new(chain, q), policy, w, slots, options)
+}
+
+/// [`solve_chain`] for the chain `build` makes for a slot size.
+fn solve_dp(
+    build: impl FnOnce(u64) -> DpChain,
+    policy: Policy,
+    w: u64,
+    slots: u64,
+    options: &SolveOptions,
+) -> Result<ChainAnswer, SolveError> {
     let start = Instant::now();
     let deadline = options.deadline(start);
     let q = slot_size(w, slots);
     let m = (w / q) as usize;
     let mut cancelled = false;
-    let table = Table::fill(DpChain::new(chain, q), policy, m, |f| {
+    let table = Table::fill(build(q), policy, m, |f| {
         options.report("chain-dp: filling the table", Some(f));
         cancelled = options.is_cancelled();
         !cancelled && deadline.is_none_or(|d| Instant::now() < d)
@@ -939,5 +1085,98 @@ pub(crate) mod tests {
         let expected: Vec<AboveCase> = serde_json::from_value(fixture["cases"].clone()).unwrap();
         assert_eq!(fixture["pairs_checked"].as_u64(), Some(pairs as u64));
         assert_eq!(above, expected);
+    }
+
+    /// A join of unit chains reading their outputs (Checkmate-style branches), unit sizes.
+    fn join_graph(lengths: &[usize]) -> Graph {
+        let mut nodes = Vec::new();
+        let node = |id: String, inputs: Vec<String>, kind| NodeSpec {
+            id,
+            cost: 1.0,
+            memory: 1,
+            inputs,
+            kind: Some(kind),
+            op: None,
+        };
+        for (b, &l) in lengths.iter().enumerate() {
+            for j in 1..=l {
+                let inputs = if j == 1 {
+                    vec![]
+                } else {
+                    vec![format!("f{b}_{}", j - 1)]
+                };
+                nodes.push(node(format!("f{b}_{j}"), inputs, NodeKind::Forward));
+            }
+        }
+        let ends = lengths
+            .iter()
+            .enumerate()
+            .map(|(b, &l)| format!("f{b}_{l}"))
+            .collect();
+        nodes.push(node("loss".into(), ends, NodeKind::Loss));
+        for (b, &l) in lengths.iter().enumerate() {
+            for j in (1..=l).rev() {
+                let grad = if j == l {
+                    "loss".to_string()
+                } else {
+                    format!("g{b}_{}", j + 1)
+                };
+                nodes.push(node(
+                    format!("g{b}_{j}"),
+                    vec![grad, format!("f{b}_{j}")],
+                    NodeKind::Backward,
+                ));
+            }
+        }
+        Graph::new(GraphSpec {
+            nodes,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn equiv_chain_on_small_joins_is_valid_and_never_below_the_optimum() {
+        for lengths in [
+            vec![1, 1],
+            vec![2, 1],
+            vec![2, 2],
+            vec![3, 2],
+            vec![1, 1, 1],
+            vec![2, 1, 1],
+            vec![1, 1, 3],
+        ] {
+            let g = join_graph(&lengths);
+            assert_eq!(crate::graph::structure::detect(&g).class(), "join");
+            for budget in 1..=(g.len() as u64) {
+                let r = solve(
+                    &Instance { graph: &g, budget },
+                    "equiv-chain",
+                    &SolveOptions::default(),
+                )
+                .unwrap();
+                let opt = exhaustive(&g, budget);
+                match r.status {
+                    Status::Feasible => {
+                        let stats = r.stats.unwrap();
+                        assert!(stats.peak_memory <= budget);
+                        assert!(Some(stats.total_cost) >= opt, "{lengths:?} at M = {budget}");
+                    }
+                    Status::Infeasible => {}
+                    other => panic!("{lengths:?} at M = {budget}: {other:?} {:?}", r.message),
+                }
+            }
+            // With memory for everything, no recomputation.
+            let r = solve(
+                &Instance {
+                    graph: &g,
+                    budget: g.len() as u64,
+                },
+                "equiv-chain",
+                &SolveOptions::default(),
+            )
+            .unwrap();
+            assert_eq!(r.stats.unwrap().total_cost, g.total_cost(), "{lengths:?}");
+        }
     }
 }

@@ -188,6 +188,7 @@ pub fn registry() -> &'static [&'static dyn Solver] {
         &bptt::BpttHsm,
         &bptt::BpttIsm,
         &bptt::BpttMsm,
+        &chain_dp::EquivChain,
     ];
     SOLVERS
 }
