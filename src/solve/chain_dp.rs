@@ -96,7 +96,8 @@ impl Row {
     }
 }
 
-/// `out[m] = min(out[m], base + a(m − shift) + b(m))` for `m >= start`. Where both rows
+/// `out[m] = min(out[m], base + a(m − shift) + b(m − shift_b))` for `m >= start`, with
+/// `b = Some((row, shift_b))`. Where both rows
 /// have reached their constant tails the value is constant in `m`: it is pushed to
 /// `tails` as `(from, value)` instead of being written out (see [`apply_tails`]).
 fn combine(
@@ -106,18 +107,20 @@ fn combine(
     base: f64,
     a: &Row,
     shift: usize,
-    b: Option<&Row>,
+    b: Option<(&Row, usize)>,
 ) {
     let top = out.len();
     if a.vals.is_empty() {
         return;
     }
     let mut m = start.max(a.lo + shift);
-    if let Some(b) = b {
+    // b's row and the first m it is defined at.
+    let b = b.map(|(row, sh)| (row, row.lo + sh));
+    if let Some((b, blo)) = b {
         if b.vals.is_empty() {
             return;
         }
-        m = m.max(b.lo);
+        m = m.max(blo);
     }
     while m < top {
         // A stretch where both indices advance, or one is clamped at its last value.
@@ -128,10 +131,10 @@ fn combine(
             top
         };
         match b {
-            Some(b) => {
-                let ib = m - b.lo;
+            Some((b, blo)) => {
+                let ib = m - blo;
                 let b_end = if ib + 1 < b.vals.len() {
-                    b.lo + b.vals.len() - 1
+                    blo + b.vals.len() - 1
                 } else {
                     top
                 };
@@ -351,8 +354,9 @@ fn base_need(c: &DpChain, s: &impl Sizes, j: usize) -> u64 {
         s.d(j + 1) + s.d(j)
     }
 }
-fn fall_need(s: &impl Sizes, a: usize, b: usize) -> u64 {
-    (s.d(b + 1) + s.x(a + 1)).max(s.x(a + 1) + s.d(a + 2) + s.d(a + 1))
+/// `h`: memory held from the turn on (the loss output an outer branch still needs).
+fn fall_need(s: &impl Sizes, a: usize, b: usize, h: u64) -> u64 {
+    (s.d(b + 1) + s.x(a + 1)).max(s.x(a + 1) + s.d(a + 2) + s.d(a + 1) + h)
 }
 /// Peak of the F∅ sweep `F_{a+1}..F_k` while `δ_{b+1}` is resident.
 fn sweep_need(s: &impl Sizes, a: usize, b: usize, k: usize) -> u64 {
@@ -388,6 +392,13 @@ impl Policy {
 pub struct Table {
     chain: DpChain,
     policy: Policy,
+    /// The join DP's nesting: the table whose top-level problem replaces this chain's
+    /// loss stage (see [`super::join_dp`]).
+    inner: Option<Box<Table>>,
+    /// Slots (and bytes) of the loss output when this chain leaves it resident for an
+    /// outer branch: then `δ_{L+1}` lies outside every backward-only sub-problem.
+    hold: usize,
+    hold_bytes: u64,
     m: usize,
     /// `rows[b][a]` for `0 <= a < b <= L+1`.
     rows: Vec<Vec<Row>>,
@@ -404,9 +415,31 @@ impl Table {
         chain: DpChain,
         policy: Policy,
         m: usize,
+        poll: impl FnMut(f64) -> bool,
+    ) -> Result<Table, Interrupted> {
+        Table::fill_nested(chain, policy, m, None, false, poll)
+    }
+
+    /// [`Table::fill`] for a branch of a join: `inner` (when given) is the rest of the
+    /// join, run in place of the loss stage; `hold` says the loss output stays resident
+    /// after this branch (an outer branch still needs it).
+    pub fn fill_nested(
+        mut chain: DpChain,
+        policy: Policy,
+        m: usize,
+        inner: Option<Box<Table>>,
+        hold: bool,
         mut poll: impl FnMut(f64) -> bool,
     ) -> Result<Table, Interrupted> {
         let n = chain.l + 1; // stages 1..=n
+        let (hold, hold_bytes) = if hold {
+            let h = (chain.x[n], chain.x_bytes[n]);
+            chain.d[n] = 0;
+            chain.d_bytes[n] = 0;
+            h
+        } else {
+            (0, 0)
+        };
         let mut rows: Vec<Vec<Row>> = (0..=n).map(|b| vec![Row::default(); b]).collect();
         let mut full = vec![f64::INFINITY; m + 1];
         let mut tails = Vec::new();
@@ -423,7 +456,14 @@ impl Table {
             for a in 0..=n - len {
                 let b = a + len;
                 full.fill(f64::INFINITY);
-                if len == 1 {
+                // After the turn, an outer branch's loss output stays resident.
+                let h = if b == n { hold } else { 0 };
+                if len == 1 && b == n && inner.is_some() {
+                    let inner = inner.as_deref().expect("checked");
+                    for (mm, v) in full.iter_mut().enumerate() {
+                        *v = inner.c(0, inner.chain.l + 1, mm);
+                    }
+                } else if len == 1 {
                     let need = base_need(&chain, &s, b) as usize;
                     let cost = chain.fw[b] * f64::from(u8::from(chain.reads_output[b] || b == n))
                         + if b == n { 0.0 } else { chain.bw[b] };
@@ -436,7 +476,7 @@ impl Table {
                         combine(
                             &mut full,
                             &mut tails,
-                            fall_need(&s, a, b) as usize,
+                            fall_need(&s, a, b, h as u64) as usize,
                             chain.fw[a + 1] + chain.bw[a + 1],
                             &rows[b][a + 1],
                             chain.x[a + 1],
@@ -463,11 +503,11 @@ impl Table {
                                 fc,
                                 right,
                                 shift,
-                                Some(&rows[k][a]),
+                                Some((&rows[k][a], h)),
                             );
                         }
                         if policy.keep && k > a + 1 && !chain.reads_input[k] {
-                            let start = start.max(keep_need(&s, k) as usize);
+                            let start = start.max(keep_need(&s, k) as usize + h);
                             combine(
                                 &mut full,
                                 &mut tails,
@@ -475,7 +515,7 @@ impl Table {
                                 fc + chain.bw[k],
                                 right,
                                 shift,
-                                Some(&rows[k - 1][a]),
+                                Some((&rows[k - 1][a], h)),
                             );
                         }
                     }
@@ -487,6 +527,9 @@ impl Table {
         Ok(Table {
             chain,
             policy,
+            inner,
+            hold,
+            hold_bytes,
             m,
             rows,
         })
@@ -521,8 +564,9 @@ impl Table {
         }
         let xa1 = c.x[a + 1];
         let p = self.policy;
+        let h = if b == c.l + 1 { self.hold } else { 0 };
         if p.keep
-            && fall_need(&s, a, b) as usize <= m
+            && fall_need(&s, a, b, h as u64) as usize <= m
             && m >= xa1
             && c.fw[a + 1] + c.bw[a + 1] + self.c(a + 1, b, m - xa1) == target
         {
@@ -535,14 +579,17 @@ impl Table {
                 continue;
             }
             let right = self.c(k, b, m - c.x[k]);
-            if p.ck && k < b && fc + right + self.c(a, k, m) == target {
+            if m < h {
+                continue;
+            }
+            if p.ck && k < b && fc + right + self.c(a, k, m - h) == target {
                 return Choice::Ck(k);
             }
             if p.keep
                 && k > a + 1
                 && !c.reads_input[k]
-                && keep_need(&s, k) as usize <= m
-                && fc + c.bw[k] + right + self.c(a, k - 1, m) == target
+                && keep_need(&s, k) as usize + h <= m
+                && fc + c.bw[k] + right + self.c(a, k - 1, m - h) == target
             {
                 return Choice::CkKeep(k);
             }
@@ -568,15 +615,27 @@ impl Table {
         let free = |ev: &mut Vec<Event>, nodes: &[usize]| {
             ev.extend(nodes.iter().map(|&v| Event::Free(v)));
         };
+        // The loss output is freed here unless an outer branch still needs it.
         let free_grad = |ev: &mut Vec<Event>, j: usize| {
-            if j <= n {
+            if j < n || (j == n && self.hold == 0) {
                 free(ev, &c.gnode[j]);
             }
+        };
+        let (h, hb) = if b == n {
+            (self.hold, self.hold_bytes)
+        } else {
+            (0, 0)
         };
         let choice = self.choice(a, b, m);
         match choice {
             Choice::Base => {
                 let j = b;
+                if let (true, Some(inner)) = (j == n, &self.inner) {
+                    // The inner branches' first gradients δ_1 are final: free them.
+                    let peak = inner.emit(0, inner.chain.l + 1, m, ev);
+                    free(ev, &inner.chain.gnode[1]);
+                    return peak;
+                }
                 if j == n {
                     compute(ev, &c.fnode[n]);
                 } else {
@@ -598,7 +657,7 @@ impl Table {
                 compute(ev, &c.gnode[j]);
                 free(ev, &c.fnode[j]);
                 free_grad(ev, j + 1);
-                fall_need(&by, a, b).max(by.x(j) + inner)
+                fall_need(&by, a, b, hb).max(by.x(j) + inner)
             }
             Choice::Ck(k) | Choice::CkKeep(k) => {
                 for l in a + 1..=k {
@@ -617,14 +676,14 @@ impl Table {
                     compute(ev, &c.gnode[k]);
                     free(ev, &c.fnode[k]);
                     free_grad(ev, k + 1);
-                    peak = peak.max(keep_need(&by, k));
+                    peak = peak.max(keep_need(&by, k) + hb);
                     k - 1
                 } else {
                     free(ev, &c.fnode[k]);
                     k
                 };
                 if left_end > a {
-                    peak = peak.max(self.emit(a, left_end, m, ev));
+                    peak = peak.max(hb + self.emit(a, left_end, m - h, ev));
                 }
                 peak
             }
@@ -1178,5 +1237,74 @@ pub(crate) mod tests {
             .unwrap();
             assert_eq!(r.stats.unwrap().total_cost, g.total_cost(), "{lengths:?}");
         }
+    }
+
+    #[test]
+    fn join_dp_against_exhaustive() {
+        let mut above = Vec::new();
+        let mut pairs = 0;
+        for lengths in [
+            vec![1, 1],
+            vec![2, 1],
+            vec![2, 2],
+            vec![3, 1],
+            vec![3, 2],
+            vec![4, 1],
+            vec![1, 1, 1],
+            vec![2, 1, 1],
+            vec![2, 2, 1],
+            vec![3, 1, 1],
+        ] {
+            let g = join_graph(&lengths);
+            for budget in 1..=(g.len() as u64) {
+                let r = solve(
+                    &Instance { graph: &g, budget },
+                    "join-dp",
+                    &SolveOptions::default(),
+                )
+                .unwrap();
+                let opt = exhaustive(&g, budget);
+                let got = match r.status {
+                    Status::Feasible => {
+                        let stats = r.stats.unwrap();
+                        let d = r.details.unwrap();
+                        assert_eq!(d["predicted_cost"].as_f64(), Some(stats.total_cost));
+                        assert_eq!(d["predicted_peak"].as_u64(), Some(stats.peak_memory));
+                        Some(stats.total_cost)
+                    }
+                    Status::Infeasible => None,
+                    other => panic!("{lengths:?} at M = {budget}: {other:?} {:?}", r.message),
+                };
+                if opt.is_some() {
+                    pairs += 1;
+                }
+                if got != opt {
+                    assert!(
+                        got.is_none() || got > opt,
+                        "{lengths:?} at M = {budget}: below the optimum"
+                    );
+                    above.push(format!(
+                        "{lengths:?} M={budget}: join-dp {got:?} vs optimum {opt:?}"
+                    ));
+                }
+            }
+        }
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/join_dp_above_exhaustive.json"
+        );
+        if std::env::var_os("REMAT_BLESS").is_some() {
+            let text = serde_json::to_string_pretty(&serde_json::json!({
+                "about": "joins of unit branches (chain_dp::tests::join_graph) and budgets where join-dp is above the exhaustive optimum (None = reported infeasible)",
+                "pairs_checked": pairs,
+                "cases": above,
+            }))
+            .unwrap();
+            std::fs::write(path, text + "\n").unwrap();
+        }
+        let fixture: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(fixture["pairs_checked"].as_u64(), Some(pairs as u64));
+        assert_eq!(fixture["cases"], serde_json::json!(above));
     }
 }
