@@ -47,7 +47,7 @@
 
 use super::chain_dp::{slot_size, DpChain, Policy, Table, DEFAULT_SLOTS};
 use super::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo};
-use crate::graph::structure::{self, Chain, Join, Structure};
+use crate::graph::structure::{self, Chain, Join};
 use serde_json::json;
 use std::time::Instant;
 
@@ -118,25 +118,10 @@ impl Solver for JoinDp {
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         let graph = instance.graph;
-        let join = match structure::detect(graph) {
-            Structure::Join(j) => j,
-            Structure::Chain(c) => Join {
-                branches: vec![c.stages],
-                loss: c.loss,
-                loss_cost: c.loss_cost,
-                loss_size: c.loss_size,
-            },
-            Structure::General(e) => {
-                return Err(SolveError::Unsupported {
-                    solver: "join-dp",
-                    reason: format!(
-                        "the graph is not a join graph: {}{}",
-                        e.node.map(|n| format!("node '{n}': ")).unwrap_or_default(),
-                        e.reason
-                    ),
-                })
-            }
-        };
+        let join = structure::join(graph).map_err(|e| SolveError::Unsupported {
+            solver: "join-dp",
+            reason: format!("the graph is not a join graph: {e}"),
+        })?;
         let k_mem = graph.fixed_memory();
         let Some(w) = instance.budget.checked_sub(k_mem) else {
             return Ok(Outcome::Infeasible {
