@@ -109,7 +109,7 @@ impl Solver for JoinDp {
         SolverInfo {
             name: "join-dp",
             description:
-                "Join graphs: the chain DP nested branch by branch (forward phase, turn, \\
+                "Join graphs: the chain DP nested branch by branch (forward phase, turn, \
                           backward phase), best nesting order.",
             scope: Scope::Heuristic,
             accepts: "join graphs and chains",
