@@ -44,9 +44,9 @@
 //! output (the captions' "turn" storing one backward datum per branch), or that free an
 //! outer branch's last output `x_L` right after the loss and recompute it for `G_L` later.
 //! The tests compare the DP with the exhaustive oracle on every join of 2-3 unit branches
-//! it can search (66 feasible (graph, budget) pairs, up to 11 nodes): 53 are equal, 13
-//! above, and all but one of those are the tightest budget (`k + 1` slots), where the
-//! optimum uses the last move above. Example, two branches of length 1 and 3 slots: the
+//! it can search (66 feasible (graph, budget) pairs, up to 11 nodes): 53 are equal and 13
+//! above (12 reported infeasible, one 15 vs 14), 10 of them at the tightest feasible
+//! budget (`k + 1` slots) and 3 one slot above, where the optimum uses the last move. Example, two branches of length 1 and 3 slots: the
 //! optimum runs `f_a f_b loss`, frees `f_a`, runs `g_b` (loss, `f_b`, `g_b`: 3 slots),
 //! frees `f_b` and `g_b`, recomputes `f_a` and runs `g_a`: cost 6; the family keeps `f_a`
 //! through `g_b` (4 slots) and reports no schedule. The cases are listed in
