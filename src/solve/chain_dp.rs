@@ -107,20 +107,20 @@ fn combine(
     base: f64,
     a: &Row,
     shift: usize,
-    b: Option<(&Row, usize)>,
+    b: Option<(&Row, isize)>,
 ) {
     let top = out.len();
     if a.vals.is_empty() {
         return;
     }
     let mut m = start.max(a.lo + shift);
-    // b's row and the first m it is defined at.
-    let b = b.map(|(row, sh)| (row, row.lo + sh));
+    // b's row and the first m it is defined at (negative: before 0).
+    let b = b.map(|(row, sh)| (row, row.lo as isize + sh));
     if let Some((b, blo)) = b {
         if b.vals.is_empty() {
             return;
         }
-        m = m.max(blo);
+        m = m.max(blo.max(0) as usize);
     }
     while m < top {
         // A stretch where both indices advance, or one is clamped at its last value.
@@ -132,9 +132,9 @@ fn combine(
         };
         match b {
             Some((b, blo)) => {
-                let ib = m - blo;
+                let ib = (m as isize - blo) as usize;
                 let b_end = if ib + 1 < b.vals.len() {
-                    blo + b.vals.len() - 1
+                    (blo + b.vals.len() as isize - 1) as usize
                 } else {
                     top
                 };
@@ -342,6 +342,8 @@ enum Choice {
     FAll,
     Ck(usize),
     CkKeep(usize),
+    /// F_ck at `L` whose last output is freed right after the loss (join DP).
+    CkRelease,
 }
 
 /// Local memory needs of each option (everything but the sub-problems), in `S`'s unit.
@@ -354,9 +356,33 @@ fn base_need(c: &DpChain, s: &impl Sizes, j: usize) -> u64 {
         s.d(j + 1) + s.d(j)
     }
 }
-/// `h`: memory held from the turn on (the loss output an outer branch still needs).
-fn fall_need(s: &impl Sizes, a: usize, b: usize, h: u64) -> u64 {
-    (s.d(b + 1) + s.x(a + 1)).max(s.x(a + 1) + s.d(a + 2) + s.d(a + 1) + h)
+/// `h`: the memory change at the turn (see [`Table`]'s `offset`), in the same unit.
+fn fall_need(s: &impl Sizes, a: usize, b: usize, h: isize) -> usize {
+    ((s.d(b + 1) + s.x(a + 1)) as usize).max(plus(s.x(a + 1) + s.d(a + 2) + s.d(a + 1), h))
+}
+
+/// `x + h`, at least 0.
+fn plus(x: u64, h: isize) -> usize {
+    (x as isize + h).max(0) as usize
+}
+
+/// Where a branch sits in a join (the join DP, [`super::join_dp`]); the default is a
+/// plain chain.
+#[derive(Default)]
+pub struct Nest {
+    /// The rest of the join, run in place of the loss stage while this branch's last
+    /// output is held.
+    pub inner: Option<Box<Table>>,
+    /// The rest of the join built for this branch's last output being freed right after
+    /// the loss (an option of F_ck at `L`).
+    pub inner_released: Option<Box<Table>>,
+    /// The loss output stays resident after this branch (an outer branch needs it).
+    pub holds_loss: bool,
+    /// Slots and bytes of outer branches' last outputs freed right after the loss, and
+    /// their nodes.
+    pub released: usize,
+    pub released_bytes: u64,
+    pub release_nodes: Vec<usize>,
 }
 /// Peak of the F∅ sweep `F_{a+1}..F_k` while `δ_{b+1}` is resident.
 fn sweep_need(s: &impl Sizes, a: usize, b: usize, k: usize) -> u64 {
@@ -395,10 +421,20 @@ pub struct Table {
     /// The join DP's nesting: the table whose top-level problem replaces this chain's
     /// loss stage (see [`super::join_dp`]).
     inner: Option<Box<Table>>,
-    /// Slots (and bytes) of the loss output when this chain leaves it resident for an
-    /// outer branch: then `δ_{L+1}` lies outside every backward-only sub-problem.
-    hold: usize,
-    hold_bytes: u64,
+    /// The same with this branch's last output freed right after the loss.
+    inner_released: Option<Box<Table>>,
+    /// Whether the loss output stays resident after this branch (an outer branch still
+    /// needs it): then `δ_{L+1}` lies outside every backward-only sub-problem.
+    holds_loss: bool,
+    /// The change of memory at the turn, outside this table's own accounting, in slots
+    /// and bytes: `+|loss|` when it holds the loss output, minus the last outputs of the
+    /// outer branches freed right after the loss.
+    offset: isize,
+    offset_bytes: i64,
+    /// The nodes freed right after the loss (computed by the innermost branch).
+    release_nodes: Vec<usize>,
+    /// `C` of the loss stage's base case with the last output freed at the turn.
+    release_row: Option<Row>,
     m: usize,
     /// `rows[b][a]` for `0 <= a < b <= L+1`.
     rows: Vec<Vec<Row>>,
@@ -417,29 +453,38 @@ impl Table {
         m: usize,
         poll: impl FnMut(f64) -> bool,
     ) -> Result<Table, Interrupted> {
-        Table::fill_nested(chain, policy, m, None, false, poll)
+        Table::fill_nested(chain, policy, m, Nest::default(), poll)
     }
 
-    /// [`Table::fill`] for a branch of a join: `inner` (when given) is the rest of the
-    /// join, run in place of the loss stage; `hold` says the loss output stays resident
-    /// after this branch (an outer branch still needs it).
+    /// [`Table::fill`] for a branch of a join placed as `nest` says.
     pub fn fill_nested(
         mut chain: DpChain,
         policy: Policy,
         m: usize,
-        inner: Option<Box<Table>>,
-        hold: bool,
+        nest: Nest,
         mut poll: impl FnMut(f64) -> bool,
     ) -> Result<Table, Interrupted> {
         let n = chain.l + 1; // stages 1..=n
-        let (hold, hold_bytes) = if hold {
-            let h = (chain.x[n], chain.x_bytes[n]);
+        let Nest {
+            inner,
+            inner_released,
+            holds_loss,
+            released,
+            released_bytes,
+            release_nodes,
+        } = nest;
+        let (mut offset, mut offset_bytes) = (-(released as isize), -(released_bytes as i64));
+        if holds_loss {
+            offset += chain.x[n] as isize;
+            offset_bytes += chain.x_bytes[n] as i64;
             chain.d[n] = 0;
             chain.d_bytes[n] = 0;
-            h
-        } else {
-            (0, 0)
-        };
+        }
+        // The base case of the loss stage with the last output freed at the turn.
+        let release_row = inner_released.as_deref().map(|t| {
+            let full: Vec<f64> = (0..=m).map(|mm| t.c(0, t.chain.l + 1, mm)).collect();
+            Row::from_full(&full)
+        });
         let mut rows: Vec<Vec<Row>> = (0..=n).map(|b| vec![Row::default(); b]).collect();
         let mut full = vec![f64::INFINITY; m + 1];
         let mut tails = Vec::new();
@@ -456,8 +501,8 @@ impl Table {
             for a in 0..=n - len {
                 let b = a + len;
                 full.fill(f64::INFINITY);
-                // After the turn, an outer branch's loss output stays resident.
-                let h = if b == n { hold } else { 0 };
+                // The memory change at the turn applies after the right part.
+                let h = if b == n { offset } else { 0 };
                 if len == 1 && b == n && inner.is_some() {
                     let inner = inner.as_deref().expect("checked");
                     for (mm, v) in full.iter_mut().enumerate() {
@@ -476,7 +521,7 @@ impl Table {
                         combine(
                             &mut full,
                             &mut tails,
-                            fall_need(&s, a, b, h as u64) as usize,
+                            fall_need(&s, a, b, h),
                             chain.fw[a + 1] + chain.bw[a + 1],
                             &rows[b][a + 1],
                             chain.x[a + 1],
@@ -506,8 +551,21 @@ impl Table {
                                 Some((&rows[k][a], h)),
                             );
                         }
+                        if let (true, Some(release)) =
+                            (policy.ck && b == n && k == chain.l, &release_row)
+                        {
+                            combine(
+                                &mut full,
+                                &mut tails,
+                                start,
+                                fc,
+                                release,
+                                shift,
+                                Some((&rows[k][a], h)),
+                            );
+                        }
                         if policy.keep && k > a + 1 && !chain.reads_input[k] {
-                            let start = start.max(keep_need(&s, k) as usize + h);
+                            let start = start.max(plus(keep_need(&s, k), h));
                             combine(
                                 &mut full,
                                 &mut tails,
@@ -528,8 +586,12 @@ impl Table {
             chain,
             policy,
             inner,
-            hold,
-            hold_bytes,
+            inner_released,
+            holds_loss,
+            offset,
+            offset_bytes,
+            release_nodes,
+            release_row,
             m,
             rows,
         })
@@ -554,6 +616,12 @@ impl Table {
         (!r.vals.is_empty()).then_some(r.lo)
     }
 
+    /// The budget `m − h` of a part run after the turn, capped at the table's budget (the
+    /// plan for `m` fits any larger budget); `None` when negative.
+    fn after_turn(&self, m: usize, h: isize) -> Option<usize> {
+        usize::try_from(m as isize - h).ok().map(|v| v.min(self.m))
+    }
+
     /// The option that attains `C(a, b, m)` (same arithmetic as [`Table::fill`]).
     fn choice(&self, a: usize, b: usize, m: usize) -> Choice {
         let c = &self.chain;
@@ -564,9 +632,10 @@ impl Table {
         }
         let xa1 = c.x[a + 1];
         let p = self.policy;
-        let h = if b == c.l + 1 { self.hold } else { 0 };
+        let n = c.l + 1;
+        let h = if b == n { self.offset } else { 0 };
         if p.keep
-            && fall_need(&s, a, b, h as u64) as usize <= m
+            && fall_need(&s, a, b, h) <= m
             && m >= xa1
             && c.fw[a + 1] + c.bw[a + 1] + self.c(a + 1, b, m - xa1) == target
         {
@@ -578,18 +647,23 @@ impl Table {
             if sweep_need(&s, a, b, k) as usize > m || c.x[k] > m {
                 continue;
             }
-            let right = self.c(k, b, m - c.x[k]);
-            if m < h {
+            let Some(mh) = self.after_turn(m, h) else {
                 continue;
-            }
-            if p.ck && k < b && fc + right + self.c(a, k, m - h) == target {
+            };
+            let right = self.c(k, b, m - c.x[k]);
+            if p.ck && k < b && fc + right + self.c(a, k, mh) == target {
                 return Choice::Ck(k);
+            }
+            if let (true, Some(release)) = (p.ck && b == n && k == c.l, &self.release_row) {
+                if fc + release.get(m - c.x[k]) + self.c(a, k, mh) == target {
+                    return Choice::CkRelease;
+                }
             }
             if p.keep
                 && k > a + 1
                 && !c.reads_input[k]
-                && keep_need(&s, k) as usize + h <= m
-                && fc + c.bw[k] + right + self.c(a, k - 1, m - h) == target
+                && plus(keep_need(&s, k), h) <= m
+                && fc + c.bw[k] + right + self.c(a, k - 1, mh) == target
             {
                 return Choice::CkKeep(k);
             }
@@ -604,8 +678,18 @@ impl Table {
         (Schedule::new(events), peak)
     }
 
+    /// Runs the rest of the join (the loss stage of a nested branch) with budget `m`;
+    /// returns its peak.
+    fn emit_inner(inner: &Table, m: usize, ev: &mut Vec<Event>) -> u64 {
+        let peak = inner.emit(0, inner.chain.l + 1, m.min(inner.m), ev);
+        // The inner branches' first gradients δ_1 are final: free them.
+        ev.extend(inner.chain.gnode[1].iter().map(|&v| Event::Free(v)));
+        peak
+    }
+
     /// Emits the plan of `(a, b, m)`; returns its peak in bytes (δ_{b+1} included, x_a not).
     fn emit(&self, a: usize, b: usize, m: usize, ev: &mut Vec<Event>) -> u64 {
+        let m = m.min(self.m);
         let c = &self.chain;
         let by = Bytes(c);
         let n = c.l + 1;
@@ -617,27 +701,27 @@ impl Table {
         };
         // The loss output is freed here unless an outer branch still needs it.
         let free_grad = |ev: &mut Vec<Event>, j: usize| {
-            if j < n || (j == n && self.hold == 0) {
+            if j < n || (j == n && !self.holds_loss) {
                 free(ev, &c.gnode[j]);
             }
         };
         let (h, hb) = if b == n {
-            (self.hold, self.hold_bytes)
+            (self.offset, self.offset_bytes)
         } else {
             (0, 0)
         };
+        // A peak after the turn, in this table's accounting.
+        let shifted = |peak: u64| (peak as i64 + hb).max(0) as u64;
         let choice = self.choice(a, b, m);
         match choice {
             Choice::Base => {
                 let j = b;
                 if let (true, Some(inner)) = (j == n, &self.inner) {
-                    // The inner branches' first gradients δ_1 are final: free them.
-                    let peak = inner.emit(0, inner.chain.l + 1, m, ev);
-                    free(ev, &inner.chain.gnode[1]);
-                    return peak;
+                    return Table::emit_inner(inner, m, ev);
                 }
                 if j == n {
                     compute(ev, &c.fnode[n]);
+                    free(ev, &self.release_nodes);
                 } else {
                     if c.reads_output[j] {
                         compute(ev, &c.fnode[j]);
@@ -657,33 +741,45 @@ impl Table {
                 compute(ev, &c.gnode[j]);
                 free(ev, &c.fnode[j]);
                 free_grad(ev, j + 1);
-                fall_need(&by, a, b, hb).max(by.x(j) + inner)
+                (fall_need(&by, a, b, hb as isize) as u64).max(by.x(j) + inner)
             }
-            Choice::Ck(k) | Choice::CkKeep(k) => {
+            Choice::Ck(_) | Choice::CkKeep(_) | Choice::CkRelease => {
+                let k = match choice {
+                    Choice::Ck(k) | Choice::CkKeep(k) => k,
+                    _ => c.l,
+                };
                 for l in a + 1..=k {
                     compute(ev, &c.fnode[l]);
                     if l - 1 > a {
                         free(ev, &c.fnode[l - 1]);
                     }
                 }
-                let right = if k < b {
-                    by.x(k) + self.emit(k, b, m - c.x[k], ev)
-                } else {
-                    0
+                let right = match (choice, &self.inner_released) {
+                    (Choice::CkRelease, Some(inner)) => {
+                        by.x(k) + Table::emit_inner(inner, m - c.x[k], ev)
+                    }
+                    _ if k < b => by.x(k) + self.emit(k, b, m - c.x[k], ev),
+                    _ => 0,
                 };
                 let mut peak = sweep_need(&by, a, b, k).max(right);
-                let left_end = if let Choice::CkKeep(_) = choice {
-                    compute(ev, &c.gnode[k]);
-                    free(ev, &c.fnode[k]);
-                    free_grad(ev, k + 1);
-                    peak = peak.max(keep_need(&by, k) + hb);
-                    k - 1
-                } else {
-                    free(ev, &c.fnode[k]);
-                    k
+                let left_end = match choice {
+                    Choice::CkKeep(_) => {
+                        compute(ev, &c.gnode[k]);
+                        free(ev, &c.fnode[k]);
+                        free_grad(ev, k + 1);
+                        peak = peak.max(shifted(keep_need(&by, k)));
+                        k - 1
+                    }
+                    // Freed right after the loss.
+                    Choice::CkRelease => k,
+                    _ => {
+                        free(ev, &c.fnode[k]);
+                        k
+                    }
                 };
                 if left_end > a {
-                    peak = peak.max(hb + self.emit(a, left_end, m - h, ev));
+                    let mh = self.after_turn(m, h).expect("the choice checked it");
+                    peak = peak.max(shifted(self.emit(a, left_end, mh, ev)));
                 }
                 peak
             }

@@ -54,7 +54,7 @@
 //! heuristic. Supporting that move needs the inner join's budget to grow at the turn by
 //! the released ends (a second budget offset per release pattern), which is not done.
 
-use super::chain_dp::{slot_size, DpChain, Policy, Table, DEFAULT_SLOTS};
+use super::chain_dp::{slot_size, DpChain, Nest, Policy, Table, DEFAULT_SLOTS};
 use super::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 use crate::graph::structure::{self, Chain, Join};
 use serde_json::json;
@@ -65,35 +65,60 @@ pub struct JoinDp;
 /// The largest number of branches for which every nesting order is tried.
 const ALL_ORDERS: usize = 6;
 
-/// The nested tables for one order of the branches, outermost first; `None` when
-/// interrupted.
+/// The largest number of branches for which the "free the last output at the turn"
+/// variants are built (they double the tables per nesting level).
+const RELEASE_VARIANTS: usize = 4;
+
+/// The nested table of the branch at position `p` of `order` and everything inside it;
+/// `released` lists the outer branches' last outputs freed right after the loss (slots,
+/// bytes, nodes). `None` when interrupted.
 fn nest(
     join: &Join,
     order: &[usize],
+    p: usize,
+    released: (usize, u64, Vec<usize>),
     q: u64,
     m: usize,
     poll: &mut dyn FnMut() -> bool,
 ) -> Option<Table> {
-    let mut inner: Option<Box<Table>> = None;
-    for (p, &b) in order.iter().enumerate().rev() {
-        let chain = Chain {
-            stages: join.branches[b].clone(),
-            loss: join.loss,
-            loss_cost: join.loss_cost,
-            loss_size: join.loss_size,
-        };
-        let table = Table::fill_nested(
-            DpChain::new(&chain, q),
-            Policy::ALL,
+    let chain = Chain {
+        stages: join.branches[order[p]].clone(),
+        loss: join.loss,
+        loss_cost: join.loss_cost,
+        loss_size: join.loss_size,
+    };
+    let (mut inner, mut inner_released) = (None, None);
+    if p + 1 < order.len() {
+        inner = Some(Box::new(nest(
+            join,
+            order,
+            p + 1,
+            released.clone(),
+            q,
             m,
-            inner,
-            p > 0,
-            |_| poll(),
-        )
-        .ok()?;
-        inner = Some(Box::new(table));
+            poll,
+        )?));
+        if order.len() <= RELEASE_VARIANTS {
+            let end = chain.stages.last().expect("a branch has a stage");
+            let (slots, bytes, mut nodes) = released.clone();
+            nodes.push(end.forward);
+            let more = (slots + end.x.div_ceil(q) as usize, bytes + end.x, nodes);
+            inner_released = Some(Box::new(nest(join, order, p + 1, more, q, m, poll)?));
+        }
     }
-    inner.map(|t| *t)
+    let (slots, bytes, nodes) = released;
+    let placement = Nest {
+        inner,
+        inner_released,
+        holds_loss: p > 0,
+        released: slots,
+        released_bytes: bytes,
+        release_nodes: nodes,
+    };
+    Table::fill_nested(DpChain::new(&chain, q), Policy::ALL, m, placement, |_| {
+        poll()
+    })
+    .ok()
 }
 
 /// Every permutation of `0..k`, in lexicographic order.
@@ -160,7 +185,7 @@ impl Solver for JoinDp {
         };
         let mut best: Option<(f64, Vec<usize>, Table)> = None;
         for order in candidates {
-            let Some(table) = nest(&join, &order, q, m, &mut poll) else {
+            let Some(table) = nest(&join, &order, 0, (0, 0, Vec::new()), q, m, &mut poll) else {
                 if cancelled {
                     return Err(SolveError::Cancelled);
                 }
