@@ -11,48 +11,53 @@
 //! schedule of `b_2, …, b_k` and the loss, run while `b_1`'s checkpoints and its last
 //! output `x^{b_1}_L` are held (forward phase). Recursively, the innermost branch `b_k`
 //! reaches its end and computes the loss (the turn: every branch end is resident because
-//! each outer branch holds it). Each inner branch then reverses itself while the loss
-//! output stays resident (the outer branches still need it), and returns; the outermost
-//! branch frees the loss output after its first backward op (backward phase, last in
-//! first out). This matches the captions' three phases and their checkpoint persistence:
-//! a forward checkpoint stays until its branch has used it.
+//! each outer branch holds it). Right after the loss, an outer branch whose plan
+//! checkpointed its end with F_ck may free it (it recomputes it for `G_L` from an earlier
+//! checkpoint later), which gives the inner branches' backward phase that memory. Each
+//! inner branch then reverses itself while the loss output stays resident (the outer
+//! branches still need it), and returns; the outermost branch frees the loss output after
+//! its first backward op (backward phase, last in first out). This matches the captions'
+//! three phases and their checkpoint persistence: a forward checkpoint stays until its
+//! branch has used it (or, for a branch end, until the loss has).
 //!
 //! # The recurrence
 //!
 //! With `C_p(a, b, m)` the chain DP's table of the branch at position `p`:
 //!
 //! * the loss stage's base case of `C_p` is `C_{p+1}(0, L_{p+1}+1, m)` (the inner join,
-//!   with `x^{b_p}_{L}` held outside it), and the real loss for `p = k`;
-//! * for `p >= 2` the loss output is held from the turn on: the backward-only
-//!   sub-problems (`b <= L`) see it outside their budget, and the options of the
-//!   sub-problems that contain the turn charge it after their right part;
+//!   with `x^{b_p}_{L}` held outside it), and the real loss for `p = k`; F_ck at `L` may
+//!   instead use the inner join built with `x^{b_p}_L` freed at the turn;
+//! * from the turn on, memory outside a table changes by a constant `h`: `+|loss|` for
+//!   `p >= 2` (it holds the loss output for the outer branches) minus the ends the outer
+//!   branches freed. The backward-only sub-problems (`b <= L`) are referenced from those
+//!   that contain the turn with their budget shifted by `h`, and the local needs after
+//!   the turn carry `+h`;
 //! * the answer is `min over orders of C_1(0, L_1+1, m)`; every order is tried for `k <= 6`
-//!   (`k!` orders), else the branches are nested longest first.
+//!   (`k!` orders), else the branches are nested longest first; the freed-end variants
+//!   (which double the tables per level) are built for `k <= 4`.
 //!
-//! **Proof sketch (within the family).** Fix the order. A schedule of the family restricted
-//! to branch `b_p` is a persistent schedule of that chain whose loss stage is an opaque op
-//! with a memory-dependent cost: it holds exactly what the chain DP's sub-problem holds
-//! when its base case runs (`x_L` outside, nothing else of the branch but the checkpoints
-//! of enclosing sub-problems, which are outside its budget by construction). So the inner
-//! join is solved optimally for every budget `m` (induction on `k − p`), its optimal cost
-//! is a non-increasing function of `m`, and substituting that row for the base case keeps
-//! the chain DP's optimal-substructure argument intact. Holding the loss output adds a
-//! constant to every state after the turn, which the shifted rows account for exactly.
+//! **Proof sketch (within the family).** Fix the order and the set of ends freed at the
+//! turn. A schedule of the family restricted to branch `b_p` is a persistent schedule of
+//! that chain whose loss stage is an opaque op with a memory-dependent cost: it holds
+//! exactly what the chain DP's sub-problem holds when its base case runs (`x_L` outside,
+//! nothing else of the branch but the checkpoints of enclosing sub-problems, which are
+//! outside its budget by construction). So the inner join is solved optimally for every
+//! budget `m` (induction on `k − p`), its optimal cost is a non-increasing function of
+//! `m`, and substituting that row for the base case keeps the chain DP's
+//! optimal-substructure argument intact. The memory that appears or disappears at the
+//! turn is the same for every state after it, which the shifted rows account for exactly.
 //!
-//! **Outside the family**: schedules that interleave branches in the backward phase, or
-//! that run the first backward op of every branch right at the turn to free the loss
-//! output (the captions' "turn" storing one backward datum per branch), or that free an
-//! outer branch's last output `x_L` right after the loss and recompute it for `G_L` later.
-//! The tests compare the DP with the exhaustive oracle on every join of 2-3 unit branches
-//! it can search (66 feasible (graph, budget) pairs, up to 11 nodes): 53 are equal and 13
-//! above (12 reported infeasible, one 15 vs 14), 10 of them at the tightest feasible
-//! budget (`k + 1` slots) and 3 one slot above, where the optimum uses the last move. Example, two branches of length 1 and 3 slots: the
-//! optimum runs `f_a f_b loss`, frees `f_a`, runs `g_b` (loss, `f_b`, `g_b`: 3 slots),
-//! frees `f_b` and `g_b`, recomputes `f_a` and runs `g_a`: cost 6; the family keeps `f_a`
-//! through `g_b` (4 slots) and reports no schedule. The cases are listed in
-//! `tests/fixtures/join_dp_above_exhaustive.json`; the solver reports its answers as
-//! heuristic. Supporting that move needs the inner join's budget to grow at the turn by
-//! the released ends (a second budget offset per release pattern), which is not done.
+//! **Outside the family**: schedules that interleave branches in the backward phase, that
+//! run the first backward op of every branch right at the turn (the captions' "turn"
+//! storing one backward datum per branch), or that compute the loss more than once. The
+//! tests compare the DP with the exhaustive oracle on every join of 2-3 unit branches it
+//! can search (66 feasible (graph, budget) pairs, up to 11 nodes): 64 are equal; the two
+//! others, branches (2, 2) and (3, 2) at 3 slots, are reported infeasible while the
+//! optimum exists: it recomputes the loss (`… loss ga2 … ; … loss gb2 …`), which no
+//! schedule that keeps the loss output from the turn to the last branch can do. They are
+//! listed in `tests/fixtures/join_dp_above_exhaustive.json`. Joins too large for the
+//! oracle (branches of length up to 4) are not compared; the solver reports its answers
+//! as heuristic.
 
 use super::chain_dp::{slot_size, DpChain, Nest, Policy, Table, DEFAULT_SLOTS};
 use super::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo};
