@@ -66,6 +66,10 @@ use std::time::Instant;
 /// The default number of memory slots the budget is discretised into.
 pub const DEFAULT_SLOTS: u64 = 500;
 
+/// The largest DP table (`(L+2)(L+1)/2` rows of `m + 1` costs) the solver allocates; longer
+/// chains get fewer, larger slots (reported as the slot size).
+const MAX_TABLE_BYTES: u64 = 1 << 30;
+
 /// A row `C(a, b, m)` for `m >= lo`, constant after its last stored value.
 #[derive(Clone, Debug, Default)]
 struct Row {
@@ -445,7 +449,7 @@ pub struct Table {
 pub struct Interrupted;
 
 impl Table {
-    /// Fills `C(a, b, m')` for every `m' <= m`. `poll` is called between rows and stops
+    /// Fills `C(a, b, m')` for every `m' <= m`. `poll` is called before each row and stops
     /// the fill when it returns false.
     pub fn fill(
         chain: DpChain,
@@ -495,10 +499,10 @@ impl Table {
         };
         let s = Slots(&chain);
         for len in 1..=n {
-            if !poll(len as f64 / n as f64) {
-                return Err(Interrupted);
-            }
             for a in 0..=n - len {
+                if !poll(len as f64 / n as f64) {
+                    return Err(Interrupted);
+                }
                 let b = a + len;
                 full.fill(f64::INFINITY);
                 // The memory change at the turn applies after the right part.
@@ -787,6 +791,13 @@ impl Table {
     }
 }
 
+/// The number of slots (at most `slots`) whose table for `l` stages fits
+/// [`MAX_TABLE_BYTES`].
+fn capped_slots(l: usize, slots: u64) -> u64 {
+    let pairs = (l as u64 + 2) * (l as u64 + 1) / 2;
+    slots.min((MAX_TABLE_BYTES / (8 * pairs)).saturating_sub(1).max(1))
+}
+
 /// The slot size for a working budget of `w` bytes split into `slots` slots.
 pub fn slot_size(w: u64, slots: u64) -> u64 {
     w.div_ceil(slots.max(1)).max(1)
@@ -842,7 +853,7 @@ fn run(
     scope: Scope,
     instance: &Instance,
     options: &SolveOptions,
-    build: impl FnOnce(u64) -> DpChain,
+    build: impl Fn(u64) -> DpChain,
 ) -> Result<Outcome, SolveError> {
     let k = instance.graph.fixed_memory();
     let Some(w) = instance.budget.checked_sub(k) else {
@@ -962,7 +973,7 @@ pub fn solve_chain(
 
 /// [`solve_chain`] for the chain `build` makes for a slot size.
 fn solve_dp(
-    build: impl FnOnce(u64) -> DpChain,
+    build: impl Fn(u64) -> DpChain,
     policy: Policy,
     w: u64,
     slots: u64,
@@ -970,11 +981,21 @@ fn solve_dp(
 ) -> Result<ChainAnswer, SolveError> {
     let start = Instant::now();
     let deadline = options.deadline(start);
-    let q = slot_size(w, slots);
+    let mut q = slot_size(w, slots);
+    let mut chain = build(q);
+    let capped = capped_slots(chain.l, slots);
+    if capped < slots {
+        q = slot_size(w, capped);
+        chain = build(q);
+    }
     let m = (w / q) as usize;
     let mut cancelled = false;
-    let table = Table::fill(build(q), policy, m, |f| {
-        options.report("chain-dp: filling the table", Some(f));
+    let mut reported = -1.0;
+    let table = Table::fill(chain, policy, m, |f| {
+        if f > reported {
+            reported = f;
+            options.report("chain-dp: filling the table", Some(f));
+        }
         cancelled = options.is_cancelled();
         !cancelled && deadline.is_none_or(|d| Instant::now() < d)
     });
@@ -1008,6 +1029,7 @@ fn solve_dp(
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use super::{capped_slots, MAX_TABLE_BYTES};
     use crate::graph::generate::linear;
     use crate::graph::{Graph, GraphSpec, NodeKind, NodeSpec};
     use crate::solve::{revolve::revolve_steps, solve, Instance, SolveOptions, Status};
@@ -1104,6 +1126,16 @@ pub(crate) mod tests {
         )
         .unwrap();
         (r.status == Status::Optimal).then(|| r.stats.unwrap().total_cost)
+    }
+
+    #[test]
+    fn long_chains_get_fewer_slots() {
+        assert_eq!(capped_slots(200, 1000), 1000);
+        let s = capped_slots(2000, 500);
+        assert!(
+            s < 500 && 2002 * 2001 / 2 * 8 * (s + 1) <= MAX_TABLE_BYTES,
+            "{s}"
+        );
     }
 
     /// Note for the MILP (issue on another branch): once `solve::find("milp")` exists, add
