@@ -189,3 +189,26 @@ mod tests {
             .contains("latency"));
     }
 }
+
+#[cfg(test)]
+mod load_tests {
+    use crate::graph::load::{parse_graph, Format};
+
+    #[test]
+    fn a_graph_file_carries_its_storage() {
+        let g = parse_graph(
+            r#"{"nodes": [{"id": "a", "cost": 1, "memory": 4}],
+                "storage": {"write_bandwidth": 2, "read_bandwidth": 4}}"#,
+            Format::Auto,
+        )
+        .unwrap();
+        let storage = g.storage().unwrap();
+        assert_eq!((storage.write.time(4), storage.read.time(4)), (2.0, 1.0));
+        let e = parse_graph(
+            r#"{"nodes": [{"id": "a", "cost": 1, "memory": 4}], "storage": {"read_time": 1}}"#,
+            Format::Auto,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("storage.write_bandwidth"), "{e}");
+    }
+}

@@ -188,3 +188,148 @@ pub(crate) fn replay(graph: &Graph, schedule: &Schedule, storage: &Storage) -> T
     }
     stats
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::graph::{Graph, GraphSpec, NodeSpec, Storage};
+    use crate::schedule::{simulate, Event, Rule, Schedule, ScheduleJson};
+
+    /// `a -> b -> c -> d` plus `d` reading `a` too, unit sizes, costs 1, 2, 3, 4.
+    fn graph(storage: Option<Storage>) -> Graph {
+        let node = |id: &str, cost: f64, inputs: &[&str]| NodeSpec {
+            id: id.into(),
+            cost,
+            memory: 10,
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            kind: None,
+            op: None,
+        };
+        Graph::new(GraphSpec {
+            fixed_memory: 5,
+            nodes: vec![
+                node("a", 1.0, &[]),
+                node("b", 2.0, &["a"]),
+                node("c", 3.0, &["b"]),
+                node("d", 4.0, &["c", "a"]),
+            ],
+            ..Default::default()
+        })
+        .unwrap()
+        .with_storage(storage)
+    }
+
+    use Event::{Compute as C, Free as F, Load as L, Store as S};
+
+    /// Store `a`, drop it, bring it back for `d`.
+    fn offload() -> Schedule {
+        Schedule::new(vec![
+            C(0),
+            S(0),
+            C(1),
+            F(0),
+            C(2),
+            F(1),
+            L(0),
+            C(3),
+        ])
+    }
+
+    #[test]
+    fn copies_overlap_compute_and_a_stored_value_leaves_when_its_copy_ends() {
+        // Write 2.5: the store of a runs [1, 3.5]; free(a) at 3 is deferred to 3.5, after
+        // c started at 3, so a, b and c are resident together (K + 30 = 35) although
+        // event order says 25. Read 2: load(a) issued at 6 arrives at 8, d starts at 8
+        // (a 2-unit stall) and ends at 12.
+        let storage: Storage =
+            serde_json::from_str(r#"{"write_time": 2.5, "read_time": 2}"#).unwrap();
+        let g = graph(Some(storage));
+        let stats = simulate(&g, &offload()).unwrap();
+        let tiers = stats.tiers.as_ref().unwrap();
+        assert_eq!(tiers.compute_time, 10.0);
+        assert_eq!(tiers.makespan, 12.0);
+        assert_eq!(tiers.stall_time, 2.0);
+        assert_eq!(tiers.stalls.len(), 1);
+        assert_eq!(
+            (tiers.stalls[0].node.as_str(), tiers.stalls[0].waits_for.as_str()),
+            ("d", "a")
+        );
+        assert_eq!((tiers.fast_peak, tiers.fast_peak_event), (35, 4));
+        assert_eq!(stats.peak_memory, 35);
+        assert_eq!(stats.memory_after[4], 25);
+        assert_eq!((tiers.stores, tiers.loads, tiers.slow_bytes), (1, 1, 10));
+    }
+
+    #[test]
+    fn fast_copies_cost_no_time() {
+        // The store of a runs [1, 3] and its free at 3 releases it at 3, before the load
+        // of a (issued at 3, arrives at 5) and c (starts at 3) allocate: K + b, a, c.
+        // d starts at 6 without waiting: the makespan is Σ c_v.
+        let g = graph(Some(Storage::per_copy(2.0).unwrap()));
+        let prefetch = Schedule::new(vec![C(0), S(0), C(1), F(0), L(0), C(2), F(1), C(3)]);
+        let stats = simulate(&g, &prefetch).unwrap();
+        let tiers = stats.tiers.unwrap();
+        assert_eq!(tiers.makespan, 10.0);
+        assert!(tiers.stalls.is_empty());
+        assert_eq!((stats.peak_memory, tiers.fast_peak_event), (35, 5));
+    }
+
+    #[test]
+    fn one_copy_at_a_time_per_direction() {
+        // Stores of a and b queue on the write channel: a [1, 5], b [5, 9]; the load of
+        // b waits for its store, then for a's load on the read channel.
+        let g = graph(Some(Storage::per_copy(4.0).unwrap()));
+        let schedule = Schedule::new(vec![
+            C(0),
+            S(0),
+            C(1),
+            S(1),
+            F(0),
+            F(1),
+            L(0),
+            L(1),
+            C(2),
+            C(3),
+        ]);
+        let tiers = simulate(&g, &schedule).unwrap().tiers.unwrap();
+        // load a [5, 9], load b [9, 13]; c starts at 13, d ends at 20.
+        assert_eq!(tiers.makespan, 20.0);
+        assert_eq!(tiers.stall_time, 10.0);
+    }
+
+    #[test]
+    fn copy_rules_name_the_event_and_node() {
+        let with = graph(Some(Storage::per_copy(1.0).unwrap()));
+        for (graph, events, rule) in [
+            (graph(None), vec![C(0), S(0)], Rule::NoStorage),
+            (with.clone(), vec![S(0)], Rule::StoreNotResident),
+            (with.clone(), vec![C(0), S(0), S(0)], Rule::AlreadyStored),
+            (with.clone(), vec![C(0), L(0)], Rule::LoadNotStored),
+            (with.clone(), vec![C(0), S(0), L(0)], Rule::AlreadyResident),
+        ] {
+            let e = simulate(&graph, &Schedule::new(events.clone())).unwrap_err();
+            assert_eq!(e.rule, rule, "{events:?}");
+            assert_eq!(e.node.as_deref(), Some("a"));
+            assert_eq!(e.event, Some(events.len() - 1));
+        }
+    }
+
+    #[test]
+    fn copies_round_trip_through_json() {
+        let g = graph(Some(Storage::per_copy(1.0).unwrap()));
+        let json = serde_json::to_string(&offload().to_json(&g)).unwrap();
+        assert!(json.contains(r#"{"op":"store","node":"a"}"#), "{json}");
+        assert!(json.contains(r#"{"op":"load","node":"a"}"#), "{json}");
+        let back: ScheduleJson = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.resolve(&g).unwrap(), offload());
+    }
+
+    #[test]
+    fn a_schedule_without_copies_has_no_timed_view() {
+        let g = graph(Some(Storage::per_copy(1.0).unwrap()));
+        let plain = Schedule::new(vec![C(0), C(1), C(2), F(1), C(3)]);
+        let stats = simulate(&g, &plain).unwrap();
+        assert!(stats.tiers.is_none());
+        assert_eq!(stats.peak_memory, 5 + 30);
+        assert!(!serde_json::to_string(&stats).unwrap().contains("tiers"));
+    }
+}
