@@ -1,0 +1,499 @@
+//! `two-level`: asynchronous multistage checkpointing (Kukreja, Hückelheim, Gorman,
+//! "Backpropagation for long sequences: beyond memory constraints with constant
+//! overheads", seed 000; digest §1), on a chain training graph with a slow storage tier.
+//!
+//! # The scheme (SEED L60-L69, L92-L103)
+//!
+//! In Revolve's view of a chain of `L` stages ([`super::revolve`]), `l = L + 1` steps map
+//! `x_{j−1}` to `x_j`, `x_0` is the virtual chain input and step `L + 1` is the loss. With
+//! `T_A` the time of one forward step and `T_T` the time to copy one state to the slow
+//! tier, the *checkpointing interval* is
+//!
+//! ```text
+//! I = ⌈T_T / T_A⌉                                                        (SEED L92-L94)
+//! ```
+//!
+//! so that one copy finishes while the next `I` steps run. The steps fall into
+//! `q = ⌈l / I⌉` intervals: interval `k` runs steps `kI+1 ..= min((k+1)I, l)` from its base
+//! `x_{kI}`. The schedule:
+//!
+//! 1. **Sweep**: advance `x_0 -> x_{(q−1)I}`, keeping only the working state, and `store`
+//!    the base of each interval `k = 1..=q−3` as it passes; a stored base is freed at
+//!    once and leaves the fast tier when its copy completes. The bases of the last two
+//!    intervals stay resident: `x_{(q−1)I}` is where the backward pass starts, and
+//!    `x_{(q−2)I}` takes the place of the prefetch buffer the other intervals need.
+//! 2. **Intervals in reverse**, `k = q−1 .. 0`: Revolve on the interval's `l_k` steps with
+//!    `s` snapshots, the base included (the graph view of [`super::revolve`]). At the
+//!    start of interval `k` the base of interval `k − 1` is `load`ed (prefetched in
+//!    reverse order) when it was stored, so it has the whole interval to arrive.
+//!
+//! "In the case where there are very few layers, there might not be time to save a
+//! single checkpoint ... this strategy would fall back to classic Revolve" (SEED L103):
+//! when no base is stored (`q <= 3`) the solver runs plain Revolve. It also does when
+//! plain Revolve is faster (see the model below), and says so.
+//!
+//! # Memory (digest §1.7 P3)
+//!
+//! Fast memory holds the `s` snapshots of the current interval (its base included), the
+//! working state, the next state or gradient being computed, the incoming gradient, and
+//! one prefetch buffer: `K + (s + 4)` states. The sweep needs three (working, next, the
+//! state being copied, which leaves when its copy is done since `T_T <= I·T_A`). The
+//! solver takes the largest `s <= I` whose schedule the simulator finds within the
+//! budget.
+//!
+//! # Time (SEED L75-L101)
+//!
+//! The paper's recompute factor, with `t(l, s)` Revolve's extra forward steps
+//! ([`revolve_steps`]) and 1 meaning no recomputation (digest §1.3):
+//!
+//! ```text
+//! R(l, s) = (t(l, s) + 1) / l
+//! T_revolve = n·R(n, s)·T_A + n·T_B                                      (SEED L90)
+//! T_async   = n·R(I, s)·T_A + n·T_B                                      (SEED L98-L99)
+//! ```
+//!
+//! `T_async` counts, for each interval, the Revolve that re-runs its forward steps from the
+//! restored base, but not the sweep that produced the bases: the paper clears all forward
+//! activations after the sweep (L60), so that sweep is run too. Counting every compute of
+//! the schedule above on the graph (forward ops `T_A`, backward ops `T_B`, the loss `T_ℓ`):
+//!
+//! ```text
+//! T_async (graph) = [(q−1)·I + t(l_{q−1}, s) + (q−1)·t(I, s)]·T_A + L·T_B + T_ℓ
+//! T_revolve (graph) = t(L+1, s')·T_A + L·T_B + T_ℓ
+//! ```
+//!
+//! (`s'` = the snapshots plain Revolve gets from the same budget). Copies are free in
+//! this model; the simulator's timed replay ([`crate::schedule::timeline`]) reproduces
+//! `T_async (graph)` exactly on a uniform chain when no load arrives late, which holds
+//! when a load takes at most the time of one interval's reversal,
+//! `t(I, s)·T_A + I·T_B`; otherwise the stalls are reported (the paper's choice of `I`
+//! ignores this side, digest §1.7 P2). Both of the paper's figures are reported next to
+//! the simulated makespan.
+
+use super::revolve::{graph_schedule, push_range, revolve_steps};
+use super::{
+    internal, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
+};
+use crate::graph::structure::{chain, Chain};
+use crate::graph::Graph;
+use crate::schedule::{simulate, Event, Schedule, SimStats};
+use serde::Serialize;
+use serde_json::json;
+
+pub struct TwoLevel;
+
+/// The recompute factor `R(l, s) = (t(l, s) + 1) / l` (1 = no recomputation); `None` when
+/// no Revolve schedule exists (`s = 0`, `l >= 2`) or `l = 0`.
+pub fn recompute_factor(l: u64, s: u64) -> Option<f64> {
+    let t = revolve_steps(l, s)?;
+    (l > 0).then(|| (t + 1) as f64 / l as f64)
+}
+
+/// The checkpointing interval `I = ⌈T_T / T_A⌉`, at least 1; `None` when `T_A = 0` and
+/// `T_T > 0` (no amount of compute hides a copy).
+pub fn interval(t_t: f64, t_a: f64) -> Option<u64> {
+    if t_t <= t_a {
+        return Some(1);
+    }
+    let i = (t_t / t_a).ceil();
+    (i.is_finite() && i < u64::MAX as f64).then_some(i as u64)
+}
+
+/// The intervals of `l` steps for interval length `I`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Intervals {
+    /// Revolve steps `l` (chain stages + the loss).
+    pub steps: u64,
+    /// The interval `I`.
+    pub interval: u64,
+    /// `q = ⌈l / I⌉`.
+    pub count: u64,
+    /// Steps of the last interval, `l − (q−1)·I`.
+    pub last: u64,
+}
+
+impl Intervals {
+    pub fn new(steps: u64, interval: u64) -> Intervals {
+        let count = steps.div_ceil(interval.max(1));
+        Intervals {
+            steps,
+            interval,
+            count,
+            last: steps - (count.saturating_sub(1)) * interval,
+        }
+    }
+    /// Bases copied to the slow tier: those of intervals `1..=q−3`.
+    pub fn stored(&self) -> u64 {
+        self.count.saturating_sub(3)
+    }
+    /// Forward steps of the whole scheme with `s` snapshots per interval:
+    /// `(q−1)·I + t(l_{q−1}, s) + (q−1)·t(I, s)`.
+    pub fn advances(&self, s: u64) -> Option<u64> {
+        let q = self.count.checked_sub(1)?;
+        let inner = revolve_steps(self.interval, s)?;
+        q.checked_mul(self.interval)?
+            .checked_add(revolve_steps(self.last, s)?)?
+            .checked_add(q.checked_mul(inner)?)
+    }
+}
+
+/// Per-step times of a chain: the paper's `T_A`, `T_B`, and the loss.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct StepTimes {
+    /// Mean forward cost `T_A`.
+    pub forward: f64,
+    /// Mean backward cost `T_B`.
+    pub backward: f64,
+    pub loss: f64,
+}
+
+impl StepTimes {
+    pub fn of(chain: &Chain) -> StepTimes {
+        let n = chain.len() as f64;
+        StepTimes {
+            forward: chain.stages.iter().map(|s| s.fw).sum::<f64>() / n,
+            backward: chain.stages.iter().map(|s| s.bw).sum::<f64>() / n,
+            loss: chain.loss_cost,
+        }
+    }
+    /// The graph-exact time of a schedule making `advances` forward steps on a chain of
+    /// `stages` stages, when nothing stalls.
+    fn total(&self, advances: u64, stages: usize) -> f64 {
+        advances as f64 * self.forward + stages as f64 * self.backward + self.loss
+    }
+}
+
+/// What the tier does for one chain and budget: the model's figures, before any
+/// simulation.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Assessment {
+    pub times: StepTimes,
+    /// `T_T`: the time to store the largest state.
+    pub transfer_time: f64,
+    /// The time to load it back.
+    pub load_time: f64,
+    pub intervals: Intervals,
+    /// Snapshots per interval (two-level) and for plain Revolve, from the budget.
+    pub snapshots: Option<u64>,
+    pub revolve_snapshots: Option<u64>,
+    /// `R(I, s)` and `R(l, s')` (the paper's factors).
+    pub r_interval: Option<f64>,
+    pub r_revolve: Option<f64>,
+    /// The paper's `T_async` and `T_revolve` with `n = l` (SEED L90, L98-L99).
+    pub t_async_paper: Option<f64>,
+    pub t_revolve_paper: Option<f64>,
+    /// The graph-exact model of both schedules (see the module docs).
+    pub t_async: Option<f64>,
+    pub t_revolve: Option<f64>,
+    /// Whether a load can arrive while one interval is reversed.
+    pub loads_hidden: bool,
+    /// Whether the two-level schedule is predicted faster than plain Revolve.
+    pub helps: bool,
+    /// One sentence saying so, and why.
+    pub verdict: String,
+}
+
+/// Bytes of the largest state a snapshot slot must hold.
+fn slot_size(chain: &Chain) -> u64 {
+    chain
+        .stages
+        .iter()
+        .flat_map(|s| [s.x, s.delta])
+        .chain([chain.loss_size])
+        .max()
+        .unwrap_or(0)
+        .max(1)
+}
+
+/// Slots of the largest state that fit beside `fixed_memory` in `budget`.
+fn slots(graph: &Graph, chain: &Chain, budget: u64) -> u64 {
+    budget.saturating_sub(graph.fixed_memory()) / slot_size(chain)
+}
+
+/// Snapshots per interval the slot model allows (`K + (s + 4)` states), at most `I`.
+fn two_level_snapshots(slots: u64, interval: u64) -> Option<u64> {
+    slots.checked_sub(4).filter(|&s| s >= 1).map(|s| s.min(interval))
+}
+
+/// Snapshots plain Revolve gets: `K + (s + 2)` states (the virtual `x_0` is one of the
+/// `s`), at most `l`.
+fn revolve_snapshots(slots: u64, steps: u64) -> Option<u64> {
+    slots.checked_sub(2).filter(|&s| s >= 1).map(|s| s.min(steps))
+}
+
+/// The model's view of `graph` (a chain with a storage tier) under `budget`.
+pub fn assess(graph: &Graph, budget: u64) -> Result<Assessment, SolveError> {
+    let (chain, storage) = inputs(graph)?;
+    let times = StepTimes::of(&chain);
+    let state = chain.stages.iter().map(|s| s.x).max().unwrap_or(0);
+    let transfer_time = storage.write.time(state);
+    let load_time = storage.read.time(state);
+    let steps = chain.len() as u64 + 1;
+    let i = interval(transfer_time, times.forward).unwrap_or(steps);
+    let intervals = Intervals::new(steps, i.min(steps));
+    let slots = slots(graph, &chain, budget);
+    let snapshots = two_level_snapshots(slots, intervals.interval);
+    let revolve_snapshots = revolve_snapshots(slots, steps);
+    let r_interval = snapshots.and_then(|s| recompute_factor(intervals.interval, s));
+    let r_revolve = revolve_snapshots.and_then(|s| recompute_factor(steps, s));
+    let n = steps as f64;
+    let paper = |r: f64| n * r * times.forward + n * times.backward;
+    let t_async = snapshots
+        .filter(|_| intervals.stored() > 0)
+        .and_then(|s| intervals.advances(s))
+        .map(|a| times.total(a, chain.len()));
+    let t_revolve = revolve_snapshots
+        .and_then(|s| revolve_steps(steps, s))
+        .map(|a| times.total(a, chain.len()));
+    let reversal = snapshots
+        .and_then(|s| revolve_steps(intervals.interval, s))
+        .map(|t| t as f64 * times.forward + intervals.interval as f64 * times.backward);
+    let loads_hidden = reversal.is_some_and(|r| load_time <= r);
+    let helps = match (t_async, t_revolve) {
+        (Some(a), Some(r)) => a < r,
+        (Some(_), None) => true,
+        _ => false,
+    };
+    let verdict = match (t_async, t_revolve) {
+        _ if intervals.stored() == 0 => format!(
+            "the tier does not help: with I = {} the {} steps make {} interval(s), too few to \
+             store a checkpoint (the last two bases stay in fast memory); plain Revolve runs",
+            intervals.interval, steps, intervals.count
+        ),
+        (None, _) => format!(
+            "the tier does not help: the budget holds {slots} states of {} bytes, fewer than \
+             the 5 an interval needs",
+            slot_size(&chain)
+        ),
+        (Some(a), Some(r)) if !helps => format!(
+            "the tier does not help: two-level would take {a} (its sweep included), plain \
+             Revolve {r}"
+        ),
+        (Some(a), r) => format!(
+            "the tier helps: two-level takes {a}{}, storing {} of {} interval bases{}",
+            r.map_or_else(
+                || " where plain Revolve does not fit".to_string(),
+                |r| format!(" against {r} for plain Revolve")
+            ),
+            intervals.stored(),
+            intervals.count,
+            if loads_hidden {
+                String::new()
+            } else {
+                format!(
+                    "; loads ({load_time}) outlast an interval's reversal, so the backward \
+                     pass will stall"
+                )
+            }
+        ),
+    };
+    Ok(Assessment {
+        times,
+        transfer_time,
+        load_time,
+        intervals,
+        snapshots,
+        revolve_snapshots,
+        r_interval,
+        r_revolve,
+        t_async_paper: r_interval.map(paper),
+        t_revolve_paper: r_revolve.map(paper),
+        t_async,
+        t_revolve,
+        loads_hidden,
+        helps,
+        verdict,
+    })
+}
+
+/// The chain and the storage tier, or why the solver cannot run.
+fn inputs(graph: &Graph) -> Result<(Chain, crate::graph::Storage), SolveError> {
+    let chain = chain(graph).map_err(|e| SolveError::Unsupported {
+        solver: "two-level",
+        reason: format!(
+            "two-level needs a chain training graph: {}{}",
+            e.node.map(|n| format!("node '{n}': ")).unwrap_or_default(),
+            e.reason
+        ),
+    })?;
+    let storage = *graph.storage().ok_or_else(|| SolveError::Unsupported {
+        solver: "two-level",
+        reason: "two-level needs a slow storage tier: add a `storage` object to the graph or \
+                 the request (e.g. {\"transfer_time\": 8} or write/read bandwidths)"
+            .into(),
+    })?;
+    Ok((chain, storage))
+}
+
+/// The two-level schedule for `intervals` with `s` snapshots per interval.
+pub fn two_level_schedule(
+    chain: &Chain,
+    intervals: &Intervals,
+    s: usize,
+) -> Result<Schedule, SolveError> {
+    let (i, q) = (intervals.interval as usize, intervals.count as usize);
+    let node = |j: usize| chain.stages[j - 1].forward;
+    let stored = |j: usize| j % i == 0 && (1..=q.saturating_sub(3)).contains(&(j / i));
+    let mut events = Vec::new();
+    // 1. The sweep.
+    for j in 1..=(q - 1) * i {
+        events.push(Event::Compute(node(j)));
+        if stored(j) {
+            events.push(Event::Store(node(j)));
+        }
+        let previous = j - 1;
+        let kept = previous >= 1 && previous == (q.saturating_sub(2)) * i;
+        if previous >= 1 && !kept {
+            events.push(Event::Free(node(previous)));
+        }
+    }
+    // 2. The intervals in reverse, each prefetching the base of the one before it.
+    let mut grad = None;
+    for k in (0..q).rev() {
+        if k >= 2 && stored((k - 1) * i) {
+            events.push(Event::Load(node((k - 1) * i)));
+        }
+        let l = if k == q - 1 { intervals.last } else { intervals.interval } as usize;
+        push_range(chain, k * i, l, s, &mut grad, &mut events)
+            .map_err(|e| internal_view(e.to_string()))?;
+    }
+    Ok(Schedule::new(events))
+}
+
+fn internal_view(reason: String) -> SolveError {
+    SolveError::Failed {
+        solver: "two-level",
+        reason,
+    }
+}
+
+/// A schedule from `build(s)` for the largest `s` in `1..=hi` whose simulated peak fits
+/// the budget (peaks grow with `s`: bisection, then the answer is simulated again).
+fn largest_fitting(
+    instance: &Instance,
+    options: &SolveOptions,
+    hi: u64,
+    build: impl Fn(usize) -> Result<Schedule, SolveError>,
+) -> Result<Option<(u64, Schedule, SimStats)>, SolveError> {
+    let fits = |s: u64| -> Result<Option<(Schedule, SimStats)>, SolveError> {
+        if options.is_cancelled() {
+            return Err(SolveError::Cancelled);
+        }
+        let schedule = build(s as usize)?;
+        let stats = simulate(instance.graph, &schedule).map_err(|e| internal("two-level", e))?;
+        Ok((stats.peak_memory <= instance.budget).then_some((schedule, stats)))
+    };
+    if let Some((schedule, stats)) = fits(hi)? {
+        return Ok(Some((hi, schedule, stats)));
+    }
+    let (mut lo, mut hi) = (0u64, hi);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid)?.is_some() {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(match lo {
+        0 => None,
+        s => fits(s)?.map(|(schedule, stats)| (s, schedule, stats)),
+    })
+}
+
+/// The makespan the simulator measured (the compute time when nothing is copied).
+fn makespan(stats: &SimStats) -> f64 {
+    stats.tiers.as_ref().map_or(stats.total_cost, |t| t.makespan)
+}
+
+impl Solver for TwoLevel {
+    fn info(&self) -> SolverInfo {
+        SolverInfo {
+            name: "two-level",
+            description: "Kukreja et al.'s asynchronous two-level checkpointing: store every I-th state \
+                          to the slow tier (I = ceil(T_T/T_A)), prefetch in reverse, Revolve inside \
+                          intervals; plain Revolve when the tier does not help.",
+            scope: Scope::Heuristic,
+            accepts: "chain training graphs with a `storage` tier",
+        }
+    }
+
+    fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
+        let graph = instance.graph;
+        let assessment = assess(graph, instance.budget)?;
+        let (chain, _) = inputs(graph)?;
+        let intervals = assessment.intervals;
+        let two_level = match assessment.snapshots {
+            Some(hi) if intervals.stored() > 0 => largest_fitting(instance, options, hi, |s| {
+                two_level_schedule(&chain, &intervals, s)
+            })?,
+            _ => None,
+        };
+        let revolve = match assessment.revolve_snapshots {
+            Some(hi) => largest_fitting(instance, options, hi, |s| {
+                graph_schedule(&chain, s).map_err(|e| internal_view(e.to_string()))
+            })?,
+            None => None,
+        };
+        let pick_two_level = match (&two_level, &revolve) {
+            (Some((_, _, a)), Some((_, _, r))) => makespan(a) < makespan(r),
+            (Some(_), None) => true,
+            _ => false,
+        };
+        let mut details = json!({ "assessment": &assessment });
+        let (mode, (s, schedule, stats)) = match (pick_two_level, two_level, revolve) {
+            (true, Some(chosen), _) => ("two-level", chosen),
+            (false, _, Some(chosen)) => ("revolve", chosen),
+            _ => {
+                return Ok(Outcome::Infeasible {
+                    solver: "two-level",
+                    proven: false,
+                    reason: format!(
+                        "neither two-level nor plain Revolve fits {} bytes: the budget holds {} \
+                         states of {} bytes beside fixed_memory",
+                        instance.budget,
+                        slots(graph, &chain, instance.budget),
+                        slot_size(&chain)
+                    ),
+                })
+            }
+        };
+        details["mode"] = json!(mode);
+        details["snapshots"] = json!(s);
+        details["simulated_makespan"] = json!(makespan(&stats));
+        if let Some(tiers) = &stats.tiers {
+            details["stall_time"] = json!(tiers.stall_time);
+            details["stalls"] = json!(tiers.stalls.len());
+        }
+        let message = match mode {
+            "two-level" => format!(
+                "two-level: I = {}, {} intervals, {} bases stored, s = {s}; simulated makespan {} \
+                 (model T_async {}, the paper's n·R(I,s)·T_A + n·T_B = {})",
+                intervals.interval,
+                intervals.count,
+                intervals.stored(),
+                makespan(&stats),
+                fmt(assessment.t_async),
+                fmt(assessment.t_async_paper),
+            ),
+            _ => format!(
+                "plain Revolve with s = {s} (makespan {}): {}",
+                makespan(&stats),
+                assessment.verdict
+            ),
+        };
+        Ok(Outcome::Plan(Plan {
+            schedule,
+            claim: Claim::Feasible,
+            solver: "two-level",
+            scope: Scope::Heuristic,
+            lower_bound: None,
+            message: Some(message),
+            details: Some(details),
+        }))
+    }
+}
+
+fn fmt(x: Option<f64>) -> String {
+    x.map_or_else(|| "n/a".into(), |x| format!("{x}"))
+}
