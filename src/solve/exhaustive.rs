@@ -138,11 +138,11 @@ impl Solver for Exhaustive {
                 }));
             }
             let in_use = graph.fixed_memory() + mem_of(resident);
-            for v in 0..n {
+            for (v, &needs) in preds.iter().enumerate() {
                 let bit = 1u32 << v;
                 let (next, event, cost) = if resident & bit != 0 {
                     (key(resident & !bit, computed), Event::Free(v), 0.0)
-                } else if preds[v] & !resident == 0 && in_use + graph.memory(v) <= instance.budget {
+                } else if needs & !resident == 0 && in_use + graph.memory(v) <= instance.budget {
                     (
                         key(resident | bit, computed | bit),
                         Event::Compute(v),

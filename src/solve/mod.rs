@@ -15,6 +15,7 @@ mod chen;
 mod exhaustive;
 mod result;
 
+pub use baseline::{checkpoint_all, checkpoint_all_peak};
 pub use result::{SolveResult, Status};
 
 use crate::graph::Graph;
