@@ -21,6 +21,7 @@ mod error;
 pub mod generate;
 pub mod load;
 mod storage;
+pub mod structure;
 
 pub use error::{GraphError, Problem, ProblemKind};
 pub use storage::{Storage, StorageError, StorageSpec, TransferRate};

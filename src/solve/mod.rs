@@ -14,6 +14,8 @@ mod baseline;
 mod chen;
 mod exhaustive;
 mod result;
+pub mod revolve;
+pub mod two_level;
 
 pub use baseline::{checkpoint_all, checkpoint_all_peak};
 pub use result::{SolveResult, Status};
@@ -179,6 +181,8 @@ pub fn registry() -> &'static [&'static dyn Solver] {
         &baseline::RecomputeAll,
         &chen::ChenSqrt,
         &chen::ChenGreedy,
+        &revolve::Revolve,
+        &two_level::TwoLevel,
     ];
     SOLVERS
 }

@@ -70,12 +70,12 @@
 //! ignores this side, digest §1.7 P2). Both of the paper's figures are reported next to
 //! the simulated makespan.
 
-use super::revolve::{graph_schedule, push_range, revolve_steps};
+use super::revolve::{revolve_steps, ChainView, Revolve};
 use super::{
     internal, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
 };
 use crate::graph::structure::{chain, Chain};
-use crate::graph::Graph;
+use crate::graph::{Graph, Storage};
 use crate::schedule::{simulate, Event, Schedule, SimStats};
 use serde::Serialize;
 use serde_json::json;
@@ -193,6 +193,19 @@ pub struct Assessment {
     pub verdict: String,
 }
 
+/// The paper's `n·R·T_A + n·T_B` with `n = l` steps (SEED L90, L98-L99).
+fn paper_time(times: &StepTimes, steps: u64, r: f64) -> f64 {
+    let n = steps as f64;
+    n * r * times.forward + n * times.backward
+}
+
+/// The graph-exact `T_async` of the two-level schedule with `s` snapshots per interval
+/// (see the module docs); `None` when it stores nothing.
+pub fn t_async(chain: &Chain, intervals: &Intervals, s: u64) -> Option<f64> {
+    let advances = intervals.advances(s).filter(|_| intervals.stored() > 0)?;
+    Some(StepTimes::of(chain).total(advances, chain.len()))
+}
+
 /// Bytes of the largest state a snapshot slot must hold.
 fn slot_size(chain: &Chain) -> u64 {
     chain
@@ -210,9 +223,18 @@ fn slots(graph: &Graph, chain: &Chain, budget: u64) -> u64 {
     budget.saturating_sub(graph.fixed_memory()) / slot_size(chain)
 }
 
-/// Snapshots per interval the slot model allows (`K + (s + 4)` states), at most `I`.
+/// Snapshots per interval the slot model allows (`K + (s + 4)` states), at most `I − 1`
+/// (more do not shorten an interval's Revolve: `t(I, s) = I − 1` once `s >= I − 1`).
 fn two_level_snapshots(slots: u64, interval: u64) -> Option<u64> {
-    slots.checked_sub(4).filter(|&s| s >= 1).map(|s| s.min(interval))
+    slots
+        .checked_sub(4)
+        .filter(|&s| s >= 1)
+        .map(|s| s.min(useful_snapshots(interval)))
+}
+
+/// The most snapshots an interval of `I` steps can use.
+fn useful_snapshots(interval: u64) -> u64 {
+    interval.saturating_sub(1).max(1)
 }
 
 /// Snapshots plain Revolve gets: `K + (s + 2)` states (the virtual `x_0` is one of the
@@ -224,24 +246,24 @@ fn revolve_snapshots(slots: u64, steps: u64) -> Option<u64> {
 /// The model's view of `graph` (a chain with a storage tier) under `budget`.
 pub fn assess(graph: &Graph, budget: u64) -> Result<Assessment, SolveError> {
     let (chain, storage) = inputs(graph)?;
-    let times = StepTimes::of(&chain);
+    Ok(assess_chain(graph, &chain, &storage, budget))
+}
+
+fn assess_chain(graph: &Graph, chain: &Chain, storage: &Storage, budget: u64) -> Assessment {
+    let times = StepTimes::of(chain);
     let state = chain.stages.iter().map(|s| s.x).max().unwrap_or(0);
     let transfer_time = storage.write.time(state);
     let load_time = storage.read.time(state);
     let steps = chain.len() as u64 + 1;
     let i = interval(transfer_time, times.forward).unwrap_or(steps);
     let intervals = Intervals::new(steps, i.min(steps));
-    let slots = slots(graph, &chain, budget);
+    let slots = slots(graph, chain, budget);
     let snapshots = two_level_snapshots(slots, intervals.interval);
     let revolve_snapshots = revolve_snapshots(slots, steps);
     let r_interval = snapshots.and_then(|s| recompute_factor(intervals.interval, s));
     let r_revolve = revolve_snapshots.and_then(|s| recompute_factor(steps, s));
-    let n = steps as f64;
-    let paper = |r: f64| n * r * times.forward + n * times.backward;
-    let t_async = snapshots
-        .filter(|_| intervals.stored() > 0)
-        .and_then(|s| intervals.advances(s))
-        .map(|a| times.total(a, chain.len()));
+    let paper = |r: f64| paper_time(&times, steps, r);
+    let t_async = snapshots.and_then(|s| t_async(chain, &intervals, s));
     let t_revolve = revolve_snapshots
         .and_then(|s| revolve_steps(steps, s))
         .map(|a| times.total(a, chain.len()));
@@ -263,7 +285,7 @@ pub fn assess(graph: &Graph, budget: u64) -> Result<Assessment, SolveError> {
         (None, _) => format!(
             "the tier does not help: the budget holds {slots} states of {} bytes, fewer than \
              the 5 an interval needs",
-            slot_size(&chain)
+            slot_size(chain)
         ),
         (Some(a), Some(r)) if !helps => format!(
             "the tier does not help: two-level would take {a} (its sweep included), plain \
@@ -287,7 +309,7 @@ pub fn assess(graph: &Graph, budget: u64) -> Result<Assessment, SolveError> {
             }
         ),
     };
-    Ok(Assessment {
+    Assessment {
         times,
         transfer_time,
         load_time,
@@ -303,11 +325,11 @@ pub fn assess(graph: &Graph, budget: u64) -> Result<Assessment, SolveError> {
         loads_hidden,
         helps,
         verdict,
-    })
+    }
 }
 
 /// The chain and the storage tier, or why the solver cannot run.
-fn inputs(graph: &Graph) -> Result<(Chain, crate::graph::Storage), SolveError> {
+fn inputs(graph: &Graph) -> Result<(Chain, Storage), SolveError> {
     let chain = chain(graph).map_err(|e| SolveError::Unsupported {
         solver: "two-level",
         reason: format!(
@@ -331,30 +353,31 @@ pub fn two_level_schedule(
     intervals: &Intervals,
     s: usize,
 ) -> Result<Schedule, SolveError> {
+    let view = ChainView::new(chain).map_err(|e| internal_view(e.to_string()))?;
     let (i, q) = (intervals.interval as usize, intervals.count as usize);
     let node = |j: usize| chain.stages[j - 1].forward;
-    let stored = |j: usize| j % i == 0 && (1..=q.saturating_sub(3)).contains(&(j / i));
+    // Interval k's base is stored for k in 1..=q−3 and kept for k = q−2, q−1.
+    let stored = |k: usize| (1..=q.saturating_sub(3)).contains(&k);
     let mut events = Vec::new();
     // 1. The sweep.
     for j in 1..=(q - 1) * i {
         events.push(Event::Compute(node(j)));
-        if stored(j) {
+        if j % i == 0 && stored(j / i) {
             events.push(Event::Store(node(j)));
         }
         let previous = j - 1;
-        let kept = previous >= 1 && previous == (q.saturating_sub(2)) * i;
-        if previous >= 1 && !kept {
+        if previous >= 1 && !(previous % i == 0 && previous / i + 2 == q) {
             events.push(Event::Free(node(previous)));
         }
     }
     // 2. The intervals in reverse, each prefetching the base of the one before it.
     let mut grad = None;
     for k in (0..q).rev() {
-        if k >= 2 && stored((k - 1) * i) {
+        if k >= 1 && stored(k - 1) {
             events.push(Event::Load(node((k - 1) * i)));
         }
-        let l = if k == q - 1 { intervals.last } else { intervals.interval } as usize;
-        push_range(chain, k * i, l, s, &mut grad, &mut events)
+        let l = if k + 1 == q { intervals.last } else { intervals.interval } as usize;
+        view.push_range(k * i, l, s, &mut grad, &mut events)
             .map_err(|e| internal_view(e.to_string()))?;
     }
     Ok(Schedule::new(events))
@@ -420,20 +443,30 @@ impl Solver for TwoLevel {
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         let graph = instance.graph;
-        let assessment = assess(graph, instance.budget)?;
-        let (chain, _) = inputs(graph)?;
+        let (chain, storage) = inputs(graph)?;
+        let assessment = assess_chain(graph, &chain, &storage, instance.budget);
         let intervals = assessment.intervals;
-        let two_level = match assessment.snapshots {
-            Some(hi) if intervals.stored() > 0 => largest_fitting(instance, options, hi, |s| {
+        // The slot model is exact for uniform chains; search every s it might miss.
+        let hi = slots(graph, &chain, instance.budget).min(useful_snapshots(intervals.interval));
+        let two_level = if intervals.stored() > 0 && hi >= 1 {
+            largest_fitting(instance, options, hi, |s| {
                 two_level_schedule(&chain, &intervals, s)
-            })?,
-            _ => None,
+            })?
+        } else {
+            None
         };
-        let revolve = match assessment.revolve_snapshots {
-            Some(hi) => largest_fitting(instance, options, hi, |s| {
-                graph_schedule(&chain, s).map_err(|e| internal_view(e.to_string()))
-            })?,
-            None => None,
+        let revolve = match Revolve.solve(instance, options)? {
+            Outcome::Plan(plan) => {
+                let stats =
+                    simulate(graph, &plan.schedule).map_err(|e| internal("two-level", e))?;
+                let s = plan
+                    .details
+                    .as_ref()
+                    .and_then(|d| d["snapshots"].as_u64())
+                    .unwrap_or_default();
+                Some((s, plan.schedule, stats))
+            }
+            _ => None,
         };
         let pick_two_level = match (&two_level, &revolve) {
             (Some((_, _, a)), Some((_, _, r))) => makespan(a) < makespan(r),
@@ -458,9 +491,16 @@ impl Solver for TwoLevel {
                 })
             }
         };
+        let model = t_async(&chain, &intervals, s);
+        let paper = recompute_factor(intervals.interval, s)
+            .map(|r| paper_time(&assessment.times, intervals.steps, r));
         details["mode"] = json!(mode);
         details["snapshots"] = json!(s);
         details["simulated_makespan"] = json!(makespan(&stats));
+        if mode == "two-level" {
+            details["t_async"] = json!(model);
+            details["t_async_paper"] = json!(paper);
+        }
         if let Some(tiers) = &stats.tiers {
             details["stall_time"] = json!(tiers.stall_time);
             details["stalls"] = json!(tiers.stalls.len());
@@ -468,13 +508,23 @@ impl Solver for TwoLevel {
         let message = match mode {
             "two-level" => format!(
                 "two-level: I = {}, {} intervals, {} bases stored, s = {s}; simulated makespan {} \
-                 (model T_async {}, the paper's n·R(I,s)·T_A + n·T_B = {})",
+                 (model T_async {}, the paper's n·R(I,s)·T_A + n·T_B = {}){}",
                 intervals.interval,
                 intervals.count,
                 intervals.stored(),
                 makespan(&stats),
-                fmt(assessment.t_async),
-                fmt(assessment.t_async_paper),
+                fmt(model),
+                fmt(paper),
+                stats
+                    .tiers
+                    .as_ref()
+                    .filter(|t| !t.stalls.is_empty())
+                    .map(|t| format!(
+                        "; {} load(s) arrived late, stalling {}",
+                        t.stalls.len(),
+                        t.stall_time
+                    ))
+                    .unwrap_or_default(),
             ),
             _ => format!(
                 "plain Revolve with s = {s} (makespan {}): {}",
@@ -496,4 +546,53 @@ impl Solver for TwoLevel {
 
 fn fmt(x: Option<f64>) -> String {
     x.map_or_else(|| "n/a".into(), |x| format!("{x}"))
+}
+
+/// One row of the table behind the paper's Figure 3: recompute factors at sequence
+/// length `n` with `s` snapshots.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FactorRow {
+    pub n: u64,
+    /// `R(n, s)`: plain Revolve.
+    pub revolve: f64,
+    /// Per interval `I`: the paper's `R(min(I, n), s)`, constant in `n` once `n >= I`.
+    pub paper: Vec<f64>,
+    /// Per interval `I`: `(forward steps of the two-level schedule + 1) / n`, its sweep
+    /// included; `None` when it stores nothing (`q <= 3`) and plain Revolve runs instead.
+    pub scheme: Vec<Option<f64>>,
+}
+
+/// The Figure 3 table for `s` snapshots, the given intervals and sequence lengths.
+pub fn figure3(s: u64, intervals: &[u64], lengths: &[u64]) -> Option<Vec<FactorRow>> {
+    lengths
+        .iter()
+        .map(|&n| {
+            let paper = intervals
+                .iter()
+                .map(|&i| recompute_factor(i.min(n), s))
+                .collect::<Option<Vec<f64>>>()?;
+            let scheme = intervals
+                .iter()
+                .map(|&i| {
+                    let shape = Intervals::new(n, i);
+                    (shape.stored() > 0)
+                        .then(|| shape.advances(s).map(|a| (a + 1) as f64 / n as f64))
+                        .flatten()
+                })
+                .collect();
+            Some(FactorRow {
+                n,
+                revolve: recompute_factor(n, s)?,
+                paper,
+                scheme,
+            })
+        })
+        .collect()
+}
+
+/// The least budget two-level can run in: `K` and five states of the largest size (one
+/// snapshot, the working state, the next state or gradient, the incoming gradient, the
+/// prefetch buffer); `K` when `graph` is not a chain.
+pub fn least_budget(graph: &Graph) -> u64 {
+    chain(graph).map_or(0, |c| 5 * slot_size(&c)) + graph.fixed_memory()
 }
