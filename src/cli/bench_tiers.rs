@@ -5,18 +5,23 @@ use super::CliError;
 use crate::solve::two_level::figure3;
 
 /// The default sequence lengths: 10 .. 10^4 in 1-2-5 steps.
-pub const DEFAULT_LENGTHS: &[u64] = &[
-    10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000,
-];
+pub const DEFAULT_LENGTHS: &[u64] = &[10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000];
 
 /// Prints the table (or its JSON).
-pub fn run(snapshots: u64, intervals: &[u64], lengths: &[u64], json: bool) -> Result<i32, CliError> {
+pub fn run(
+    snapshots: u64,
+    intervals: &[u64],
+    lengths: &[u64],
+    json: bool,
+) -> Result<i32, CliError> {
     let bad = |m: String| CliError::BadInput(m);
     if snapshots == 0 {
         return Err(bad("--snapshots must be at least 1".into()));
     }
     if let Some(i) = intervals.iter().chain(lengths).find(|&&x| x == 0) {
-        return Err(bad(format!("intervals and lengths must be at least 1, got {i}")));
+        return Err(bad(format!(
+            "intervals and lengths must be at least 1, got {i}"
+        )));
     }
     let rows = figure3(snapshots, intervals, lengths)
         .ok_or_else(|| bad("a Revolve count overflows 64 bits; use shorter lengths".into()))?;
@@ -38,14 +43,18 @@ pub fn run(snapshots: u64, intervals: &[u64], lengths: &[u64], json: bool) -> Re
     );
     let mut header = format!("{:>8} {:>9}", "n", "Revolve");
     for i in intervals {
-        header += &format!(" {:>11} {:>11}", format!("paper I={i}"), format!("scheme I={i}"));
+        header += &format!(
+            " {:>11} {:>11}",
+            format!("paper I={i}"),
+            format!("scheme I={i}")
+        );
     }
     println!("{header}");
     for row in rows {
         let mut line = format!("{:>8} {:>9.4}", row.n, row.revolve);
         for (paper, scheme) in row.paper.iter().zip(&row.scheme) {
             let scheme = scheme.map_or_else(|| "-".to_string(), |x| format!("{x:.4}"));
-            line += &format!(" {paper:>11.4} {scheme:>11}");
+            line += &format!(" {paper:>13.4} {scheme:>13}");
         }
         println!("{line}");
     }

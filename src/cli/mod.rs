@@ -15,8 +15,7 @@ use crate::graph::load::{load_graph, Format};
 use crate::graph::{Graph, NodeKind, Storage};
 use crate::schedule::{simulate, ScheduleJson, SimStats};
 use crate::solve::{
-    self, checkpoint_all_peak, two_level, Instance, SolveError, SolveOptions, SolveResult,
-    Status,
+    self, checkpoint_all_peak, two_level, Instance, SolveError, SolveOptions, SolveResult, Status,
 };
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};

@@ -120,7 +120,10 @@ impl TryFrom<StorageSpec> for Storage {
     type Error = StorageError;
     fn try_from(spec: StorageSpec) -> Result<Storage, StorageError> {
         let (write_time, read_time) = match spec.transfer_time {
-            None => (("write_time", spec.write_time), ("read_time", spec.read_time)),
+            None => (
+                ("write_time", spec.write_time),
+                ("read_time", spec.read_time),
+            ),
             Some(_) if spec.write_time.is_some() || spec.read_time.is_some() => {
                 return Err(StorageError {
                     field: "transfer_time",
@@ -175,10 +178,16 @@ mod tests {
     #[test]
     fn bad_storage_names_the_field() {
         for (json, field) in [
-            (r#"{"write_bandwidth": 0, "read_time": 1}"#, "write_bandwidth"),
+            (
+                r#"{"write_bandwidth": 0, "read_time": 1}"#,
+                "write_bandwidth",
+            ),
             (r#"{"write_time": -1, "read_time": 1}"#, "write_time"),
             (r#"{"write_time": 1}"#, "read_bandwidth"),
-            (r#"{"write_time": 1, "write_bandwidth": 1, "read_time": 1}"#, "write_bandwidth"),
+            (
+                r#"{"write_time": 1, "write_bandwidth": 1, "read_time": 1}"#,
+                "write_bandwidth",
+            ),
             (r#"{"transfer_time": 1, "read_time": 1}"#, "transfer_time"),
         ] {
             let e = parse(json).unwrap_err();

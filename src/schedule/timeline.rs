@@ -222,16 +222,7 @@ mod tests {
 
     /// Store `a`, drop it, bring it back for `d`.
     fn offload() -> Schedule {
-        Schedule::new(vec![
-            C(0),
-            S(0),
-            C(1),
-            F(0),
-            C(2),
-            F(1),
-            L(0),
-            C(3),
-        ])
+        Schedule::new(vec![C(0), S(0), C(1), F(0), C(2), F(1), L(0), C(3)])
     }
 
     #[test]
@@ -250,7 +241,10 @@ mod tests {
         assert_eq!(tiers.stall_time, 2.0);
         assert_eq!(tiers.stalls.len(), 1);
         assert_eq!(
-            (tiers.stalls[0].node.as_str(), tiers.stalls[0].waits_for.as_str()),
+            (
+                tiers.stalls[0].node.as_str(),
+                tiers.stalls[0].waits_for.as_str()
+            ),
             ("d", "a")
         );
         assert_eq!((tiers.fast_peak, tiers.fast_peak_event), (35, 4));

@@ -311,8 +311,9 @@ impl<'a> ChainView<'a> {
 /// compute/free events for the chain's nodes (see the module docs for the mapping).
 pub fn graph_schedule(chain: &Chain, s: usize) -> Result<Schedule, GraphViewError> {
     let l = chain.len() + 1;
-    let mut events =
-        Vec::with_capacity(2 * (l + revolve_steps(l as u64, s as u64).unwrap_or(0) as usize) + 4 * l);
+    let mut events = Vec::with_capacity(
+        2 * (l + revolve_steps(l as u64, s as u64).unwrap_or(0) as usize) + 4 * l,
+    );
     ChainView::new(chain)?.push_range(0, l, s, &mut None, &mut events)?;
     Ok(Schedule::new(events))
 }

@@ -187,6 +187,9 @@ pub struct Assessment {
     pub t_revolve: Option<f64>,
     /// Whether a load can arrive while one interval is reversed.
     pub loads_hidden: bool,
+    /// The stalls the model predicts otherwise: every stored base's load outlasts the
+    /// reversal of the interval it is prefetched during by `T_R − (t(I, s)·T_A + I·T_B)`.
+    pub predicted_stall: f64,
     /// Whether the two-level schedule is predicted faster than plain Revolve.
     pub helps: bool,
     /// One sentence saying so, and why.
@@ -240,7 +243,10 @@ fn useful_snapshots(interval: u64) -> u64 {
 /// Snapshots plain Revolve gets: `K + (s + 2)` states (the virtual `x_0` is one of the
 /// `s`), at most `l`.
 fn revolve_snapshots(slots: u64, steps: u64) -> Option<u64> {
-    slots.checked_sub(2).filter(|&s| s >= 1).map(|s| s.min(steps))
+    slots
+        .checked_sub(2)
+        .filter(|&s| s >= 1)
+        .map(|s| s.min(steps))
 }
 
 /// The model's view of `graph` (a chain with a storage tier) under `budget`.
@@ -271,8 +277,11 @@ fn assess_chain(graph: &Graph, chain: &Chain, storage: &Storage, budget: u64) ->
         .and_then(|s| revolve_steps(intervals.interval, s))
         .map(|t| t as f64 * times.forward + intervals.interval as f64 * times.backward);
     let loads_hidden = reversal.is_some_and(|r| load_time <= r);
+    let predicted_stall = reversal.map_or(0.0, |r| {
+        intervals.stored() as f64 * (load_time - r).max(0.0)
+    });
     let helps = match (t_async, t_revolve) {
-        (Some(a), Some(r)) => a < r,
+        (Some(a), Some(r)) => a + predicted_stall < r,
         (Some(_), None) => true,
         _ => false,
     };
@@ -288,11 +297,18 @@ fn assess_chain(graph: &Graph, chain: &Chain, storage: &Storage, budget: u64) ->
             slot_size(chain)
         ),
         (Some(a), Some(r)) if !helps => format!(
-            "the tier does not help: two-level would take {a} (its sweep included), plain \
-             Revolve {r}"
+            "the tier does not help: two-level would take {} (its sweep included{}), plain \
+             Revolve {r}",
+            a + predicted_stall,
+            if predicted_stall > 0.0 {
+                format!(", {predicted_stall} waiting for loads")
+            } else {
+                String::new()
+            }
         ),
         (Some(a), r) => format!(
-            "the tier helps: two-level takes {a}{}, storing {} of {} interval bases{}",
+            "the tier helps: two-level takes {}{}, storing {} of {} interval bases{}",
+            a + predicted_stall,
             r.map_or_else(
                 || " where plain Revolve does not fit".to_string(),
                 |r| format!(" against {r} for plain Revolve")
@@ -303,8 +319,8 @@ fn assess_chain(graph: &Graph, chain: &Chain, storage: &Storage, budget: u64) ->
                 String::new()
             } else {
                 format!(
-                    "; loads ({load_time}) outlast an interval's reversal, so the backward \
-                     pass will stall"
+                    " ({predicted_stall} of it waiting: loads take {load_time}, longer than \
+                     an interval's reversal)"
                 )
             }
         ),
@@ -323,6 +339,7 @@ fn assess_chain(graph: &Graph, chain: &Chain, storage: &Storage, budget: u64) ->
         t_async,
         t_revolve,
         loads_hidden,
+        predicted_stall,
         helps,
         verdict,
     }
@@ -376,7 +393,11 @@ pub fn two_level_schedule(
         if k >= 1 && stored(k - 1) {
             events.push(Event::Load(node((k - 1) * i)));
         }
-        let l = if k + 1 == q { intervals.last } else { intervals.interval } as usize;
+        let l = if k + 1 == q {
+            intervals.last
+        } else {
+            intervals.interval
+        } as usize;
         view.push_range(k * i, l, s, &mut grad, &mut events)
             .map_err(|e| internal_view(e.to_string()))?;
     }
@@ -426,7 +447,10 @@ fn largest_fitting(
 
 /// The makespan the simulator measured (the compute time when nothing is copied).
 fn makespan(stats: &SimStats) -> f64 {
-    stats.tiers.as_ref().map_or(stats.total_cost, |t| t.makespan)
+    stats
+        .tiers
+        .as_ref()
+        .map_or(stats.total_cost, |t| t.makespan)
 }
 
 impl Solver for TwoLevel {
@@ -595,4 +619,226 @@ pub fn figure3(s: u64, intervals: &[u64], lengths: &[u64]) -> Option<Vec<FactorR
 /// prefetch buffer); `K` when `graph` is not a chain.
 pub fn least_budget(graph: &Graph) -> u64 {
     chain(graph).map_or(0, |c| 5 * slot_size(&c)) + graph.fixed_memory()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::generate::linear;
+    use crate::graph::{GraphError, GraphSpec, NodeKind};
+    use crate::solve::{find, solve, SolveResult, Status};
+    use proptest::prelude::*;
+
+    /// Checkmate's linear graph of `layers` stages with forward cost `t_a`, backward cost
+    /// `t_b`, loss cost 1, unit sizes, and `storage`.
+    fn chain_graph(layers: usize, t_a: f64, t_b: f64, storage: &str) -> Result<Graph, GraphError> {
+        let mut spec: GraphSpec = linear(layers).to_spec();
+        for node in &mut spec.nodes {
+            node.cost = match node.kind {
+                Some(NodeKind::Forward) => t_a,
+                Some(NodeKind::Backward) => t_b,
+                _ => 1.0,
+            };
+        }
+        Ok(Graph::new(spec)?.with_storage(Some(serde_json::from_str(storage).unwrap())))
+    }
+
+    fn run(graph: &Graph, budget: u64, solver: &str) -> SolveResult {
+        solve(
+            &Instance { graph, budget },
+            solver,
+            &SolveOptions::default(),
+        )
+        .unwrap()
+    }
+
+    fn detail(r: &SolveResult, key: &str) -> serde_json::Value {
+        r.details.as_ref().unwrap()[key].clone()
+    }
+
+    #[test]
+    fn without_stalls_the_simulated_makespan_is_the_model() {
+        // T_A = 2, T_B = 3, T_T = 7: I = 4; 300 stages + the loss = 301 steps make 76
+        // intervals, 73 bases stored. Budget 9 states: s = 5 capped to I − 1 = 3.
+        let g = chain_graph(300, 2.0, 3.0, r#"{"transfer_time": 7}"#).unwrap();
+        let r = run(&g, 9, "two-level");
+        assert_eq!(r.status, Status::Feasible);
+        assert_eq!(detail(&r, "mode"), "two-level");
+        let stats = r.stats.as_ref().unwrap();
+        let tiers = stats.tiers.as_ref().unwrap();
+        assert!(tiers.stalls.is_empty());
+        assert!(stats.peak_memory <= 9);
+        assert_eq!((tiers.stores, tiers.loads), (73, 73));
+        let intervals = Intervals::new(301, 4);
+        // Forward steps: the sweep 75·4, the last interval t(1, 3) = 0, 75 intervals of
+        // t(4, 3) = 3: 525 forward ops at 2, 300 backward at 3, the loss at 1.
+        assert_eq!(intervals.advances(3), Some(525));
+        let model = 525.0 * 2.0 + 300.0 * 3.0 + 1.0;
+        assert_eq!(detail(&r, "t_async"), model);
+        assert_eq!(tiers.makespan, model);
+        assert_eq!(stats.total_cost, model);
+        // The paper's figure leaves out the sweep: n·R(4, 3)·T_A + n·T_B, R = 1.
+        assert_eq!(detail(&r, "t_async_paper"), 301.0 * 2.0 + 301.0 * 3.0);
+    }
+
+    #[test]
+    fn slow_reads_stall_and_the_makespan_exceeds_the_model() {
+        // Same chain, reads take 25 > one interval's reversal 3·2 + 4·3 = 18: each of the
+        // 73 loads, issued as the interval after its own starts, arrives 7 late. Still
+        // faster than plain Revolve: 1951 + 73·7 = 2462 < 1039·2 + 901 = 2979.
+        let g = chain_graph(300, 2.0, 3.0, r#"{"write_time": 7, "read_time": 25}"#).unwrap();
+        let r = run(&g, 9, "two-level");
+        assert_eq!(detail(&r, "mode"), "two-level");
+        let stats = r.stats.as_ref().unwrap();
+        let tiers = stats.tiers.as_ref().unwrap();
+        let model = detail(&r, "t_async").as_f64().unwrap();
+        assert!(tiers.makespan > model);
+        assert_eq!(tiers.compute_time, model);
+        assert_eq!(tiers.makespan, model + tiers.stall_time);
+        assert_eq!(tiers.stalls.len(), 73);
+        assert!(tiers.stalls.iter().all(|s| s.time == 7.0));
+        assert_eq!(tiers.makespan, 2462.0);
+        assert!(r
+            .message
+            .as_ref()
+            .unwrap()
+            .contains("73 load(s) arrived late"));
+        let a = assess(&g, 9).unwrap();
+        assert!(!a.loads_hidden);
+        assert_eq!(a.predicted_stall, tiers.stall_time);
+        // Reads of 40 stall 22 per interval: 1951 + 73·22 = 3557, slower than plain
+        // Revolve, which the solver then runs.
+        let g = chain_graph(300, 2.0, 3.0, r#"{"write_time": 7, "read_time": 40}"#).unwrap();
+        let r = run(&g, 9, "two-level");
+        assert_eq!(detail(&r, "mode"), "revolve");
+        assert_eq!(r.stats.unwrap().total_cost, 2979.0);
+    }
+
+    #[test]
+    fn short_chains_fall_back_to_revolve() {
+        // 10 stages, I = 4: 3 intervals, nothing to store (SEED L103).
+        let g = chain_graph(10, 1.0, 1.0, r#"{"transfer_time": 4}"#).unwrap();
+        let a = assess(&g, 8).unwrap();
+        assert_eq!(a.intervals.stored(), 0);
+        assert!(
+            !a.helps && a.verdict.contains("too few to store"),
+            "{}",
+            a.verdict
+        );
+        let r = run(&g, 8, "two-level");
+        assert_eq!(detail(&r, "mode"), "revolve");
+        let revolve = run(&g, 8, "revolve");
+        assert_eq!(
+            r.stats.unwrap().total_cost,
+            revolve.stats.unwrap().total_cost
+        );
+    }
+
+    #[test]
+    fn the_schedule_makes_the_forward_steps_the_closed_form_counts() {
+        // Independent of the solver: build the schedule for n = 200 steps, s = 100 and
+        // count its forward computes in the simulator against Intervals::advances (the
+        // figure-3 "scheme" column), for the table's three intervals.
+        let g = chain_graph(199, 1.0, 1.0, r#"{"transfer_time": 1}"#).unwrap();
+        let chain = chain(&g).unwrap();
+        for i in [8, 64, 30] {
+            let intervals = Intervals::new(200, i);
+            let s = 100.min(useful_snapshots(i));
+            let schedule = two_level_schedule(&chain, &intervals, s as usize).unwrap();
+            let stats = simulate(&g, &schedule).unwrap();
+            let forward: u32 = chain
+                .stages
+                .iter()
+                .map(|st| stats.computes[st.forward])
+                .sum();
+            assert_eq!(Some(forward as u64), intervals.advances(s), "I = {i}");
+        }
+    }
+
+    #[test]
+    fn figure_3_anchor_values() {
+        // Digest §1.3: R(1024, 100) = 1947/1024, R(I, 100) = 1 for I <= 101.
+        assert_eq!(recompute_factor(1024, 100), Some(1947.0 / 1024.0));
+        assert_eq!(recompute_factor(8, 100), Some(1.0));
+        assert_eq!(recompute_factor(101, 100), Some(1.0));
+        let rows = figure3(100, &[8, 64, 1024], &[10, 1_000, 10_000]).unwrap();
+        // Revolve grows with n; the paper's two-level factor does not.
+        assert_eq!(rows[0].revolve, 1.0);
+        assert_eq!(rows[2].revolve, 24_748.0 / 10_000.0);
+        assert_eq!(rows[2].paper, vec![1.0, 1.0, 1947.0 / 1024.0]);
+        assert_eq!(rows[1].paper[..2], [1.0, 1.0]);
+        // The scheme with its sweep: I = 8 at n = 10^4 makes 9992 + 7 + 1249·7 = 18742.
+        assert_eq!(rows[2].scheme[0], Some(18_743.0 / 10_000.0));
+        assert_eq!(rows[0].scheme, vec![None, None, None]);
+    }
+
+    #[test]
+    fn unsupported_graphs_say_why() {
+        let no_tier = linear(20);
+        let e = assess(&no_tier, 10).unwrap_err().to_string();
+        assert!(e.contains("storage"), "{e}");
+        let mut spec = linear(3).to_spec();
+        spec.nodes[2].inputs.push("0".into());
+        let branched = Graph::new(spec)
+            .unwrap()
+            .with_storage(Some(Storage::per_copy(1.0).unwrap()));
+        let e = find("two-level")
+            .unwrap()
+            .solve(
+                &Instance {
+                    graph: &branched,
+                    budget: 100,
+                },
+                &SolveOptions::default(),
+            )
+            .unwrap_err();
+        assert!(matches!(e, SolveError::Unsupported { .. }), "{e}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// The paper's claim (SEED L101): R(I, s) <= R(n, s) for every n >= I, so
+        /// T_async <= T_revolve in its model.
+        #[test]
+        fn paper_t_async_never_exceeds_t_revolve(
+            s in 1u64..200, i in 1u64..3000, extra in 0u64..1_000_000,
+            t_a in 0.1f64..10.0, t_b in 0.1f64..10.0,
+        ) {
+            let n = i + extra;
+            let times = StepTimes { forward: t_a, backward: t_b, loss: 0.0 };
+            let (ri, rn) = (recompute_factor(i, s).unwrap(), recompute_factor(n, s).unwrap());
+            prop_assert!(ri <= rn);
+            prop_assert!(paper_time(&times, n, ri) <= paper_time(&times, n, rn));
+        }
+
+        /// On uniform chains: the peak fits the fast budget, the solver is never slower
+        /// than plain Revolve, and when it runs two-level the simulated makespan is the
+        /// model's T_async plus the stalls, which happen exactly when a load outlasts an
+        /// interval's reversal.
+        #[test]
+        fn two_level_fits_and_matches_its_model(
+            layers in 30usize..400, t_a in 1u32..4, t_b in 1u32..6,
+            t_t in 1u32..60, budget in 5u64..24,
+        ) {
+            let storage = format!(r#"{{"transfer_time": {t_t}}}"#);
+            let g = chain_graph(layers, t_a as f64, t_b as f64, &storage).unwrap();
+            let r = run(&g, budget, "two-level");
+            let revolve = run(&g, budget, "revolve");
+            prop_assert_eq!(r.status == Status::Feasible, revolve.status == Status::Optimal);
+            let Some(stats) = r.stats.as_ref() else { return Ok(()) };
+            prop_assert!(stats.peak_memory <= budget);
+            let makespan = detail(&r, "simulated_makespan").as_f64().unwrap();
+            prop_assert_eq!(detail(&r, "mode") == "two-level", assess(&g, budget).unwrap().helps);
+            prop_assert!(makespan <= revolve.stats.as_ref().unwrap().total_cost);
+            if detail(&r, "mode") == "two-level" {
+                let tiers = stats.tiers.as_ref().unwrap();
+                let a = assess(&g, budget).unwrap();
+                prop_assert_eq!(tiers.stalls.is_empty(), a.loads_hidden);
+                prop_assert_eq!(tiers.stall_time, a.predicted_stall);
+                let model = detail(&r, "t_async").as_f64().unwrap();
+                prop_assert_eq!(makespan, model + tiers.stall_time);
+            }
+        }
+    }
 }
