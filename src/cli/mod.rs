@@ -37,9 +37,9 @@ pub struct Cli {
 
 #[derive(clap::Args, Debug)]
 struct GraphArg {
-    /// A training graph: native JSON or networkx node-link JSON.
+    /// A training graph: native JSON, networkx node-link JSON or a chain (fw, bw, x, xbar).
     graph: PathBuf,
-    /// Input format: auto, native or node-link.
+    /// Input format: auto, native, node-link or chain.
     #[arg(long, default_value = "auto", value_parser = parse_format)]
     format: Format,
     /// A slow storage tier as JSON, replacing the graph's `storage` (e.g. '{"transfer_time": 8}').
@@ -367,6 +367,7 @@ fn inspect(g: &Graph, budget: Option<u64>, json: bool) -> Result<i32, CliError> 
     let peak = checkpoint_all_peak(g);
     let (min_budget, widest) = g.min_feasible_budget();
     let count = |k: NodeKind| g.nodes().iter().filter(|n| n.kind == Some(k)).count();
+    let structure = crate::graph::structure::detect(g);
     let tier = g
         .storage()
         .map(|_| two_level::assess(g, budget.unwrap_or_else(|| two_level::least_budget(g))));
@@ -385,6 +386,8 @@ fn inspect(g: &Graph, budget: Option<u64>, json: bool) -> Result<i32, CliError> 
         "checkpoint_all_peak": peak,
         "min_feasible_budget": min_budget,
         "min_feasible_budget_node": g.id(widest),
+        "structure": structure.class(),
+        "structure_detail": structure.describe(g),
     });
     if json {
         println!(
@@ -407,7 +410,7 @@ fn inspect(g: &Graph, budget: Option<u64>, json: bool) -> Result<i32, CliError> 
             count(NodeKind::Backward)
         );
     }
-    println!("total cost           {}{}", g.total_cost(), unit(g));
+    println!("total cost           {}{}", num(g.total_cost()), unit(g));
     println!("fixed memory         {}", bytes(g.fixed_memory()));
     println!("checkpoint-all peak  {}", bytes(peak));
     println!(
@@ -415,12 +418,23 @@ fn inspect(g: &Graph, budget: Option<u64>, json: bool) -> Result<i32, CliError> 
         bytes(min_budget),
         g.id(widest)
     );
+    println!("structure            {}", structure.describe(g));
     match tier {
         Some(Ok(a)) => println!("storage tier         {}", a.verdict),
         Some(Err(e)) => println!("storage tier         {e}"),
         None => {}
     }
     Ok(0)
+}
+
+/// A cost for people: integers as integers, else up to four decimals.
+fn num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        let s = format!("{x:.4}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
 }
 
 fn unit(g: &Graph) -> String {
@@ -465,10 +479,10 @@ fn print_result(g: &Graph, r: &SolveResult) {
     if let Some(s) = &r.stats {
         println!(
             "cost       {}{} (no recomputation: {}, recompute +{}, overhead {:.3}x)",
-            s.total_cost,
+            num(s.total_cost),
             unit(g),
-            g.total_cost(),
-            s.recompute_cost,
+            num(g.total_cost()),
+            num(s.recompute_cost),
             s.overhead
         );
         println!(
@@ -510,7 +524,7 @@ fn print_result(g: &Graph, r: &SolveResult) {
             .gap
             .map(|g| format!(" (gap {:.2}%)", 100.0 * g))
             .unwrap_or_default();
-        println!("bound      {lb}{gap}");
+        println!("bound      {}{gap}", num(lb));
     }
     if let Some(m) = &r.message {
         println!("note       {m}");
@@ -608,9 +622,9 @@ fn simulate_file(
         println!("valid      {} events", schedule.events.len());
         println!(
             "cost       {}{} (recompute +{}, overhead {:.3}x)",
-            stats.total_cost,
+            num(stats.total_cost),
             unit(g),
-            stats.recompute_cost,
+            num(stats.recompute_cost),
             stats.overhead
         );
         println!(

@@ -17,6 +17,7 @@
 //!
 //! This module knows nothing of schedules or solvers.
 
+pub mod chain;
 mod error;
 pub mod generate;
 pub mod load;

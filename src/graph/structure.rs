@@ -336,12 +336,21 @@ fn detect_branches(graph: &Graph) -> Result<(Vec<Vec<Stage>>, usize), NotStructu
         while let Some(&w) = next_grad[*path.last().expect("non-empty")].first() {
             path.push(w);
         }
-        let b = path
+        let b = match path
             .iter()
             .flat_map(|&v| graph.preds(v).iter())
             .find(|&&u| forward[u])
-            .map(|&u| branch_of[u])
-            .ok_or_else(|| broken(graph, start, "a backward line that reads no forward value"))?;
+        {
+            Some(&u) => branch_of[u],
+            None if chains.len() == 1 => 0,
+            None => {
+                return Err(broken(
+                    graph,
+                    start,
+                    "a backward line that reads no forward value, so its branch is unknown",
+                ))
+            }
+        };
         let fwd = &chains[b];
         if branches[b].is_some() {
             return Err(broken(

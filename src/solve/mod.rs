@@ -11,10 +11,13 @@
 
 mod auto;
 mod baseline;
+pub mod bptt;
+pub mod chain_dp;
 mod chen;
 mod exhaustive;
 mod result;
 pub mod revolve;
+pub mod structured;
 pub mod two_level;
 
 pub use baseline::{checkpoint_all, checkpoint_all_peak};
@@ -182,6 +185,10 @@ pub fn registry() -> &'static [&'static dyn Solver] {
         &chen::ChenSqrt,
         &chen::ChenGreedy,
         &revolve::Revolve,
+        &chain_dp::ChainDp,
+        &bptt::BpttHsm,
+        &bptt::BpttIsm,
+        &bptt::BpttMsm,
         &two_level::TwoLevel,
     ];
     SOLVERS

@@ -219,8 +219,8 @@ fn turn_state(chain: &Chain) -> Result<Vec<usize>, GraphViewError> {
 }
 
 /// The graph view of Revolve schedules on a chain (see the module docs for the mapping),
-/// for the whole chain ([`graph_schedule`]) or for a range of its steps ([`Self::push_range`],
-/// which the two-level scheme runs on each interval).
+/// for the whole chain ([`graph_schedule`]) or for a range of its steps
+/// ([`Self::push_range`], which the two-level scheme runs on each interval).
 pub struct ChainView<'a> {
     chain: &'a Chain,
     /// Backward ops (stage indices), by the state they read, in descending stage order.
@@ -243,8 +243,8 @@ impl<'a> ChainView<'a> {
 
     /// Appends the events of Revolve on steps `base+1 ..= base+l` with `s` snapshots, the
     /// base `x_base` included. On entry `x_base` is resident (or virtual, `base = 0`) and
-    /// `grad` is the resident gradient (`None` before the loss turn); on exit `x_base` is
-    /// freed and `grad` is the gradient the last turn produced.
+    /// `grad` is the resident gradient δ (`None` before the loss turn); on exit `x_base`
+    /// is freed and `grad` is the gradient the last turn produced.
     pub fn push_range(
         &self,
         base: usize,
@@ -261,7 +261,7 @@ impl<'a> ChainView<'a> {
         // Local state j is x_{base + j}.
         let mut snapshot = vec![false; l + 1];
         let mut working: Option<usize> = Some(0);
-        // Frees x_{base+j} unless it is virtual or a snapshot.
+        // Frees x_{base + j} unless it is virtual or a snapshot.
         let drop_state = |events: &mut Vec<Event>, snapshot: &[bool], j: usize| {
             if base + j >= 1 && !snapshot[j] {
                 events.push(Event::Free(self.node(base + j)));
@@ -325,7 +325,7 @@ pub fn graph_schedule(chain: &Chain, s: usize) -> Result<Schedule, GraphViewErro
 pub struct Revolve;
 
 /// Whether Revolve's optimality applies to `chain`.
-fn homogeneous(chain: &Chain) -> bool {
+pub(crate) fn homogeneous(chain: &Chain) -> bool {
     let first = &chain.stages[0];
     let w = first.x;
     chain
@@ -481,8 +481,8 @@ mod tests {
                 }
                 prev = cur;
             }
-            for n in 0..=L {
-                assert_eq!(revolve_steps(n as u64, s), Some(prev[n]), "t({n}, {s})");
+            for (n, &t) in prev.iter().enumerate() {
+                assert_eq!(revolve_steps(n as u64, s), Some(t), "t({n}, {s})");
             }
         }
         let mut memo = HashMap::new();
