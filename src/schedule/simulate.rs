@@ -168,59 +168,37 @@ pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError
                     ),
                 ));
             }
-            Event::Store(v) => {
-                if !resident[v] {
+            Event::Store(v) | Event::Load(v) => {
+                let load = matches!(event, Event::Load(_));
+                let broken = match (load, resident[v], stored[v]) {
+                    (false, false, _) => Some((Rule::StoreNotResident, "which is not resident")),
+                    (false, true, true) => {
+                        Some((Rule::AlreadyStored, "which the slow tier already holds"))
+                    }
+                    (true, _, false) => Some((Rule::LoadNotStored, "which was never stored")),
+                    (true, true, true) => {
+                        Some((Rule::AlreadyResident, "which is already resident"))
+                    }
+                    _ => None,
+                };
+                if let Some((rule, why)) = broken {
+                    let verb = if load { "loads" } else { "stores" };
                     return Err(fail(
                         index,
                         v,
-                        Rule::StoreNotResident,
-                        format!(
-                            "event {index} stores '{}', which is not resident",
-                            graph.id(v)
-                        ),
+                        rule,
+                        format!("event {index} {verb} '{}', {why}", graph.id(v)),
                     ));
                 }
-                if stored[v] {
-                    return Err(fail(
-                        index,
-                        v,
-                        Rule::AlreadyStored,
-                        format!(
-                            "event {index} stores '{}', which the slow tier already holds",
-                            graph.id(v)
-                        ),
-                    ));
-                }
-                stored[v] = true;
-            }
-            Event::Load(v) => {
-                if !stored[v] {
-                    return Err(fail(
-                        index,
-                        v,
-                        Rule::LoadNotStored,
-                        format!(
-                            "event {index} loads '{}', which was never stored",
-                            graph.id(v)
-                        ),
-                    ));
-                }
-                if resident[v] {
-                    return Err(fail(
-                        index,
-                        v,
-                        Rule::AlreadyResident,
-                        format!(
-                            "event {index} loads '{}', which is already resident",
-                            graph.id(v)
-                        ),
-                    ));
-                }
-                resident[v] = true;
-                memory += graph.memory(v);
-                if memory > peak {
-                    peak = memory;
-                    peak_event = index;
+                if load {
+                    resident[v] = true;
+                    memory += graph.memory(v);
+                    if memory > peak {
+                        peak = memory;
+                        peak_event = index;
+                    }
+                } else {
+                    stored[v] = true;
                 }
             }
         }

@@ -36,10 +36,12 @@
 //!
 //! Fast memory holds the `s` snapshots of the current interval (its base included), the
 //! working state, the next state or gradient being computed, the incoming gradient, and
-//! one prefetch buffer: `K + (s + 4)` states. The sweep needs three (working, next, the
-//! state being copied, which leaves when its copy is done since `T_T <= I·T_A`). The
-//! solver takes the largest `s <= I` whose schedule the simulator finds within the
-//! budget.
+//! one prefetch buffer: `K + (s + 4)` states. The sweep needs at most four (working,
+//! next, the kept base `x_{(q−2)I}`, and the state being copied, which leaves when its
+//! copy is done since `T_T <= I·T_A`). More than `I − 1` snapshots do not shorten an
+//! interval (`t(I, s) = I − 1` once `s >= I − 1`). The solver takes the largest
+//! `s <= I − 1` whose schedule the simulator finds within the budget (the slot model is
+//! exact on uniform chains; sizes that differ are measured, not assumed).
 //!
 //! # Time (SEED L75-L101)
 //!
@@ -66,9 +68,13 @@
 //! this model; the simulator's timed replay ([`crate::schedule::timeline`]) reproduces
 //! `T_async (graph)` exactly on a uniform chain when no load arrives late, which holds
 //! when a load takes at most the time of one interval's reversal,
-//! `t(I, s)·T_A + I·T_B`; otherwise the stalls are reported (the paper's choice of `I`
-//! ignores this side, digest §1.7 P2). Both of the paper's figures are reported next to
-//! the simulated makespan.
+//! `t(I, s)·T_A + I·T_B`; otherwise each of the stored bases' loads stalls the backward
+//! pass by `T_R − (t(I, s)·T_A + I·T_B)` (`T_R` the read time; the paper's choice of `I`
+//! ignores this side, digest §1.7 P2), which [`Assessment::predicted_stall`] adds up and
+//! the simulator reports stall by stall. Both of the paper's figures are reported next
+//! to the simulated makespan. On a chain whose stages differ, `T_A` and `T_B` are the mean
+//! stage costs, `T_T` is the time to store the largest state, and the model is an
+//! estimate; the simulator's figures are the answer.
 
 use super::revolve::{revolve_steps, ChainView, Revolve};
 use super::{
