@@ -15,6 +15,7 @@ pub mod bptt;
 pub mod chain_dp;
 mod chen;
 mod exhaustive;
+mod join_dp;
 mod result;
 pub mod revolve;
 pub mod structured;
@@ -189,6 +190,8 @@ pub fn registry() -> &'static [&'static dyn Solver] {
         &bptt::BpttHsm,
         &bptt::BpttIsm,
         &bptt::BpttMsm,
+        &chain_dp::EquivChain,
+        &join_dp::JoinDp,
         &two_level::TwoLevel,
     ];
     SOLVERS
