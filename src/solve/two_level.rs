@@ -762,6 +762,34 @@ mod tests {
     }
 
     #[test]
+    fn backward_ops_that_read_their_input_work_too() {
+        // Rewire linear(120) so that G_j reads x_{j−1} (its stage's input) instead of x_j:
+        // the turn of step j then computes G_j, from the same base states.
+        let mut spec = linear(120).to_spec();
+        // Forward ops are nodes 0..120 (x_j is node j − 1), the loss 120, then G_120..G_1.
+        for node in spec.nodes.iter_mut().filter(|n| n.kind == Some(NodeKind::Backward)) {
+            let (forward, grad): (Vec<String>, Vec<String>) = node
+                .inputs
+                .drain(..)
+                .partition(|u| u.parse::<usize>().unwrap() < 120);
+            let i: usize = forward[0].parse().unwrap();
+            node.inputs = grad;
+            if i >= 1 {
+                node.inputs.push((i - 1).to_string());
+            }
+        }
+        let g = Graph::new(spec)
+            .unwrap()
+            .with_storage(Some(Storage::per_copy(3.0).unwrap()));
+        assert!(chain(&g).unwrap().stages[5].reads_input);
+        let r = run(&g, 8, "two-level");
+        assert_eq!(detail(&r, "mode"), "two-level");
+        let stats = r.stats.as_ref().unwrap();
+        assert!(stats.peak_memory <= 8);
+        assert_eq!(stats.tiers.as_ref().unwrap().makespan, detail(&r, "t_async"));
+    }
+
+    #[test]
     fn figure_3_anchor_values() {
         // Digest §1.3: R(1024, 100) = 1947/1024, R(I, 100) = 1 for I <= 101.
         assert_eq!(recompute_factor(1024, 100), Some(1947.0 / 1024.0));
