@@ -767,7 +767,11 @@ mod tests {
         // the turn of step j then computes G_j, from the same base states.
         let mut spec = linear(120).to_spec();
         // Forward ops are nodes 0..120 (x_j is node j − 1), the loss 120, then G_120..G_1.
-        for node in spec.nodes.iter_mut().filter(|n| n.kind == Some(NodeKind::Backward)) {
+        for node in spec
+            .nodes
+            .iter_mut()
+            .filter(|n| n.kind == Some(NodeKind::Backward))
+        {
             let (forward, grad): (Vec<String>, Vec<String>) = node
                 .inputs
                 .drain(..)
@@ -786,7 +790,10 @@ mod tests {
         assert_eq!(detail(&r, "mode"), "two-level");
         let stats = r.stats.as_ref().unwrap();
         assert!(stats.peak_memory <= 8);
-        assert_eq!(stats.tiers.as_ref().unwrap().makespan, detail(&r, "t_async"));
+        assert_eq!(
+            stats.tiers.as_ref().unwrap().makespan,
+            detail(&r, "t_async")
+        );
     }
 
     #[test]
@@ -875,4 +882,27 @@ mod tests {
             }
         }
     }
+}
+
+/// The two-level schedule's recompute factor measured by the simulator on Checkmate's
+/// linear graph of `n − 1` stages (`n` steps, unit costs), with copies of `I` time units
+/// so that `I = ⌈T_T / T_A⌉ = interval`, and `s` snapshots per interval: `(forward
+/// computes + 1) / n` and the makespan; `None` when it stores nothing.
+pub fn simulated_factor(n: u64, interval: u64, s: u64) -> Option<(f64, f64)> {
+    let intervals = Intervals::new(n, interval);
+    if intervals.stored() == 0 || n < 2 {
+        return None;
+    }
+    let graph = crate::graph::generate::linear(n as usize - 1)
+        .with_storage(Some(Storage::per_copy(interval as f64).ok()?));
+    let chain = chain(&graph).ok()?;
+    let s = s.min(useful_snapshots(interval)) as usize;
+    let schedule = two_level_schedule(&chain, &intervals, s).ok()?;
+    let stats = simulate(&graph, &schedule).ok()?;
+    let forward: u32 = chain
+        .stages
+        .iter()
+        .map(|st| stats.computes[st.forward])
+        .sum();
+    Some(((forward + 1) as f64 / n as f64, makespan(&stats)))
 }
