@@ -21,7 +21,7 @@
 //! it, so the peak is always reached at a compute). With copies, memory depends on time
 //! (a value being copied is released only when its copy completes), so the peak is the
 //! fast-tier peak of the timed replay in [`super::timeline`], which also gives the
-//! makespan and the stalls ([`SimStats::tiers`]); it is never below the event-order peak.
+//! makespan and the stalls ([`SimStats::tiers`]). The budget is checked against it.
 
 use super::timeline::{replay, TierStats};
 use super::{Event, Schedule};
