@@ -627,6 +627,29 @@ pub fn least_budget(graph: &Graph) -> u64 {
     chain(graph).map_or(0, |c| 5 * slot_size(&c)) + graph.fixed_memory()
 }
 
+/// The two-level schedule's recompute factor measured by the simulator on Checkmate's
+/// linear graph of `n − 1` stages (`n` steps, unit costs), with copies of `I` time units
+/// so that `I = ⌈T_T / T_A⌉ = interval`, and `s` snapshots per interval: `(forward
+/// computes + 1) / n` and the makespan; `None` when it stores nothing.
+pub fn simulated_factor(n: u64, interval: u64, s: u64) -> Option<(f64, f64)> {
+    let intervals = Intervals::new(n, interval);
+    if intervals.stored() == 0 || n < 2 {
+        return None;
+    }
+    let graph = crate::graph::generate::linear(n as usize - 1)
+        .with_storage(Some(Storage::per_copy(interval as f64).ok()?));
+    let chain = chain(&graph).ok()?;
+    let s = s.min(useful_snapshots(interval)) as usize;
+    let schedule = two_level_schedule(&chain, &intervals, s).ok()?;
+    let stats = simulate(&graph, &schedule).ok()?;
+    let forward: u32 = chain
+        .stages
+        .iter()
+        .map(|st| stats.computes[st.forward])
+        .sum();
+    Some(((forward + 1) as f64 / n as f64, makespan(&stats)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -882,27 +905,4 @@ mod tests {
             }
         }
     }
-}
-
-/// The two-level schedule's recompute factor measured by the simulator on Checkmate's
-/// linear graph of `n − 1` stages (`n` steps, unit costs), with copies of `I` time units
-/// so that `I = ⌈T_T / T_A⌉ = interval`, and `s` snapshots per interval: `(forward
-/// computes + 1) / n` and the makespan; `None` when it stores nothing.
-pub fn simulated_factor(n: u64, interval: u64, s: u64) -> Option<(f64, f64)> {
-    let intervals = Intervals::new(n, interval);
-    if intervals.stored() == 0 || n < 2 {
-        return None;
-    }
-    let graph = crate::graph::generate::linear(n as usize - 1)
-        .with_storage(Some(Storage::per_copy(interval as f64).ok()?));
-    let chain = chain(&graph).ok()?;
-    let s = s.min(useful_snapshots(interval)) as usize;
-    let schedule = two_level_schedule(&chain, &intervals, s).ok()?;
-    let stats = simulate(&graph, &schedule).ok()?;
-    let forward: u32 = chain
-        .stages
-        .iter()
-        .map(|st| stats.computes[st.forward])
-        .sum();
-    Some(((forward + 1) as f64 / n as f64, makespan(&stats)))
 }
