@@ -361,6 +361,10 @@ fn inputs(graph: &Graph) -> Result<(Chain, Storage), SolveError> {
             e.reason
         ),
     })?;
+    ChainView::new(&chain).map_err(|e| SolveError::Unsupported {
+        solver: "two-level",
+        reason: e.to_string(),
+    })?;
     let storage = *graph.storage().ok_or_else(|| SolveError::Unsupported {
         solver: "two-level",
         reason: "two-level needs a slow storage tier: add a `storage` object to the graph or \
@@ -857,6 +861,27 @@ mod tests {
             )
             .unwrap_err();
         assert!(matches!(e, SolveError::Unsupported { .. }), "{e}");
+        // Backward ops reading both their input and their output: no Revolve turn.
+        let mut spec = linear(6).to_spec();
+        for node in spec.nodes.iter_mut().skip(8) {
+            let i: usize = node
+                .inputs
+                .iter()
+                .map(|u| u.parse::<usize>().unwrap())
+                .min()
+                .unwrap();
+            if (1..6).contains(&i) {
+                node.inputs.push((i - 1).to_string());
+            }
+        }
+        let g = Graph::new(spec)
+            .unwrap()
+            .with_storage(Some(Storage::per_copy(1.0).unwrap()));
+        let e = assess(&g, 10).unwrap_err();
+        assert!(
+            matches!(e, SolveError::Unsupported { .. }) && e.to_string().contains("reads both"),
+            "{e}"
+        );
     }
 
     proptest! {
