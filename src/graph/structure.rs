@@ -83,6 +83,15 @@ pub struct NotStructured {
     pub reason: String,
 }
 
+impl std::fmt::Display for NotStructured {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.node {
+            Some(node) => write!(f, "node '{node}': {}", self.reason),
+            None => f.write_str(&self.reason),
+        }
+    }
+}
+
 /// The structure class of a training graph.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "class", rename_all = "lowercase")]
@@ -114,10 +123,7 @@ impl Structure {
                 j.branches.iter().map(Vec::len).collect::<Vec<_>>(),
                 graph.id(j.loss)
             ),
-            Structure::General(n) => match &n.node {
-                Some(node) => format!("general graph (node '{node}': {})", n.reason),
-                None => format!("general graph ({})", n.reason),
-            },
+            Structure::General(n) => format!("general graph ({n})"),
         }
     }
 }
@@ -157,6 +163,21 @@ pub fn chain(graph: &Graph) -> Result<Chain, NotStructured> {
                 "the loss joins {} branches: a join graph, not a chain",
                 j.branches.len()
             ),
+        }),
+        Structure::General(e) => Err(e),
+    }
+}
+
+/// The join graph of `graph`, a chain counting as a join of one branch, or why it is
+/// neither.
+pub fn join(graph: &Graph) -> Result<Join, NotStructured> {
+    match detect(graph) {
+        Structure::Join(j) => Ok(j),
+        Structure::Chain(c) => Ok(Join {
+            branches: vec![c.stages],
+            loss: c.loss,
+            loss_cost: c.loss_cost,
+            loss_size: c.loss_size,
         }),
         Structure::General(e) => Err(e),
     }

@@ -276,4 +276,46 @@ mod tests {
         assert!((ratio - 1.317).abs() < 1e-3, "{ratio}");
         assert_eq!(1.0 - 50.0 / 1000.0, 0.95);
     }
+
+    #[test]
+    fn graph_solvers_are_valid_and_ordered() {
+        use crate::graph::generate::linear;
+        use crate::solve::{solve, Instance, SolveOptions, Status};
+        let cost = |g: &crate::graph::Graph, budget: u64, name: &str| {
+            let r = solve(
+                &Instance { graph: g, budget },
+                name,
+                &SolveOptions::default(),
+            )
+            .unwrap();
+            match r.status {
+                Status::Optimal | Status::Feasible => {
+                    let stats = r.stats.unwrap();
+                    assert!(stats.peak_memory <= budget, "{name}");
+                    Some(stats.total_cost)
+                }
+                Status::Infeasible => None,
+                other => panic!("{name}: {other:?} {:?}", r.message),
+            }
+        };
+        for n in 1..=7 {
+            let g = linear(n);
+            for budget in 1..=(2 * n as u64 + 3) {
+                let dp = cost(&g, budget, "chain-dp");
+                assert_eq!(cost(&g, budget, "bptt-msm"), dp, "linear({n}) at {budget}");
+                for name in ["bptt-hsm", "bptt-ism"] {
+                    let c = cost(&g, budget, name);
+                    assert!(
+                        c.is_none() || (dp.is_some() && c >= dp),
+                        "{name}: linear({n}) at {budget}"
+                    );
+                }
+            }
+            // With memory for everything, ISM stores every internal state: no recomputation;
+            // HSM recomputes each state once before its backward.
+            let big = 2 * n as u64 + 3;
+            assert_eq!(cost(&g, big, "bptt-ism"), Some(g.total_cost()));
+            assert_eq!(cost(&g, big, "bptt-hsm"), Some(g.total_cost() + n as f64));
+        }
+    }
 }

@@ -58,7 +58,7 @@
 use super::{
     internal, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
 };
-use crate::graph::structure::{self, Chain, NotStructured};
+use crate::graph::structure::{self, Chain};
 use crate::schedule::{simulate, Event, Schedule};
 use serde::Serialize;
 
@@ -355,7 +355,7 @@ impl Solver for Revolve {
         let graph = instance.graph;
         let chain = structure::chain(graph).map_err(|e| SolveError::Unsupported {
             solver: "revolve",
-            reason: format!("the graph is not a chain: {}", describe(&e)),
+            reason: format!("the graph is not a chain: {e}"),
         })?;
         let l = chain.len() + 1;
         let peak_of = |s: usize| -> Result<(Schedule, u64), SolveError> {
@@ -417,13 +417,6 @@ impl Solver for Revolve {
                 "slot_convention": "snapshots include the initial state x_0 (virtual, size 0 in the graph view)",
             })),
         }))
-    }
-}
-
-fn describe(e: &NotStructured) -> String {
-    match &e.node {
-        Some(node) => format!("node '{node}': {}", e.reason),
-        None => e.reason.clone(),
     }
 }
 
