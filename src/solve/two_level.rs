@@ -355,11 +355,7 @@ fn assess_chain(graph: &Graph, chain: &Chain, storage: &Storage, budget: u64) ->
 fn inputs(graph: &Graph) -> Result<(Chain, Storage), SolveError> {
     let chain = chain(graph).map_err(|e| SolveError::Unsupported {
         solver: "two-level",
-        reason: format!(
-            "two-level needs a chain training graph: {}{}",
-            e.node.map(|n| format!("node '{n}': ")).unwrap_or_default(),
-            e.reason
-        ),
+        reason: format!("two-level needs a chain training graph: {e}"),
     })?;
     ChainView::new(&chain).map_err(|e| SolveError::Unsupported {
         solver: "two-level",
