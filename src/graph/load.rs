@@ -93,16 +93,16 @@ pub fn graph_from_value(value: &Value, format: Format) -> Result<Graph, GraphErr
         ))
     })?;
     let format = match format {
-        Format::Auto if root.contains_key("links") || root.contains_key("edges") => Format::NodeLink,
+        Format::Auto if root.contains_key("links") || root.contains_key("edges") => {
+            Format::NodeLink
+        }
         Format::Auto if root.contains_key("nodes") => Format::Native,
         Format::Auto if root.contains_key("fw") && root.contains_key("bw") => Format::Chain,
-        Format::Auto => {
-            return Err(GraphError::Format(
-                "expected a native graph (`nodes` with `cost`, `memory`, `inputs`) , a node-link graph \
+        Format::Auto => return Err(GraphError::Format(
+            "expected a native graph (`nodes` with `cost`, `memory`, `inputs`), a node-link graph \
                  (`nodes` and `links`) or a chain (`fw`, `bw`, `x`, `xbar`)"
-                    .into(),
-            ))
-        }
+                .into(),
+        )),
         f => f,
     };
     if format == Format::Chain {

@@ -54,7 +54,9 @@
 //!
 //! `O(L³·m)` time. Each row `C(a, b, ·)` is stored only between its first feasible `m`
 //! and the `m` from which it is constant, and the inner loop over `m` is a shifted
-//! element-wise minimum the compiler vectorises. No choice table is kept: the plan is
+//! element-wise minimum the compiler vectorises; where two rows are both constant the
+//! minimum is applied once per row, and budgets at which a row already equals its
+//! no-recomputation cost (a lower bound) are skipped. No choice table is kept: the plan is
 //! rebuilt by re-evaluating the options of the `O(L)` sub-problems it visits.
 
 use super::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo};
@@ -200,6 +202,33 @@ fn combine(
                 m = end;
             }
         }
+    }
+}
+
+/// The cost of sub-problem `(a, b)` without recomputation: every `G_j` once and every
+/// `F_j` whose output something in the segment reads, once. A lower bound on every option.
+fn no_recompute_cost(c: &DpChain, a: usize, b: usize) -> f64 {
+    let n = c.l + 1;
+    let mut cost = 0.0;
+    // Whether x_j is read within the segment, from b down.
+    let mut needed = false;
+    for j in (a + 1..=b).rev() {
+        let read_later = j < b && (needed || c.reads_input[j + 1]);
+        needed = read_later || j == n || (j < n && c.reads_output[j]);
+        if needed {
+            cost += c.fw[j];
+        }
+        if j < n {
+            cost += c.bw[j];
+        }
+    }
+    cost
+}
+
+/// Lowers `settled` past the entries of `full` that equal the lower bound `lb`.
+fn settle(full: &[f64], settled: &mut usize, lb: f64) {
+    while *settled > 0 && full[*settled - 1] <= lb {
+        *settled -= 1;
     }
 }
 
@@ -520,10 +549,18 @@ impl Table {
                         full[need..].fill(cost);
                     }
                 } else {
+                    // No option beats computing every op of the segment once: where
+                    // `full` reaches that bound it is final, and later options skip it.
+                    let lb = if b == n && inner.is_some() {
+                        f64::NEG_INFINITY
+                    } else {
+                        no_recompute_cost(&chain, a, b)
+                    };
+                    let mut settled = full.len();
                     if policy.keep {
                         // F_all at a+1.
                         combine(
-                            &mut full,
+                            &mut full[..settled],
                             &mut tails,
                             fall_need(&s, a, b, h),
                             chain.fw[a + 1] + chain.bw[a + 1],
@@ -531,6 +568,7 @@ impl Table {
                             chain.x[a + 1],
                             None,
                         );
+                        settle(&full, &mut settled, lb);
                     }
                     let mut fc = 0.0;
                     let mut sweep = 0usize;
@@ -546,7 +584,7 @@ impl Table {
                         };
                         if policy.ck && k < b {
                             combine(
-                                &mut full,
+                                &mut full[..settled],
                                 &mut tails,
                                 start,
                                 fc,
@@ -554,12 +592,13 @@ impl Table {
                                 shift,
                                 Some((&rows[k][a], h)),
                             );
+                            settle(&full, &mut settled, lb);
                         }
                         if let (true, Some(release)) =
                             (policy.ck && b == n && k == chain.l, &release_row)
                         {
                             combine(
-                                &mut full,
+                                &mut full[..settled],
                                 &mut tails,
                                 start,
                                 fc,
@@ -567,11 +606,12 @@ impl Table {
                                 shift,
                                 Some((&rows[k][a], h)),
                             );
+                            settle(&full, &mut settled, lb);
                         }
                         if policy.keep && k > a + 1 && !chain.reads_input[k] {
                             let start = start.max(plus(keep_need(&s, k), h));
                             combine(
-                                &mut full,
+                                &mut full[..settled],
                                 &mut tails,
                                 start,
                                 fc + chain.bw[k],
@@ -579,6 +619,7 @@ impl Table {
                                 shift,
                                 Some((&rows[k - 1][a], h)),
                             );
+                            settle(&full, &mut settled, lb);
                         }
                     }
                 }
