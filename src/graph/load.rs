@@ -18,8 +18,11 @@
 //! | `links: [{source, target}]` or `[{"0": s, "1": t}]` | `inputs` of the target     |
 //! | `graph.name`                       | `name`                                   |
 //! | `graph.order` (a topological order of the keys) | the file order               |
+//!
+//! Both formats take an optional top-level `storage` object: the slow tier
+//! ([`super::Storage`]).
 
-use super::{Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind};
+use super::{Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, Storage};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::Path;
@@ -115,8 +118,9 @@ pub fn graph_from_value(value: &Value, format: Format) -> Result<Graph, GraphErr
     if spec.nodes.is_empty() && !problems.is_empty() {
         return Err(GraphError::Invalid(problems));
     }
+    let storage = storage_field(root, &mut problems);
     match Graph::new(spec) {
-        Ok(g) if problems.is_empty() => Ok(g),
+        Ok(g) if problems.is_empty() => Ok(g.with_storage(storage)),
         Ok(_) => Err(GraphError::Invalid(problems)),
         Err(GraphError::Invalid(more)) => {
             problems.extend(more);
@@ -124,6 +128,20 @@ pub fn graph_from_value(value: &Value, format: Format) -> Result<Graph, GraphErr
         }
         Err(e) => Err(e),
     }
+}
+
+/// The optional `storage` object (either format), checked by [`super::Storage`]'s rules.
+fn storage_field(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> Option<Storage> {
+    let value = root.get("storage").filter(|v| !v.is_null())?;
+    serde_json::from_value::<Storage>(value.clone())
+        .map_err(|e| {
+            problems.push(Problem::graph(
+                ProblemKind::InvalidField,
+                "storage",
+                strip_position(&e.to_string()),
+            ))
+        })
+        .ok()
 }
 
 fn type_name(v: &Value) -> &'static str {

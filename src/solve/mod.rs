@@ -19,6 +19,7 @@ mod join_dp;
 mod result;
 pub mod revolve;
 pub mod structured;
+pub mod two_level;
 
 pub use baseline::{checkpoint_all, checkpoint_all_peak};
 pub use result::{SolveResult, Status};
@@ -191,6 +192,7 @@ pub fn registry() -> &'static [&'static dyn Solver] {
         &bptt::BpttMsm,
         &chain_dp::EquivChain,
         &join_dp::JoinDp,
+        &two_level::TwoLevel,
     ];
     SOLVERS
 }

@@ -218,70 +218,103 @@ fn turn_state(chain: &Chain) -> Result<Vec<usize>, GraphViewError> {
         .collect()
 }
 
+/// The graph view of Revolve schedules on a chain (see the module docs for the mapping),
+/// for the whole chain ([`graph_schedule`]) or for a range of its steps
+/// ([`Self::push_range`], which the two-level scheme runs on each interval).
+pub struct ChainView<'a> {
+    chain: &'a Chain,
+    /// Backward ops (stage indices), by the state they read, in descending stage order.
+    by_state: Vec<Vec<usize>>,
+}
+
+impl<'a> ChainView<'a> {
+    pub fn new(chain: &'a Chain) -> Result<ChainView<'a>, GraphViewError> {
+        let mut by_state: Vec<Vec<usize>> = vec![Vec::new(); chain.len() + 1];
+        for (i, &j) in turn_state(chain)?.iter().enumerate().rev() {
+            by_state[j].push(i);
+        }
+        Ok(ChainView { chain, by_state })
+    }
+
+    /// Node of state `x_j`, `j >= 1` (`x_0` is virtual).
+    fn node(&self, j: usize) -> usize {
+        self.chain.stages[j - 1].forward
+    }
+
+    /// Appends the events of Revolve on steps `base+1 ..= base+l` with `s` snapshots, the
+    /// base `x_base` included. On entry `x_base` is resident (or virtual, `base = 0`) and
+    /// `grad` is the resident gradient δ (`None` before the loss turn); on exit `x_base`
+    /// is freed and `grad` is the gradient the last turn produced.
+    pub fn push_range(
+        &self,
+        base: usize,
+        l: usize,
+        s: usize,
+        grad: &mut Option<usize>,
+        events: &mut Vec<Event>,
+    ) -> Result<(), GraphViewError> {
+        let last_step = self.chain.len() + 1;
+        let actions = revolve_actions(l, s).ok_or(GraphViewError::NoSchedule {
+            steps: l,
+            snapshots: s,
+        })?;
+        // Local state j is x_{base + j}.
+        let mut snapshot = vec![false; l + 1];
+        let mut working: Option<usize> = Some(0);
+        // Frees x_{base + j} unless it is virtual or a snapshot.
+        let drop_state = |events: &mut Vec<Event>, snapshot: &[bool], j: usize| {
+            if base + j >= 1 && !snapshot[j] {
+                events.push(Event::Free(self.node(base + j)));
+            }
+        };
+        for action in actions {
+            match action {
+                RevolveAction::Advance { from, to } => {
+                    for j in from + 1..=to {
+                        events.push(Event::Compute(self.node(base + j)));
+                        drop_state(events, &snapshot, j - 1);
+                    }
+                    working = Some(to);
+                }
+                RevolveAction::Takeshot { state } => snapshot[state] = true,
+                RevolveAction::Restore { state } => working = Some(state),
+                RevolveAction::Release { state } => {
+                    snapshot[state] = false;
+                    if working != Some(state) {
+                        drop_state(events, &snapshot, state);
+                    }
+                }
+                RevolveAction::Firsturn { step } | RevolveAction::Youturn { step } => {
+                    let j = step - 1;
+                    debug_assert_eq!(working, Some(j));
+                    if base + step == last_step {
+                        events.push(Event::Compute(self.chain.loss));
+                        *grad = Some(self.chain.loss);
+                    }
+                    for &i in &self.by_state[base + j] {
+                        let g = self.chain.stages[i].backward;
+                        events.push(Event::Compute(g));
+                        if let Some(prev) = grad.replace(g) {
+                            events.push(Event::Free(prev));
+                        }
+                    }
+                    drop_state(events, &snapshot, j);
+                    working = None;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The graph view of the Revolve schedule for `chain` with `s` snapshots (`x_0` included):
 /// compute/free events for the chain's nodes (see the module docs for the mapping).
 pub fn graph_schedule(chain: &Chain, s: usize) -> Result<Schedule, GraphViewError> {
     let l = chain.len() + 1;
-    let states = turn_state(chain)?;
-    let actions = revolve_actions(l, s).ok_or(GraphViewError::NoSchedule {
-        steps: l,
-        snapshots: s,
-    })?;
-    // Node of state j >= 1 (x_0 is virtual).
-    let node = |j: usize| chain.stages[j - 1].forward;
-    let mut snapshot = vec![false; l + 1];
-    let mut working: Option<usize> = Some(0);
-    let mut grad: Option<usize> = None; // the resident gradient δ
     let mut events = Vec::with_capacity(
         2 * (l + revolve_steps(l as u64, s as u64).unwrap_or(0) as usize) + 4 * l,
     );
-    // Frees x_j unless it is virtual or a snapshot.
-    let drop_state = |events: &mut Vec<Event>, snapshot: &[bool], j: usize| {
-        if j >= 1 && !snapshot[j] {
-            events.push(Event::Free(node(j)));
-        }
-    };
-    // Backward ops, by the state they read, in descending stage order.
-    let mut by_state: Vec<Vec<usize>> = vec![Vec::new(); l];
-    for (i, &j) in states.iter().enumerate().rev() {
-        by_state[j].push(i);
-    }
-    for action in actions {
-        match action {
-            RevolveAction::Advance { from, to } => {
-                for j in from + 1..=to {
-                    events.push(Event::Compute(node(j)));
-                    drop_state(&mut events, &snapshot, j - 1);
-                }
-                working = Some(to);
-            }
-            RevolveAction::Takeshot { state } => snapshot[state] = true,
-            RevolveAction::Restore { state } => working = Some(state),
-            RevolveAction::Release { state } => {
-                snapshot[state] = false;
-                if working != Some(state) {
-                    drop_state(&mut events, &snapshot, state);
-                }
-            }
-            RevolveAction::Firsturn { step } | RevolveAction::Youturn { step } => {
-                let j = step - 1;
-                debug_assert_eq!(working, Some(j));
-                if step == l {
-                    events.push(Event::Compute(chain.loss));
-                    grad = Some(chain.loss);
-                }
-                for &i in &by_state[j] {
-                    let g = chain.stages[i].backward;
-                    events.push(Event::Compute(g));
-                    if let Some(prev) = grad.replace(g) {
-                        events.push(Event::Free(prev));
-                    }
-                }
-                drop_state(&mut events, &snapshot, j);
-                working = None;
-            }
-        }
-    }
+    ChainView::new(chain)?.push_range(0, l, s, &mut None, &mut events)?;
     Ok(Schedule::new(events))
 }
 
