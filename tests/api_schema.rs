@@ -76,3 +76,20 @@ fn schedule_schema_matches_the_event_format() {
         assert!(ops.contains(e["op"].as_str().unwrap()));
     }
 }
+
+#[test]
+fn storage_schema_matches_the_storage_format() {
+    let s = schema("graph.schema.json");
+    let fields = keys(&s["$defs"]["storage"]["properties"]);
+    let every = remat::graph::StorageSpec {
+        write_bandwidth: Some(1.0),
+        read_bandwidth: Some(1.0),
+        write_time: Some(1.0),
+        read_time: Some(1.0),
+        transfer_time: Some(1.0),
+    };
+    assert_eq!(keys(&serde_json::to_value(every).unwrap()), fields);
+    let schedule = schema("schedule.schema.json");
+    let ops = strings(&schedule["properties"]["events"]["items"]["properties"]["op"]["enum"]);
+    assert!(ops.contains("store") && ops.contains("load"));
+}

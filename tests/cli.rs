@@ -1,5 +1,7 @@
 //! The `remat` binary: exit codes (0 ok, 1 infeasible, 2 bad input), output files, and the
-//! simulate round trip on a solve result.
+//! simulate round trip on a solve result; the storage tier end to end (a graph with a
+//! `storage` object, `--solver two-level`, store/load events replayed by `simulate`,
+//! `inspect`'s verdict, `--storage`, `bench-tiers`).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -187,4 +189,111 @@ fn gen_linear_writes_checkmates_graph() {
     let o = remat(&["gen", "random-layered", "--nodes", "31", "--seed", "3"]);
     let g: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(g["nodes"].as_array().unwrap().len(), 31);
+}
+
+/// A chain of 40 stages with a storage tier (copies take 4 op).
+const TIERED: &str = "tests/fixtures/linear-40-storage.json";
+
+fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn two_level_result_replays_in_simulate() {
+    let dir = temp_dir("tiers");
+    let result = dir.join("result.json");
+    let o = remat(&[
+        "solve",
+        TIERED,
+        "--budget",
+        "8",
+        "--solver",
+        "two-level",
+        "--output",
+        result.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(r["details"]["mode"], "two-level");
+    // 41 steps, I = 4: 11 intervals, 8 stored bases; no stall, makespan = model.
+    assert_eq!(r["stats"]["tiers"]["stores"], 8);
+    assert_eq!(r["stats"]["tiers"]["makespan"], r["details"]["t_async"]);
+    let ops: Vec<&str> = r["schedule"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["op"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops.iter().filter(|&&op| op == "load").count(), 8);
+    let o = remat(&[
+        "simulate",
+        TIERED,
+        result.to_str().unwrap(),
+        "--budget",
+        "8",
+    ]);
+    assert_eq!(code(&o), 0);
+    assert!(
+        out(&o).contains("makespan   111 (111 computing, 0 stalled"),
+        "{}",
+        out(&o)
+    );
+    // Without the tier the same events are rejected, naming the rule.
+    let plain = dir.join("plain.json");
+    let o = remat(&[
+        "gen",
+        "linear",
+        "--layers",
+        "40",
+        "-o",
+        plain.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0);
+    let o = remat(&[
+        "simulate",
+        plain.to_str().unwrap(),
+        result.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 2);
+    assert!(
+        stderr(&o).contains("no slow storage tier"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn inspect_says_whether_the_tier_helps() {
+    let o = remat(&["inspect", TIERED, "--budget", "8"]);
+    assert!(
+        out(&o).contains("storage tier         the tier helps"),
+        "{}",
+        out(&o)
+    );
+    // Copies of 400 time units: I = 400 > 41 steps, nothing can be stored.
+    let o = remat(&["inspect", TIERED, "--storage", r#"{"transfer_time": 400}"#]);
+    assert!(out(&o).contains("does not help"), "{}", out(&o));
+    let o = remat(&["inspect", TIERED, "--storage", r#"{"transfer_time": -1}"#]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("storage.transfer_time"));
+}
+
+#[test]
+fn bench_tiers_prints_the_figure_3_table() {
+    let o = remat(&["bench-tiers"]);
+    assert_eq!(code(&o), 0);
+    let out = out(&o);
+    // n = 10^4: Revolve 2.4748; paper I = 8, 64: 1; I = 1024: 1947/1024 = 1.9014; the
+    // scheme with its sweep at I = 8: 1.8743, which the simulator reproduces.
+    let row = out.lines().find(|l| l.starts_with("   10000    2.4748"));
+    assert!(
+        row.is_some_and(|r| r.contains("1.9014") && r.contains("1.8743")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("   10000      8        1.8743")),
+        "{out}"
+    );
 }

@@ -5,6 +5,7 @@
 //! solver name, unsupported graph); 3 an internal error.
 
 mod bench;
+mod bench_tiers;
 mod output;
 
 pub use output::write_atomic;
@@ -12,10 +13,10 @@ pub use output::write_atomic;
 use crate::budget::{human_bytes, Budget};
 use crate::graph::generate;
 use crate::graph::load::{load_graph, Format};
-use crate::graph::{Graph, NodeKind};
-use crate::schedule::{simulate, ScheduleJson};
+use crate::graph::{Graph, NodeKind, Storage};
+use crate::schedule::{simulate, ScheduleJson, SimStats};
 use crate::solve::{
-    self, checkpoint_all_peak, Instance, SolveError, SolveOptions, SolveResult, Status,
+    self, checkpoint_all_peak, two_level, Instance, SolveError, SolveOptions, SolveResult, Status,
 };
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -37,11 +38,14 @@ pub struct Cli {
 
 #[derive(clap::Args, Debug)]
 struct GraphArg {
-    /// A training graph: native JSON or networkx node-link JSON.
+    /// A training graph: native JSON, networkx node-link JSON or a chain (fw, bw, x, xbar).
     graph: PathBuf,
-    /// Input format: auto, native or node-link.
+    /// Input format: auto, native, node-link or chain.
     #[arg(long, default_value = "auto", value_parser = parse_format)]
     format: Format,
+    /// A slow storage tier as JSON, replacing the graph's `storage` (e.g. '{"transfer_time": 8}').
+    #[arg(long)]
+    storage: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -50,6 +54,9 @@ enum Command {
     Inspect {
         #[command(flatten)]
         graph: GraphArg,
+        /// Budget for the storage-tier verdict (default: the least two-level can run in).
+        #[arg(short, long)]
+        budget: Option<String>,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -102,6 +109,21 @@ enum Command {
     },
     /// Run a solver over graphs and budget fractions and print a table.
     Bench(bench::BenchArgs),
+    /// Recompute factors of Revolve and two-level checkpointing against the sequence
+    /// length (the table behind Kukreja et al.'s Figure 3).
+    BenchTiers {
+        /// Snapshots s that fit in fast memory.
+        #[arg(long, default_value_t = 100)]
+        snapshots: u64,
+        /// Checkpointing intervals I.
+        #[arg(long, value_delimiter = ',', default_values_t = [8u64, 64, 1024])]
+        intervals: Vec<u64>,
+        /// Sequence lengths n.
+        #[arg(long, value_delimiter = ',', default_values_t = bench_tiers::DEFAULT_LENGTHS.to_vec())]
+        lengths: Vec<u64>,
+        #[arg(long)]
+        json: bool,
+    },
     /// List the solvers.
     Solvers {
         #[arg(long)]
@@ -177,7 +199,14 @@ fn bad(e: impl std::fmt::Display) -> CliError {
 }
 
 fn load(arg: &GraphArg) -> Result<Graph, CliError> {
-    load_graph(&arg.graph, arg.format).map_err(|e| bad(format!("{}: {e}", arg.graph.display())))
+    let graph = load_graph(&arg.graph, arg.format)
+        .map_err(|e| bad(format!("{}: {e}", arg.graph.display())))?;
+    Ok(match &arg.storage {
+        None => graph,
+        Some(text) => graph.with_storage(Some(
+            serde_json::from_str::<Storage>(text).map_err(|e| bad(format!("--storage: {e}")))?,
+        )),
+    })
 }
 
 fn resolve_budget(text: &str, graph: &Graph) -> Result<u64, CliError> {
@@ -187,7 +216,21 @@ fn resolve_budget(text: &str, graph: &Graph) -> Result<u64, CliError> {
 
 fn execute(command: Command) -> Result<i32, CliError> {
     match command {
-        Command::Inspect { graph, json } => inspect(&load(&graph)?, json),
+        Command::Inspect {
+            graph,
+            budget,
+            json,
+        } => {
+            let g = load(&graph)?;
+            let budget = budget.map(|b| resolve_budget(&b, &g)).transpose()?;
+            inspect(&g, budget, json)
+        }
+        Command::BenchTiers {
+            snapshots,
+            intervals,
+            lengths,
+            json,
+        } => bench_tiers::run(snapshots, &intervals, &lengths, json),
         Command::Solve {
             graph,
             budget,
@@ -324,11 +367,19 @@ fn solve_with_progress(
     Ok(result?)
 }
 
-fn inspect(g: &Graph, json: bool) -> Result<i32, CliError> {
+fn inspect(g: &Graph, budget: Option<u64>, json: bool) -> Result<i32, CliError> {
     let peak = checkpoint_all_peak(g);
     let (min_budget, widest) = g.min_feasible_budget();
     let count = |k: NodeKind| g.nodes().iter().filter(|n| n.kind == Some(k)).count();
+    let structure = crate::graph::structure::detect(g);
+    let tier = g
+        .storage()
+        .map(|_| two_level::assess(g, budget.unwrap_or_else(|| two_level::least_budget(g))));
     let report = json!({
+        "storage_tier": tier.as_ref().map(|t| match t {
+            Ok(a) => json!(a),
+            Err(e) => json!({ "verdict": e.to_string() }),
+        }),
         "name": g.name(),
         "nodes": g.len(),
         "edges": g.edge_count(),
@@ -339,6 +390,8 @@ fn inspect(g: &Graph, json: bool) -> Result<i32, CliError> {
         "checkpoint_all_peak": peak,
         "min_feasible_budget": min_budget,
         "min_feasible_budget_node": g.id(widest),
+        "structure": structure.class(),
+        "structure_detail": structure.describe(g),
     });
     if json {
         println!(
@@ -369,6 +422,12 @@ fn inspect(g: &Graph, json: bool) -> Result<i32, CliError> {
         bytes(min_budget),
         g.id(widest)
     );
+    println!("structure            {}", structure.describe(g));
+    match tier {
+        Some(Ok(a)) => println!("storage tier         {}", a.verdict),
+        Some(Err(e)) => println!("storage tier         {e}"),
+        None => {}
+    }
     Ok(0)
 }
 
@@ -436,6 +495,7 @@ fn print_result(g: &Graph, r: &SolveResult) {
             s.peak_event,
             s.memory_after.len()
         );
+        print_tiers(s);
         let mut recomputed: Vec<(usize, u32)> = s
             .computes
             .iter()
@@ -476,6 +536,25 @@ fn print_result(g: &Graph, r: &SolveResult) {
     println!("time       {:.3} s", r.solve_time_s);
 }
 
+/// The timed replay's figures, for schedules that use a storage tier.
+fn print_tiers(s: &SimStats) {
+    if let Some(t) = &s.tiers {
+        println!(
+            "makespan   {} ({} computing, {} stalled in {} stall(s))",
+            t.makespan,
+            t.compute_time,
+            t.stall_time,
+            t.stalls.len()
+        );
+        println!(
+            "tiers      {} store(s), {} load(s); slow tier holds {}",
+            t.stores,
+            t.loads,
+            bytes(t.slow_bytes)
+        );
+    }
+}
+
 fn scope_name_status(s: Status) -> String {
     serde_json::to_value(s)
         .ok()
@@ -508,7 +587,7 @@ fn read_schedule(path: &Path) -> Result<ScheduleJson, CliError> {
     }
     serde_json::from_value(value).map_err(|e| {
         bad(format!(
-            "{}: not a schedule ({e}); expected {{\"events\": [{{\"op\": \"compute\"|\"free\", \"node\": ID}}, ...]}}",
+            "{}: not a schedule ({e}); expected {{\"events\": [{{\"op\": \"compute\"|\"free\"|\"store\"|\"load\", \"node\": ID}}, ...]}}",
             path.display()
         ))
     })
@@ -557,6 +636,7 @@ fn simulate_file(
             bytes(stats.peak_memory),
             stats.peak_event
         );
+        print_tiers(&stats);
         if let Some(b) = budget {
             println!(
                 "budget     {} ({})",

@@ -18,8 +18,11 @@
 //! | `links: [{source, target}]` or `[{"0": s, "1": t}]` | `inputs` of the target     |
 //! | `graph.name`                       | `name`                                   |
 //! | `graph.order` (a topological order of the keys) | the file order               |
+//!
+//! Both formats take an optional top-level `storage` object: the slow tier
+//! ([`super::Storage`]).
 
-use super::{Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind};
+use super::{Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, Storage};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::Path;
@@ -32,6 +35,8 @@ pub enum Format {
     Auto,
     Native,
     NodeLink,
+    /// rotor's chain format (`fw`, `bw`, `x`, `xbar`; see [`super::chain`]).
+    Chain,
 }
 
 impl FromStr for Format {
@@ -41,8 +46,9 @@ impl FromStr for Format {
             "auto" => Ok(Format::Auto),
             "native" => Ok(Format::Native),
             "node-link" | "nodelink" | "networkx" => Ok(Format::NodeLink),
+            "chain" => Ok(Format::Chain),
             other => Err(format!(
-                "unknown graph format '{other}': expected auto, native or node-link"
+                "unknown graph format '{other}': expected auto, native, node-link or chain"
             )),
         }
     }
@@ -87,17 +93,23 @@ pub fn graph_from_value(value: &Value, format: Format) -> Result<Graph, GraphErr
         ))
     })?;
     let format = match format {
-        Format::Auto if root.contains_key("links") || root.contains_key("edges") => Format::NodeLink,
-        Format::Auto if root.contains_key("nodes") => Format::Native,
-        Format::Auto => {
-            return Err(GraphError::Format(
-                "expected a native graph (`nodes` with `cost`, `memory`, `inputs`) or a node-link graph \
-                 (`nodes` and `links`)"
-                    .into(),
-            ))
+        Format::Auto if root.contains_key("links") || root.contains_key("edges") => {
+            Format::NodeLink
         }
+        Format::Auto if root.contains_key("nodes") => Format::Native,
+        Format::Auto if root.contains_key("fw") && root.contains_key("bw") => Format::Chain,
+        Format::Auto => return Err(GraphError::Format(
+            "expected a native graph (`nodes` with `cost`, `memory`, `inputs`), a node-link graph \
+                 (`nodes` and `links`) or a chain (`fw`, `bw`, `x`, `xbar`)"
+                .into(),
+        )),
         f => f,
     };
+    if format == Format::Chain {
+        let spec: super::chain::ChainSpec = serde_json::from_value(value.clone())
+            .map_err(|e| GraphError::Format(format!("not a chain (fw, bw, x, xbar): {e}")))?;
+        return spec.to_graph();
+    }
     let mut problems = Vec::new();
     let spec = match format {
         Format::NodeLink => node_link_spec(root, &mut problems),
@@ -106,8 +118,9 @@ pub fn graph_from_value(value: &Value, format: Format) -> Result<Graph, GraphErr
     if spec.nodes.is_empty() && !problems.is_empty() {
         return Err(GraphError::Invalid(problems));
     }
+    let storage = storage_field(root, &mut problems);
     match Graph::new(spec) {
-        Ok(g) if problems.is_empty() => Ok(g),
+        Ok(g) if problems.is_empty() => Ok(g.with_storage(storage)),
         Ok(_) => Err(GraphError::Invalid(problems)),
         Err(GraphError::Invalid(more)) => {
             problems.extend(more);
@@ -115,6 +128,20 @@ pub fn graph_from_value(value: &Value, format: Format) -> Result<Graph, GraphErr
         }
         Err(e) => Err(e),
     }
+}
+
+/// The optional `storage` object (either format), checked by [`super::Storage`]'s rules.
+fn storage_field(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> Option<Storage> {
+    let value = root.get("storage").filter(|v| !v.is_null())?;
+    serde_json::from_value::<Storage>(value.clone())
+        .map_err(|e| {
+            problems.push(Problem::graph(
+                ProblemKind::InvalidField,
+                "storage",
+                strip_position(&e.to_string()),
+            ))
+        })
+        .ok()
 }
 
 fn type_name(v: &Value) -> &'static str {

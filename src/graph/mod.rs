@@ -12,13 +12,20 @@
 //! else Kahn's algorithm breaking ties by file position. Solvers that need an order
 //! (Checkmate's stages, the chain DPs) use node indices `0..n` as that order.
 //!
+//! A graph may describe a second, slower storage tier ([`Storage`], the JSON field
+//! `storage`): data only, for the solvers and the simulator that move values to it.
+//!
 //! This module knows nothing of schedules or solvers.
 
+pub mod chain;
 mod error;
 pub mod generate;
 pub mod load;
+mod storage;
+pub mod structure;
 
 pub use error::{GraphError, Problem, ProblemKind};
+pub use storage::{Storage, StorageError, StorageSpec, TransferRate};
 
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde::{Deserialize, Serialize};
@@ -86,6 +93,8 @@ pub struct Graph {
     succs: Vec<Vec<usize>>,
     index: HashMap<String, usize>,
     dag: DiGraph<usize, ()>,
+    /// The slow tier, when the graph (or the solve request) describes one.
+    storage: Option<Storage>,
 }
 
 impl Graph {
@@ -227,7 +236,18 @@ impl Graph {
             succs,
             index,
             dag,
+            storage: None,
         }
+    }
+
+    /// The same graph with this slow tier (or none).
+    pub fn with_storage(mut self, storage: Option<Storage>) -> Graph {
+        self.storage = storage;
+        self
+    }
+    /// The slow storage tier, when there is one.
+    pub fn storage(&self) -> Option<&Storage> {
+        self.storage.as_ref()
     }
 
     pub fn name(&self) -> Option<&str> {

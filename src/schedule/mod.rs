@@ -1,15 +1,20 @@
 //! Schedules and the one simulator that judges them.
 //!
-//! A schedule is an ordered list of events `compute(v)` / `free(v)` (seed digest §6.2).
-//! Every solver emits one; [`simulate`] replays it against the graph and is the single
-//! source of peak memory and cost. Solvers that think in Checkmate stages attach their
-//! (R, S) matrices ([`Stages`]), built and turned into events by [`stages`].
+//! A schedule is an ordered list of events `compute(v)` / `free(v)` (seed digest §6.2),
+//! and, on a graph with a slow storage tier, `store(v)` / `load(v)`: asynchronous copies
+//! fast -> slow and slow -> fast (Kukreja et al., digest §1.2). Every solver emits one;
+//! [`simulate`] replays it against the graph and is the single source of peak memory and
+//! cost; for schedules with copies it runs the timed replay of [`timeline`] (makespan,
+//! stalls, fast-tier peak). Solvers that think in Checkmate stages attach their (R, S)
+//! matrices ([`Stages`]), built and turned into events by [`stages`].
 
 mod simulate;
 pub mod stages;
+pub mod timeline;
 
 pub use simulate::{simulate, Rule, SimError, SimStats};
 pub use stages::Stages;
+pub use timeline::{Stall, TierStats};
 
 use crate::graph::Graph;
 use serde::{Deserialize, Serialize};
@@ -19,13 +24,21 @@ use serde::{Deserialize, Serialize};
 pub enum Event {
     Compute(usize),
     Free(usize),
+    /// Start an asynchronous copy of `v` from the fast tier to the slow tier.
+    Store(usize),
+    /// Start an asynchronous copy of `v` from the slow tier back to the fast tier.
+    Load(usize),
 }
 
 impl Event {
     pub fn node(self) -> usize {
         match self {
-            Event::Compute(v) | Event::Free(v) => v,
+            Event::Compute(v) | Event::Free(v) | Event::Store(v) | Event::Load(v) => v,
         }
+    }
+    /// Whether the event is a copy between tiers.
+    pub fn is_transfer(self) -> bool {
+        matches!(self, Event::Store(_) | Event::Load(_))
     }
 }
 
@@ -51,13 +64,14 @@ impl Schedule {
             events: self
                 .events
                 .iter()
-                .map(|e| match *e {
-                    Event::Compute(v) => EventJson::Compute {
-                        node: graph.id(v).to_string(),
-                    },
-                    Event::Free(v) => EventJson::Free {
-                        node: graph.id(v).to_string(),
-                    },
+                .map(|e| {
+                    let node = graph.id(e.node()).to_string();
+                    match *e {
+                        Event::Compute(_) => EventJson::Compute { node },
+                        Event::Free(_) => EventJson::Free { node },
+                        Event::Store(_) => EventJson::Store { node },
+                        Event::Load(_) => EventJson::Load { node },
+                    }
                 })
                 .collect(),
             stages: self.stages.as_ref().map(|s| s.to_json(graph)),
@@ -65,12 +79,15 @@ impl Schedule {
     }
 }
 
-/// An event as JSON: `{"op": "compute", "node": "conv1"}`.
+/// An event as JSON: `{"op": "compute", "node": "conv1"}`; `op` is `compute`, `free`,
+/// `store` or `load`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
 pub enum EventJson {
     Compute { node: String },
     Free { node: String },
+    Store { node: String },
+    Load { node: String },
 }
 
 /// A schedule as JSON. `stages`, when present, lists for each Checkmate stage `t` the
@@ -100,6 +117,8 @@ impl ScheduleJson {
             let (id, make): (&str, fn(usize) -> Event) = match e {
                 EventJson::Compute { node } => (node, Event::Compute),
                 EventJson::Free { node } => (node, Event::Free),
+                EventJson::Store { node } => (node, Event::Store),
+                EventJson::Load { node } => (node, Event::Load),
             };
             let v = graph.index_of(id).ok_or_else(|| SimError {
                 event: Some(index),

@@ -8,10 +8,22 @@
 //! 2. `free(v)` needs `v` resident ([`Rule::FreeNotResident`]).
 //! 3. Every node is computed at least once ([`Rule::NeverComputed`]).
 //!
-//! Cost is `Σ c_v` over compute events, so every recomputation pays again. Peak is the
-//! maximum over events of the memory after the event (frees only lower it, so the peak is
-//! always reached at a compute).
+//! On a graph with a slow storage tier (`Graph::storage`, else [`Rule::NoStorage`]) two
+//! more events copy values between the tiers (Kukreja et al., digest §1.2):
+//! 4. `store(v)` needs `v` resident ([`Rule::StoreNotResident`]) and no slow copy of `v`
+//!    yet ([`Rule::AlreadyStored`]); the slow copy then lasts for the rest of the step.
+//! 5. `load(v)` needs a slow copy of `v` ([`Rule::LoadNotStored`]) and `v` not resident
+//!    ([`Rule::AlreadyResident`]); `v` is resident from the event on and its bytes count
+//!    from then.
+//!
+//! Cost is `Σ c_v` over compute events, so every recomputation pays again. Without copies,
+//! the peak is the maximum over events of the memory after the event (frees only lower
+//! it, so the peak is always reached at a compute). With copies, memory depends on time
+//! (a value being copied is released only when its copy completes), so the peak is the
+//! fast-tier peak of the timed replay in [`super::timeline`], which also gives the
+//! makespan and the stalls ([`SimStats::tiers`]). The budget is checked against it.
 
+use super::timeline::{replay, TierStats};
 use super::{Event, Schedule};
 use crate::graph::Graph;
 use serde::Serialize;
@@ -25,6 +37,10 @@ pub enum Rule {
     AlreadyResident,
     FreeNotResident,
     NeverComputed,
+    NoStorage,
+    StoreNotResident,
+    AlreadyStored,
+    LoadNotStored,
 }
 
 /// An invalid schedule: the event (0-based index), the node and the rule it breaks.
@@ -55,15 +71,20 @@ pub struct SimStats {
     /// Number of compute events per node, in solver order.
     #[serde(skip)]
     pub computes: Vec<u32>,
-    /// Bytes in use after every event.
+    /// Bytes in use after every event, in event order (a released copy source counts as
+    /// freed at its `free` event here; [`TierStats`] has the timed view).
     #[serde(skip)]
     pub memory_after: Vec<u64>,
+    /// The timed replay, for schedules that copy values between tiers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<TierStats>,
 }
 
 /// Replays `schedule` against `graph`.
 pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError> {
     let n = graph.len();
     let mut resident = vec![false; n];
+    let mut stored = vec![false; n];
     let mut computes = vec![0u32; n];
     let mut memory = graph.fixed_memory();
     let mut peak = memory;
@@ -135,6 +156,51 @@ pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError
                 resident[v] = false;
                 memory -= graph.memory(v);
             }
+            Event::Store(v) | Event::Load(v) if graph.storage().is_none() => {
+                return Err(fail(
+                    index,
+                    v,
+                    Rule::NoStorage,
+                    format!(
+                        "event {index} copies '{}' between tiers, but the graph describes no \
+                         slow storage tier (add a `storage` object)",
+                        graph.id(v)
+                    ),
+                ));
+            }
+            Event::Store(v) | Event::Load(v) => {
+                let load = matches!(event, Event::Load(_));
+                let broken = match (load, resident[v], stored[v]) {
+                    (false, false, _) => Some((Rule::StoreNotResident, "which is not resident")),
+                    (false, true, true) => {
+                        Some((Rule::AlreadyStored, "which the slow tier already holds"))
+                    }
+                    (true, _, false) => Some((Rule::LoadNotStored, "which was never stored")),
+                    (true, true, true) => {
+                        Some((Rule::AlreadyResident, "which is already resident"))
+                    }
+                    _ => None,
+                };
+                if let Some((rule, why)) = broken {
+                    let verb = if load { "loads" } else { "stores" };
+                    return Err(fail(
+                        index,
+                        v,
+                        rule,
+                        format!("event {index} {verb} '{}', {why}", graph.id(v)),
+                    ));
+                }
+                if load {
+                    resident[v] = true;
+                    memory += graph.memory(v);
+                    if memory > peak {
+                        peak = memory;
+                        peak_event = index;
+                    }
+                } else {
+                    stored[v] = true;
+                }
+            }
         }
         memory_after.push(memory);
     }
@@ -160,6 +226,14 @@ pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError
             ),
         });
     }
+    let tiers = match graph.storage() {
+        Some(storage) if schedule.events.iter().any(|e| e.is_transfer()) => {
+            let timed = replay(graph, schedule, storage);
+            (peak, peak_event) = (timed.fast_peak, timed.fast_peak_event);
+            Some(timed)
+        }
+        _ => None,
+    };
     let base = graph.total_cost();
     Ok(SimStats {
         peak_memory: peak,
@@ -169,5 +243,6 @@ pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError
         overhead: if base > 0.0 { total_cost / base } else { 1.0 },
         computes,
         memory_after,
+        tiers,
     })
 }

@@ -11,10 +11,16 @@
 
 mod auto;
 mod baseline;
+pub mod bptt;
+pub mod chain_dp;
 mod checkmate;
 mod chen;
 mod exhaustive;
+mod join_dp;
 mod result;
+pub mod revolve;
+pub mod structured;
+pub mod two_level;
 
 pub use baseline::{checkpoint_all, checkpoint_all_peak};
 pub use result::{SolveResult, Status};
@@ -183,6 +189,14 @@ pub fn registry() -> &'static [&'static dyn Solver] {
         &checkmate::Milp,
         &checkmate::LpBound,
         &checkmate::LpRounding,
+        &revolve::Revolve,
+        &chain_dp::ChainDp,
+        &bptt::BpttHsm,
+        &bptt::BpttIsm,
+        &bptt::BpttMsm,
+        &chain_dp::EquivChain,
+        &join_dp::JoinDp,
+        &two_level::TwoLevel,
     ];
     SOLVERS
 }

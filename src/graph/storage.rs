@@ -1,0 +1,223 @@
+//! A second, slower storage tier beside the fast memory the budget describes (Kukreja,
+//! Hückelheim, Gorman, "Backpropagation for long sequences: beyond memory constraints with
+//! constant overheads"; seed digest §1.1): Level 1 is the fast, small memory where every
+//! op runs (the budget); Level 2 is large, slow storage (host DRAM, an SSD) that values
+//! may be copied to and back from, asynchronously.
+//!
+//! This is data only: how long a copy takes, in the graph's cost unit (the unit of node
+//! costs, so that the per-step times `T_A`, `T_B` of the paper are the node costs). The
+//! slow tier is unbounded, as in the paper. Who copies what, and when, is for solvers and
+//! the simulator.
+//!
+//! JSON (the graph's optional `storage` object, and the solve request's):
+//!
+//! | field             | meaning                                              |
+//! |-------------------|------------------------------------------------------|
+//! | `write_bandwidth` | bytes per cost unit, fast -> slow                     |
+//! | `read_bandwidth`  | bytes per cost unit, slow -> fast                     |
+//! | `write_time`      | cost units per copy fast -> slow, whatever its size   |
+//! | `read_time`       | cost units per copy slow -> fast, whatever its size   |
+//! | `transfer_time`   | both `write_time` and `read_time` (the paper's `T_T`) |
+//!
+//! Each direction takes exactly one of its bandwidth or its time.
+
+use serde::{Deserialize, Serialize};
+
+/// How long one copy in one direction takes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TransferRate {
+    /// Bytes per cost unit (> 0): a copy of `b` bytes takes `b / bandwidth`.
+    Bandwidth(f64),
+    /// Cost units per copy (>= 0), whatever its size: the paper's per-state `T_T`.
+    PerCopy(f64),
+}
+
+impl TransferRate {
+    /// The time to copy `bytes` bytes.
+    pub fn time(self, bytes: u64) -> f64 {
+        match self {
+            TransferRate::Bandwidth(b) => bytes as f64 / b,
+            TransferRate::PerCopy(t) => t,
+        }
+    }
+}
+
+/// The slow tier: copy rates in both directions.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "StorageSpec", into = "StorageSpec")]
+pub struct Storage {
+    /// Fast -> slow (`store`).
+    pub write: TransferRate,
+    /// Slow -> fast (`load`).
+    pub read: TransferRate,
+}
+
+/// A storage description that breaks a rule; `field` names the offending field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("storage.{field}: {message}")]
+pub struct StorageError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+/// The JSON form of [`Storage`], before validation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_bandwidth: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_bandwidth: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_time: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_time: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_time: Option<f64>,
+}
+
+impl Storage {
+    /// The same per-copy time `T_T` in both directions.
+    pub fn per_copy(transfer_time: f64) -> Result<Storage, StorageError> {
+        Storage::try_from(StorageSpec {
+            transfer_time: Some(transfer_time),
+            ..StorageSpec::default()
+        })
+    }
+}
+
+/// One direction from its bandwidth and time fields (`time` may come from `transfer_time`).
+fn direction(
+    bandwidth: (&'static str, Option<f64>),
+    time: (&'static str, Option<f64>),
+) -> Result<TransferRate, StorageError> {
+    match (bandwidth.1, time.1) {
+        (Some(_), Some(_)) => Err(StorageError {
+            field: bandwidth.0,
+            message: format!("give either {} or {}, not both", bandwidth.0, time.0),
+        }),
+        (Some(b), None) if b.is_finite() && b > 0.0 => Ok(TransferRate::Bandwidth(b)),
+        (Some(b), None) => Err(StorageError {
+            field: bandwidth.0,
+            message: format!("must be a finite number of bytes per cost unit > 0, got {b}"),
+        }),
+        (None, Some(t)) if t.is_finite() && t >= 0.0 => Ok(TransferRate::PerCopy(t)),
+        (None, Some(t)) => Err(StorageError {
+            field: time.0,
+            message: format!("must be a finite number of cost units >= 0, got {t}"),
+        }),
+        (None, None) => Err(StorageError {
+            field: bandwidth.0,
+            message: format!(
+                "the storage needs {} or {} (or transfer_time for both directions)",
+                bandwidth.0, time.0
+            ),
+        }),
+    }
+}
+
+impl TryFrom<StorageSpec> for Storage {
+    type Error = StorageError;
+    fn try_from(spec: StorageSpec) -> Result<Storage, StorageError> {
+        let (write_time, read_time) = match spec.transfer_time {
+            None => (
+                ("write_time", spec.write_time),
+                ("read_time", spec.read_time),
+            ),
+            Some(_) if spec.write_time.is_some() || spec.read_time.is_some() => {
+                return Err(StorageError {
+                    field: "transfer_time",
+                    message: "give transfer_time or write_time/read_time, not both".into(),
+                })
+            }
+            Some(t) => (("transfer_time", Some(t)), ("transfer_time", Some(t))),
+        };
+        Ok(Storage {
+            write: direction(("write_bandwidth", spec.write_bandwidth), write_time)?,
+            read: direction(("read_bandwidth", spec.read_bandwidth), read_time)?,
+        })
+    }
+}
+
+impl From<Storage> for StorageSpec {
+    fn from(storage: Storage) -> StorageSpec {
+        let mut spec = StorageSpec::default();
+        match storage.write {
+            TransferRate::Bandwidth(b) => spec.write_bandwidth = Some(b),
+            TransferRate::PerCopy(t) => spec.write_time = Some(t),
+        }
+        match storage.read {
+            TransferRate::Bandwidth(b) => spec.read_bandwidth = Some(b),
+            TransferRate::PerCopy(t) => spec.read_time = Some(t),
+        }
+        spec
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<Storage, String> {
+        serde_json::from_str::<Storage>(json).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_form_parses_and_round_trips() {
+        let s = parse(r#"{"write_bandwidth": 4, "read_time": 2.5}"#).unwrap();
+        assert_eq!(s.write.time(10), 2.5);
+        assert_eq!(s.read.time(1 << 30), 2.5);
+        let back: Storage = serde_json::from_value(serde_json::to_value(s).unwrap()).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(
+            parse(r#"{"transfer_time": 8}"#).unwrap(),
+            Storage::per_copy(8.0).unwrap()
+        );
+    }
+
+    #[test]
+    fn bad_storage_names_the_field() {
+        for (json, field) in [
+            (
+                r#"{"write_bandwidth": 0, "read_time": 1}"#,
+                "write_bandwidth",
+            ),
+            (r#"{"write_time": -1, "read_time": 1}"#, "write_time"),
+            (r#"{"write_time": 1}"#, "read_bandwidth"),
+            (
+                r#"{"write_time": 1, "write_bandwidth": 1, "read_time": 1}"#,
+                "write_bandwidth",
+            ),
+            (r#"{"transfer_time": 1, "read_time": 1}"#, "transfer_time"),
+        ] {
+            let e = parse(json).unwrap_err();
+            assert!(e.contains(&format!("storage.{field}")), "{json}: {e}");
+        }
+        assert!(parse(r#"{"transfer_time": 1, "latency": 3}"#)
+            .unwrap_err()
+            .contains("latency"));
+    }
+}
+
+#[cfg(test)]
+mod load_tests {
+    use crate::graph::load::{parse_graph, Format};
+
+    #[test]
+    fn a_graph_file_carries_its_storage() {
+        let g = parse_graph(
+            r#"{"nodes": [{"id": "a", "cost": 1, "memory": 4}],
+                "storage": {"write_bandwidth": 2, "read_bandwidth": 4}}"#,
+            Format::Auto,
+        )
+        .unwrap();
+        let storage = g.storage().unwrap();
+        assert_eq!((storage.write.time(4), storage.read.time(4)), (2.0, 1.0));
+        let e = parse_graph(
+            r#"{"nodes": [{"id": "a", "cost": 1, "memory": 4}], "storage": {"read_time": 1}}"#,
+            Format::Auto,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("storage.write_bandwidth"), "{e}");
+    }
+}
