@@ -552,6 +552,34 @@ mod tests {
     }
 
     #[test]
+    fn start_point_counts_memory_like_the_model() {
+        // Checkpoint-all on linear-4 peaks at its checkpoint-all peak in the MILP's U
+        // too: a start at that budget, none one byte below.
+        let g = linear(4);
+        let peak = checkpoint_all_peak(&g);
+        let options = SolveOptions::default();
+        let at = |budget| {
+            let instance = Instance { graph: &g, budget };
+            let model = StageModel::build(&instance);
+            let keep_all = best_baseline(
+                &Instance {
+                    graph: &g,
+                    budget: peak,
+                },
+                &options,
+            )
+            .unwrap()
+            .unwrap();
+            assert_eq!(keep_all.cost, g.total_cost());
+            let stages = without_spurious(&g, keep_all.stages().clone());
+            model.point(&g, &stages)
+        };
+        let x = at(peak).expect("checkpoint-all is a point at its peak");
+        assert!(x.iter().all(|v| (0.0..=peak as f64).contains(v)));
+        assert!(at(peak - 1).is_none());
+    }
+
+    #[test]
     fn horizons_of_a_fork() {
         // 0 -> 1, 0 -> 2: node 1 is a sink before 2.
         let g = crate::graph::Graph::new(crate::graph::GraphSpec {
