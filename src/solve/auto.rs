@@ -3,7 +3,7 @@
 //!
 //! * Graphs of at most [`MAX_NODES`] nodes: the exhaustive oracle (the global optimum).
 //! * Larger graphs: the Checkmate MILP (`milp`), which first solves the LP relaxation and
-//!   rounds it (at most a third of the time limit), then runs branch and bound from the
+//!   rounds it (at most half of the time limit), then runs branch and bound from the
 //!   best verified schedule for the rest. It returns the cheapest verified schedule with
 //!   the best proven lower bound. Without a caller's time limit it stops after
 //!   [`DEFAULT_TIME_LIMIT`] (use `milp` to run to optimality).

@@ -47,7 +47,7 @@ impl Solver for Milp {
     }
 }
 
-/// Solves the MILP: first the LP relaxation and its rounding (at most a third of the time
+/// Solves the MILP: first the LP relaxation and its rounding (at most half of the time
 /// limit), which give the lower bound and a verified start (the best baseline when no
 /// rounding fits); then branch and bound from that start for the rest of the time. Returns
 /// the cheaper of the start and HiGHS's incumbent.
@@ -61,7 +61,7 @@ pub(crate) fn solve_milp(
     let began = Instant::now();
     let graph = instance.graph;
     let mut rounding_options = options.clone();
-    rounding_options.time_limit = options.time_limit.map(|d| d / 3);
+    rounding_options.time_limit = options.time_limit.map(|d| d / 2);
     let (start, lp_bound) =
         match solve_rounding(instance, &rounding_options, NAME, Scope::OptimalForOrder)? {
             Outcome::Plan(plan) => (Candidate::from_plan(graph, &plan), plan.lower_bound),
