@@ -104,6 +104,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the HTTP/JSON API (see api/openapi.yaml).
+    Serve(crate::service::Config),
 }
 
 #[derive(Subcommand, Debug)]
@@ -184,6 +186,7 @@ fn resolve_budget(text: &str, graph: &Graph) -> Result<u64, CliError> {
 
 fn execute(command: Command) -> Result<i32, CliError> {
     match command {
+        Command::Serve(config) => Ok(crate::service::run(config)),
         Command::Inspect { graph, json } => inspect(&load(&graph)?, json),
         Command::Solve {
             graph,
