@@ -4,6 +4,7 @@
 //! the budget (infeasible, or none found in time); 2 bad input (graph, budget, schedule,
 //! solver name, unsupported graph); 3 an internal error.
 
+mod batch;
 mod output;
 
 pub use output::write_atomic;
@@ -106,6 +107,8 @@ enum Command {
     },
     /// Serve the HTTP/JSON API (see api/openapi.yaml).
     Serve(crate::service::Config),
+    /// Solve many graphs at several budgets, one result file each, with summaries.
+    Batch(batch::BatchArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -187,6 +190,7 @@ fn resolve_budget(text: &str, graph: &Graph) -> Result<u64, CliError> {
 fn execute(command: Command) -> Result<i32, CliError> {
     match command {
         Command::Serve(config) => Ok(crate::service::run(config)),
+        Command::Batch(args) => batch::run(args),
         Command::Inspect { graph, json } => inspect(&load(&graph)?, json),
         Command::Solve {
             graph,
