@@ -212,10 +212,9 @@ async fn every_error_class_is_a_problem_document() {
     server.stop().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_queue_answers_503_with_retry_after() {
-    let _turn = LONG_SOLVES.lock().await;
-    let server = Server::start(config(1, 0)).await;
+/// Sends a solve that runs for seconds on a raw connection and waits until a worker runs
+/// it. Dropping the stream disconnects.
+async fn start_long_solve(server: &Server) -> TcpStream {
     let long = json!({"graph": long_graph(6_000), "budget": "70%", "solver": "chen-greedy"});
     let mut stream = TcpStream::connect(server.addr).await.unwrap();
     send(
@@ -228,6 +227,14 @@ async fn a_full_queue_answers_503_with_retry_after() {
     server
         .wait_metric("remat_workers_busy", 1.0, Duration::from_secs(30))
         .await;
+    stream
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_answers_503_with_retry_after() {
+    let _turn = LONG_SOLVES.lock().await;
+    let server = Server::start(config(1, 0)).await;
+    let stream = start_long_solve(&server).await;
     let refused = server
         .post("/v1/solve", &json!({"graph": linear5(), "budget": "80%"}))
         .await;
@@ -248,18 +255,7 @@ async fn a_full_queue_answers_503_with_retry_after() {
 async fn a_disconnect_cancels_the_solve_and_frees_the_worker_within_a_second() {
     let _turn = LONG_SOLVES.lock().await;
     let server = Server::start(config(1, 2)).await;
-    let long = json!({"graph": long_graph(6_000), "budget": "70%", "solver": "chen-greedy"});
-    let mut stream = TcpStream::connect(server.addr).await.unwrap();
-    send(
-        &mut stream,
-        "POST",
-        "/v1/solve",
-        Some(long.to_string().as_bytes()),
-    )
-    .await;
-    server
-        .wait_metric("remat_workers_busy", 1.0, Duration::from_secs(30))
-        .await;
+    let stream = start_long_solve(&server).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop(stream);
     let freed = server

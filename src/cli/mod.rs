@@ -12,7 +12,7 @@ pub use output::write_atomic;
 use crate::budget::{human_bytes, Budget};
 use crate::graph::generate;
 use crate::graph::load::{load_graph, Format};
-use crate::graph::{Graph, NodeKind};
+use crate::graph::Graph;
 use crate::schedule::{simulate, ScheduleJson};
 use crate::solve::{
     self, checkpoint_all_peak, Instance, SolveError, SolveOptions, SolveResult, Status,
@@ -328,49 +328,29 @@ fn solve_with_progress(
 }
 
 fn inspect(g: &Graph, json: bool) -> Result<i32, CliError> {
-    let peak = checkpoint_all_peak(g);
-    let (min_budget, widest) = g.min_feasible_budget();
-    let count = |k: NodeKind| g.nodes().iter().filter(|n| n.kind == Some(k)).count();
-    let report = json!({
-        "name": g.name(),
-        "nodes": g.len(),
-        "edges": g.edge_count(),
-        "kinds": {"forward": count(NodeKind::Forward), "loss": count(NodeKind::Loss), "backward": count(NodeKind::Backward)},
-        "total_cost": g.total_cost(),
-        "cost_unit": g.cost_unit(),
-        "fixed_memory": g.fixed_memory(),
-        "checkpoint_all_peak": peak,
-        "min_feasible_budget": min_budget,
-        "min_feasible_budget_node": g.id(widest),
-    });
+    let r = solve::report(g);
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&report).expect("reports serialise")
+            serde_json::to_string_pretty(&r).expect("reports serialise")
         );
         return Ok(0);
     }
     println!("graph                {}", g.name().unwrap_or("(unnamed)"));
-    println!(
-        "nodes                {} ({} edges)",
-        g.len(),
-        g.edge_count()
-    );
+    println!("nodes                {} ({} edges)", r.nodes, r.edges);
     if g.has_kinds() {
         println!(
             "kinds                {} forward, {} loss, {} backward",
-            count(NodeKind::Forward),
-            count(NodeKind::Loss),
-            count(NodeKind::Backward)
+            r.kinds.forward, r.kinds.loss, r.kinds.backward
         );
     }
-    println!("total cost           {}{}", g.total_cost(), unit(g));
-    println!("fixed memory         {}", bytes(g.fixed_memory()));
-    println!("checkpoint-all peak  {}", bytes(peak));
+    println!("total cost           {}{}", r.total_cost, unit(g));
+    println!("fixed memory         {}", bytes(r.fixed_memory));
+    println!("checkpoint-all peak  {}", bytes(r.checkpoint_all_peak));
     println!(
         "lower bound          {} (computing '{}' with its inputs)",
-        bytes(min_budget),
-        g.id(widest)
+        bytes(r.min_feasible_budget),
+        r.min_feasible_budget_node
     );
     Ok(0)
 }

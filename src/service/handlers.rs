@@ -12,7 +12,7 @@ use super::problem::{ApiProblem, Kind};
 use super::AppState;
 use crate::budget::Budget;
 use crate::graph::load::{graph_from_value, Format};
-use crate::graph::{Graph, NodeKind};
+use crate::graph::Graph;
 use crate::schedule::{simulate, ScheduleJson};
 use crate::solve::{
     self, checkpoint_all_peak, Instance, SolveError, SolveOptions, SolveResult, Status,
@@ -58,9 +58,9 @@ impl Body {
         })?;
         match value {
             Value::Object(map) => Ok(Body(map)),
-            other => Err(ApiProblem::new(
+            _ => Err(ApiProblem::new(
                 Kind::InvalidRequest,
-                format!("the body must be a JSON object, got {}", type_name(&other)),
+                "the body must be a JSON object with a `graph` field",
             )),
         }
     }
@@ -108,17 +108,6 @@ impl Body {
                     .with_field(k.clone()),
             ),
         }
-    }
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
@@ -489,25 +478,9 @@ pub async fn simulate_schedule(
 /// `POST /v1/inspect`: size, cost and memory bounds of a graph.
 pub async fn inspect(State(_state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
     let mut body = Body::parse(bytes)?;
-    let g = body.graph()?;
+    let graph = body.graph()?;
     body.finish()?;
-    let (min_budget, widest) = g.min_feasible_budget();
-    let count = |k: NodeKind| g.nodes().iter().filter(|n| n.kind == Some(k)).count();
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({
-            "name": g.name(),
-            "nodes": g.len(),
-            "edges": g.edge_count(),
-            "kinds": {"forward": count(NodeKind::Forward), "loss": count(NodeKind::Loss), "backward": count(NodeKind::Backward)},
-            "total_cost": g.total_cost(),
-            "cost_unit": g.cost_unit(),
-            "fixed_memory": g.fixed_memory(),
-            "checkpoint_all_peak": checkpoint_all_peak(&g),
-            "min_feasible_budget": min_budget,
-            "min_feasible_budget_node": g.id(widest),
-        }),
-    ))
+    Ok(json_response(StatusCode::OK, &solve::report(&graph)))
 }
 
 /// `GET /v1/solvers`.

@@ -13,9 +13,11 @@ mod auto;
 mod baseline;
 mod chen;
 mod exhaustive;
+mod report;
 mod result;
 
 pub use baseline::{checkpoint_all, checkpoint_all_peak};
+pub use report::{report, GraphReport, KindCounts};
 pub use result::{SolveResult, Status};
 
 use crate::graph::Graph;

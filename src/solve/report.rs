@@ -1,0 +1,52 @@
+//! What `remat inspect` and `POST /v1/inspect` report of a graph: its size and costs, and
+//! the two memory figures every useful budget lies between: the trivial lower bound
+//! `K + max_v (s_v + Σ_{u ∈ inputs(v)} s_u)` (`Graph::min_feasible_budget`) and the peak
+//! of checkpoint-all (no recomputation), the 100% of percentage budgets.
+
+use super::checkpoint_all_peak;
+use crate::graph::{Graph, NodeKind};
+use serde::Serialize;
+
+/// Nodes per kind (0 each for graphs that do not say).
+#[derive(Clone, Debug, Serialize)]
+pub struct KindCounts {
+    pub forward: usize,
+    pub loss: usize,
+    pub backward: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GraphReport {
+    pub name: Option<String>,
+    pub nodes: usize,
+    pub edges: usize,
+    pub kinds: KindCounts,
+    pub total_cost: f64,
+    pub cost_unit: Option<String>,
+    pub fixed_memory: u64,
+    pub checkpoint_all_peak: u64,
+    pub min_feasible_budget: u64,
+    /// The node whose computation needs `min_feasible_budget`.
+    pub min_feasible_budget_node: String,
+}
+
+pub fn report(g: &Graph) -> GraphReport {
+    let (min_budget, widest) = g.min_feasible_budget();
+    let count = |k: NodeKind| g.nodes().iter().filter(|n| n.kind == Some(k)).count();
+    GraphReport {
+        name: g.name().map(str::to_string),
+        nodes: g.len(),
+        edges: g.edge_count(),
+        kinds: KindCounts {
+            forward: count(NodeKind::Forward),
+            loss: count(NodeKind::Loss),
+            backward: count(NodeKind::Backward),
+        },
+        total_cost: g.total_cost(),
+        cost_unit: g.cost_unit().map(str::to_string),
+        fixed_memory: g.fixed_memory(),
+        checkpoint_all_peak: checkpoint_all_peak(g),
+        min_feasible_budget: min_budget,
+        min_feasible_budget_node: g.id(widest).to_string(),
+    }
+}
