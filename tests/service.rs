@@ -155,38 +155,51 @@ async fn every_error_class_is_a_problem_document() {
     );
     assert_eq!(p.json()["status"], "infeasible");
 
-    let p = server
-        .post(
-            "/v1/solve",
-            &json!({"graph": linear5(), "budget": "80%", "solver": "magic"}),
-        )
-        .await
-        .assert_problem(422, "invalid-solver");
-    assert_eq!(p["field"], "solver");
-
-    let p = server
-        .post(
-            "/v1/solve",
-            &json!({"graph": linear5(), "budget": "80%", "time_limt_s": 3}),
-        )
+    // (body, problem type, the field it names)
+    let cases = [
+        (
+            json!({"graph": linear5(), "budget": "80%", "solver": "magic"}),
+            "invalid-solver",
+            "solver",
+        ),
+        (
+            json!({"graph": linear5(), "budget": "80%", "time_limt_s": 3}),
+            "invalid-request",
+            "time_limt_s",
+        ),
+        (json!({"graph": linear5()}), "invalid-request", "budget"),
+        (
+            json!({"graph": linear5(), "budget": "80%", "time_limit_s": -1}),
+            "invalid-request",
+            "time_limit_s",
+        ),
+        (
+            json!({"graph": linear5(), "budget": "80%", "seed": "x"}),
+            "invalid-request",
+            "seed",
+        ),
+        (
+            json!({"graph": linear5(), "budget": "80%", "format": "yaml"}),
+            "invalid-request",
+            "format",
+        ),
+        (json!({"budget": "80%"}), "invalid-request", "graph"),
+        (
+            json!({"graph": [], "budget": "80%"}),
+            "invalid-graph",
+            "graph",
+        ),
+    ];
+    for (body, slug, field) in cases {
+        let p = server
+            .post("/v1/solve", &body)
+            .await
+            .assert_problem(422, slug);
+        assert_eq!(p["field"], field, "{body}");
+    }
+    request(server.addr, "POST", "/v1/solve", Some(b"[1, 2]"))
         .await
         .assert_problem(422, "invalid-request");
-    assert_eq!(p["field"], "time_limt_s");
-
-    let p = server
-        .post("/v1/solve", &json!({"graph": linear5()}))
-        .await
-        .assert_problem(422, "invalid-request");
-    assert_eq!(p["field"], "budget");
-
-    let p = server
-        .post(
-            "/v1/solve",
-            &json!({"graph": linear5(), "budget": "80%", "time_limit_s": -1}),
-        )
-        .await
-        .assert_problem(422, "invalid-request");
-    assert_eq!(p["field"], "time_limit_s");
 
     let p = server
         .post(
