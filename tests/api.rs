@@ -3,9 +3,9 @@
 //! with the documented status and a body that matches both the saved response and the
 //! contract's schema.
 
-mod common;
+mod server;
 
-use common::{config, request, Server};
+use server::{config, request, Server};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

@@ -14,9 +14,9 @@
 //! 200 or 503 (overload) and that the server's resident memory stays bounded, and prints
 //! throughput, latency percentiles and memory.
 
-mod common;
+mod server;
 
-use common::{fixture, request};
+use server::{fixture, request};
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use std::collections::BTreeMap;

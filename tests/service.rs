@@ -1,9 +1,9 @@
 //! The real server on a loopback port, exercised over HTTP: every endpoint, every error
 //! class, the queue, cancellation, the cache and graceful shutdown.
 
-mod common;
+mod server;
 
-use common::{config, fixture, long_graph, receive, request, send, Server};
+use server::{config, fixture, long_graph, receive, request, send, Server};
 use remat::graph::load::{graph_from_value, Format};
 use remat::solve::{self, checkpoint_all_peak, Instance, SolveOptions};
 use serde_json::{json, Value};
@@ -227,8 +227,8 @@ async fn every_error_class_is_a_problem_document() {
 
 /// Sends a solve that runs for seconds on a raw connection and waits until a worker runs
 /// it. Dropping the stream disconnects.
-async fn start_long_solve(server: &Server) -> TcpStream {
-    let long = json!({"graph": long_graph(6_000), "budget": "70%", "solver": "chen-greedy"});
+async fn start_long_solve(server: &Server, nodes: usize) -> TcpStream {
+    let long = json!({"graph": long_graph(nodes), "budget": "70%", "solver": "chen-greedy"});
     let mut stream = TcpStream::connect(server.addr).await.unwrap();
     send(
         &mut stream,
@@ -247,7 +247,7 @@ async fn start_long_solve(server: &Server) -> TcpStream {
 async fn a_full_queue_answers_503_with_retry_after() {
     let _turn = LONG_SOLVES.lock().await;
     let server = Server::start(config(1, 0)).await;
-    let stream = start_long_solve(&server).await;
+    let stream = start_long_solve(&server, 6_000).await;
     let refused = server
         .post("/v1/solve", &json!({"graph": linear5(), "budget": "80%"}))
         .await;
@@ -268,7 +268,7 @@ async fn a_full_queue_answers_503_with_retry_after() {
 async fn a_disconnect_cancels_the_solve_and_frees_the_worker_within_a_second() {
     let _turn = LONG_SOLVES.lock().await;
     let server = Server::start(config(1, 2)).await;
-    let stream = start_long_solve(&server).await;
+    let stream = start_long_solve(&server, 6_000).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop(stream);
     let freed = server
@@ -428,28 +428,14 @@ async fn graceful_shutdown_finishes_the_solve_in_flight() {
     let _turn = LONG_SOLVES.lock().await;
     let mut server = Server::start(config(1, 1)).await;
     let addr = server.addr;
-    let long = json!({"graph": long_graph(2_000), "budget": "70%", "solver": "chen-greedy"});
-    let in_flight = tokio::spawn(async move {
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        send(
-            &mut stream,
-            "POST",
-            "/v1/solve",
-            Some(long.to_string().as_bytes()),
-        )
-        .await;
-        receive(&mut stream).await
-    });
-    server
-        .wait_metric("remat_workers_busy", 1.0, Duration::from_secs(30))
-        .await;
+    let mut in_flight = start_long_solve(&server, 2_000).await;
     server.signal_shutdown();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(
         TcpStream::connect(addr).await.is_err(),
         "no new connections while draining"
     );
-    let reply = in_flight.await.unwrap();
+    let reply = receive(&mut in_flight).await;
     assert_eq!(
         reply.status,
         200,
