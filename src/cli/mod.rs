@@ -344,7 +344,7 @@ fn inspect(g: &Graph, json: bool) -> Result<i32, CliError> {
             r.kinds.forward, r.kinds.loss, r.kinds.backward
         );
     }
-    println!("total cost           {}{}", r.total_cost, unit(g));
+    println!("total cost           {}{}", num(r.total_cost), unit(g));
     println!("fixed memory         {}", bytes(r.fixed_memory));
     println!("checkpoint-all peak  {}", bytes(r.checkpoint_all_peak));
     println!(
@@ -353,6 +353,16 @@ fn inspect(g: &Graph, json: bool) -> Result<i32, CliError> {
         r.min_feasible_budget_node
     );
     Ok(0)
+}
+
+/// A cost for people: integers as integers, else up to four decimals.
+fn num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        let s = format!("{x:.4}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
 }
 
 fn unit(g: &Graph) -> String {
@@ -397,10 +407,10 @@ fn print_result(g: &Graph, r: &SolveResult) {
     if let Some(s) = &r.stats {
         println!(
             "cost       {}{} (no recomputation: {}, recompute +{}, overhead {:.3}x)",
-            s.total_cost,
+            num(s.total_cost),
             unit(g),
-            g.total_cost(),
-            s.recompute_cost,
+            num(g.total_cost()),
+            num(s.recompute_cost),
             s.overhead
         );
         println!(
@@ -441,7 +451,7 @@ fn print_result(g: &Graph, r: &SolveResult) {
             .gap
             .map(|g| format!(" (gap {:.2}%)", 100.0 * g))
             .unwrap_or_default();
-        println!("bound      {lb}{gap}");
+        println!("bound      {}{gap}", num(lb));
     }
     if let Some(m) = &r.message {
         println!("note       {m}");
@@ -520,9 +530,9 @@ fn simulate_file(
         println!("valid      {} events", schedule.events.len());
         println!(
             "cost       {}{} (recompute +{}, overhead {:.3}x)",
-            stats.total_cost,
+            num(stats.total_cost),
             unit(g),
-            stats.recompute_cost,
+            num(stats.recompute_cost),
             stats.overhead
         );
         println!(

@@ -141,6 +141,33 @@ impl At<'_> {
             None => Problem::at_index(kind, self.index, field, message),
         }
     }
+
+    /// The first of the field `names` present in `obj`, parsed; a missing or bad field
+    /// is recorded (as `kind` when bad) and read as the default.
+    fn required<T: Default>(
+        &self,
+        obj: &Map<String, Value>,
+        names: &[&'static str],
+        kind: ProblemKind,
+        parse: fn(&Value) -> Result<T, String>,
+        problems: &mut Vec<Problem>,
+    ) -> T {
+        match names.iter().find_map(|&n| obj.get(n).map(|v| (n, v))) {
+            Some((name, v)) => parse(v).unwrap_or_else(|m| {
+                problems.push(self.problem(kind, name, m));
+                T::default()
+            }),
+            None => {
+                let listed: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+                problems.push(self.problem(
+                    ProblemKind::MissingField,
+                    names[0],
+                    format!("the node has no {}", listed.join(" or ")),
+                ));
+                T::default()
+            }
+        }
+    }
 }
 
 fn nodes_array<'a>(root: &'a Map<String, Value>, problems: &mut Vec<Problem>) -> &'a [Value] {
@@ -172,6 +199,26 @@ fn nodes_array<'a>(root: &'a Map<String, Value>, problems: &mut Vec<Problem>) ->
             &[]
         }
     }
+}
+
+/// The node objects with their positions; a node that is not an object is a problem.
+fn node_objects<'a>(
+    root: &'a Map<String, Value>,
+    problems: &mut Vec<Problem>,
+) -> Vec<(usize, &'a Map<String, Value>)> {
+    let mut objects = Vec::new();
+    for (index, value) in nodes_array(root, problems).iter().enumerate() {
+        match value.as_object() {
+            Some(obj) => objects.push((index, obj)),
+            None => problems.push(Problem::at_index(
+                ProblemKind::InvalidField,
+                index,
+                "nodes",
+                format!("a node must be an object, got {}", type_name(value)),
+            )),
+        }
+    }
+    objects
 }
 
 /// An id given as a string or an integer.
@@ -266,16 +313,7 @@ fn graph_fields(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> Graph
 
 fn native_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> GraphSpec {
     let mut spec = graph_fields(root, problems);
-    for (index, value) in nodes_array(root, problems).iter().enumerate() {
-        let Some(obj) = value.as_object() else {
-            problems.push(Problem::at_index(
-                ProblemKind::InvalidField,
-                index,
-                "nodes",
-                format!("a node must be an object, got {}", type_name(value)),
-            ));
-            continue;
-        };
+    for (index, obj) in node_objects(root, problems) {
         let id = obj.get("id").and_then(id_of);
         let at = At {
             id: id.as_deref(),
@@ -294,34 +332,14 @@ fn native_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> GraphS
             };
             problems.push(at.problem(kind, "id", msg));
         }
-        let cost = match obj.get("cost") {
-            None => {
-                problems.push(at.problem(
-                    ProblemKind::MissingField,
-                    "cost",
-                    "the node has no `cost`".into(),
-                ));
-                0.0
-            }
-            Some(v) => cost_of(v).unwrap_or_else(|m| {
-                problems.push(at.problem(ProblemKind::InvalidCost, "cost", m));
-                0.0
-            }),
-        };
-        let memory = match obj.get("memory") {
-            None => {
-                problems.push(at.problem(
-                    ProblemKind::MissingField,
-                    "memory",
-                    "the node has no `memory`".into(),
-                ));
-                0
-            }
-            Some(v) => bytes_of(v).unwrap_or_else(|m| {
-                problems.push(at.problem(ProblemKind::InvalidMemory, "memory", m));
-                0
-            }),
-        };
+        let cost = at.required(obj, &["cost"], ProblemKind::InvalidCost, cost_of, problems);
+        let memory = at.required(
+            obj,
+            &["memory"],
+            ProblemKind::InvalidMemory,
+            bytes_of,
+            problems,
+        );
         let mut inputs = Vec::new();
         match obj.get("inputs") {
             None | Some(Value::Null) => {}
@@ -385,16 +403,7 @@ fn node_link_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> Gra
         spec.name = Some(name.to_string());
     }
     let mut backward_flags: Vec<Option<bool>> = Vec::new();
-    for (index, value) in nodes_array(root, problems).iter().enumerate() {
-        let Some(obj) = value.as_object() else {
-            problems.push(Problem::at_index(
-                ProblemKind::InvalidField,
-                index,
-                "nodes",
-                format!("a node must be an object, got {}", type_name(value)),
-            ));
-            continue;
-        };
+    for (index, obj) in node_objects(root, problems) {
         let (key_field, key) = match obj.get("id") {
             Some(v) => ("id", id_of(v)),
             None => ("name", obj.get("name").and_then(id_of)),
@@ -412,35 +421,20 @@ fn node_link_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> Gra
             id: Some(&key),
             index,
         };
-        let field = |names: &[&'static str]| names.iter().find_map(|&n| obj.get(n).map(|v| (n, v)));
-        let cost = match field(&["cost_cpu", "duration", "cost"]) {
-            Some((name, v)) => cost_of(v).unwrap_or_else(|m| {
-                problems.push(at.problem(ProblemKind::InvalidCost, name, m));
-                0.0
-            }),
-            None => {
-                problems.push(at.problem(
-                    ProblemKind::MissingField,
-                    "cost_cpu",
-                    "the node has no cost (`cost_cpu` or `duration`)".into(),
-                ));
-                0.0
-            }
-        };
-        let memory = match field(&["cost_ram", "out_cost", "memory"]) {
-            Some((name, v)) => bytes_of(v).unwrap_or_else(|m| {
-                problems.push(at.problem(ProblemKind::InvalidMemory, name, m));
-                0
-            }),
-            None => {
-                problems.push(at.problem(
-                    ProblemKind::MissingField,
-                    "cost_ram",
-                    "the node has no output size (`cost_ram` or `out_cost`)".into(),
-                ));
-                0
-            }
-        };
+        let cost = at.required(
+            obj,
+            &["cost_cpu", "duration"],
+            ProblemKind::InvalidCost,
+            cost_of,
+            problems,
+        );
+        let memory = at.required(
+            obj,
+            &["cost_ram", "out_cost"],
+            ProblemKind::InvalidMemory,
+            bytes_of,
+            problems,
+        );
         if let Some(v) = obj.get("param_cost") {
             match bytes_of(v) {
                 Ok(b) => spec.fixed_memory = spec.fixed_memory.saturating_add(b),

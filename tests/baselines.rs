@@ -1,0 +1,135 @@
+//! Foundation acceptance: every baseline on every bundled and benchmark graph at 100%, 80%
+//! and 50% of the checkpoint-all peak returns a schedule within the budget (checked by the
+//! simulator) or `infeasible`; checkpoint-all costs exactly Σ c_v and peaks at the
+//! checkpoint-all peak that `remat inspect` reports.
+
+mod common;
+
+use remat::budget::Budget;
+use remat::schedule::{simulate, ScheduleJson};
+use remat::solve::{self, checkpoint_all_peak, Instance, SolveOptions, Status};
+use std::process::Command;
+
+const BASELINES: [&str; 4] = [
+    "checkpoint-all",
+    "chen-sqrt",
+    "chen-greedy",
+    "recompute-all",
+];
+
+#[test]
+fn every_baseline_fits_or_says_infeasible() {
+    let mut feasible = 0;
+    let mut infeasible = 0;
+    for path in common::all_graph_files() {
+        let graph = common::load(&path);
+        let peak = checkpoint_all_peak(&graph);
+        for fraction in [1.0, 0.8, 0.5] {
+            let budget = Budget::OfPeak(fraction).resolve(peak);
+            for solver in BASELINES {
+                let instance = Instance {
+                    graph: &graph,
+                    budget,
+                };
+                let r = solve::solve(&instance, solver, &SolveOptions::default()).unwrap();
+                let case = format!("{} at {fraction} with {solver}", path.display());
+                match r.status {
+                    Status::Feasible => {
+                        // Re-simulate the JSON the user gets, not the solver's internals.
+                        let json: ScheduleJson = r.schedule.clone().expect(&case);
+                        let stats =
+                            simulate(&graph, &json.resolve(&graph).expect(&case)).expect(&case);
+                        assert!(
+                            stats.peak_memory <= budget,
+                            "{case}: peak {} > {budget}",
+                            stats.peak_memory
+                        );
+                        assert_eq!(
+                            Some(stats.total_cost),
+                            r.stats.as_ref().map(|s| s.total_cost),
+                            "{case}"
+                        );
+                        feasible += 1;
+                    }
+                    Status::Infeasible => {
+                        assert!(r.schedule.is_none() && r.message.is_some(), "{case}");
+                        infeasible += 1;
+                    }
+                    other => panic!("{case}: status {other:?}: {:?}", r.message),
+                }
+            }
+        }
+    }
+    eprintln!("{feasible} feasible, {infeasible} infeasible");
+    assert!(feasible > 0 && infeasible > 0);
+}
+
+#[test]
+fn checkpoint_all_costs_the_sum_and_peaks_where_inspect_says() {
+    let binary = env!("CARGO_BIN_EXE_remat");
+    for path in common::all_graph_files() {
+        let graph = common::load(&path);
+        let out = Command::new(binary)
+            .arg("inspect")
+            .arg(&path)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let inspect_peak = report["checkpoint_all_peak"].as_u64().unwrap();
+        let r = solve::solve(
+            &Instance {
+                graph: &graph,
+                budget: inspect_peak,
+            },
+            "checkpoint-all",
+            &SolveOptions::default(),
+        )
+        .unwrap();
+        let stats = r
+            .stats
+            .unwrap_or_else(|| panic!("{}: {:?}", path.display(), r.message));
+        assert_eq!(stats.total_cost, graph.total_cost(), "{}", path.display());
+        assert_eq!(stats.recompute_cost, 0.0);
+        assert_eq!(stats.peak_memory, inspect_peak, "{}", path.display());
+    }
+}
+
+#[test]
+fn chen_recomputes_less_than_recompute_all_on_real_graphs() {
+    // A sanity ordering on the training graphs: at the checkpoint-all peak, Chen's
+    // schedules never cost more than keeping nothing.
+    for path in common::all_graph_files()
+        .iter()
+        .filter(|p| p.to_string_lossy().contains("train"))
+    {
+        let graph = common::load(path);
+        let budget = checkpoint_all_peak(&graph);
+        let cost = |s| {
+            solve::solve(
+                &Instance {
+                    graph: &graph,
+                    budget,
+                },
+                s,
+                &SolveOptions::default(),
+            )
+            .unwrap()
+            .stats
+            .map(|s| s.total_cost)
+        };
+        let (greedy, all) = (cost("chen-greedy"), cost("recompute-all"));
+        if let (Some(g), Some(a)) = (greedy, all) {
+            assert!(
+                g <= a,
+                "{}: chen-greedy {g} > recompute-all {a}",
+                path.display()
+            );
+        }
+    }
+}
