@@ -5,8 +5,8 @@
 
 mod server;
 
-use server::{config, request, Server};
 use serde_json::Value;
+use server::{config, request, Server};
 use std::path::{Path, PathBuf};
 
 fn api_dir() -> PathBuf {

@@ -16,9 +16,9 @@
 
 mod server;
 
-use server::{fixture, request};
 use rand::{Rng, SeedableRng};
 use serde_json::json;
+use server::{fixture, request};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -3,10 +3,10 @@
 
 mod server;
 
-use server::{config, fixture, long_graph, receive, request, send, Server};
 use remat::graph::load::{graph_from_value, Format};
 use remat::solve::{self, checkpoint_all_peak, Instance, SolveOptions};
 use serde_json::{json, Value};
+use server::{config, fixture, long_graph, receive, request, send, Server};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
@@ -70,7 +70,7 @@ async fn solve_matches_the_library_and_repeats_hit_the_cache() {
         .unwrap()
         .iter()
         .map(
-            |n| json!({"id": n["id"], "cost": n["cost"], "memory": n["memory"], "kind": n["kind"]}),
+            |n| json!({"id": n["id"], "cost_cpu": n["cost"], "cost_ram": n["memory"], "backward": n["kind"] != "forward"}),
         )
         .collect();
     let links: Vec<Value> = spec
