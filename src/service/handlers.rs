@@ -551,3 +551,50 @@ pub async fn method_not_allowed() -> ApiProblem {
         "this route does not take this method; see /openapi.json",
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::Config;
+
+    #[tokio::test]
+    async fn a_panicking_solve_is_a_500_for_that_request_and_the_pool_goes_on() {
+        let state = AppState::new(Config {
+            workers: 1,
+            queue: 0,
+            ..Config::default()
+        });
+        let flag = Arc::new(AtomicBool::new(false));
+        let err = state
+            .pool
+            .run(flag.clone(), || -> u32 { panic!("solver bug") })
+            .await
+            .unwrap_err();
+        let response = pool_problem(&state, "auto", err).into_response();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            super::super::PROBLEM_JSON
+        );
+        assert_eq!(state.pool.run(flag, || 1).await, Ok(1));
+        let text = state.metrics.render(&super::super::metrics::Gauges {
+            queue_depth: 0,
+            workers_busy: 0,
+            workers: 1,
+            jobs: 0,
+            cache_entries: 0,
+            cancelled: 0,
+        });
+        assert!(text.contains("remat_solves_total{solver=\"auto\",status=\"panic\"} 1"));
+    }
+
+    #[test]
+    fn a_handler_panic_becomes_a_problem_document() {
+        let response = super::super::panic_response(Box::new("oops"));
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            super::super::PROBLEM_JSON
+        );
+    }
+}

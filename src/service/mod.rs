@@ -26,7 +26,6 @@ pub use config::{Config, LogFormat};
 pub use problem::PROBLEM_JSON;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -136,12 +135,7 @@ async fn record_metrics(State(state): State<Arc<AppState>>, req: Request, next: 
 fn panic_response(payload: Box<dyn std::any::Any + Send + 'static>) -> Response {
     let message = pool::panic_message(payload.as_ref());
     tracing::error!(panic = %message, "a handler panicked");
-    let mut r = problem::ApiProblem::new(problem::Kind::Internal, format!("panic: {message}"))
-        .into_response();
-    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
-    r
+    problem::ApiProblem::new(problem::Kind::Internal, format!("panic: {message}")).into_response()
 }
 
 /// Serves on `listener` until `shutdown` resolves, then drains: no new connections,
