@@ -28,6 +28,9 @@ pub struct Config {
     /// Time limit of a solve in seconds: the default and the cap of `time_limit_s`.
     #[arg(long, env = "REMAT_TIME_LIMIT", default_value_t = 60.0, value_parser = parse_seconds)]
     pub time_limit: f64,
+    /// Threads one solve may use (solvers that use threads); unset lets each solver choose.
+    #[arg(long, env = "REMAT_SOLVER_THREADS")]
+    pub solver_threads: Option<u32>,
     /// Results kept in the cache (0 disables it).
     #[arg(long, env = "REMAT_CACHE", default_value_t = 256)]
     pub cache: usize,
@@ -56,6 +59,7 @@ impl Default for Config {
             workers: default_workers(),
             queue: 32,
             time_limit: 60.0,
+            solver_threads: None,
             cache: 256,
             max_jobs: 1024,
             job_ttl: 3600.0,

@@ -9,7 +9,7 @@ use super::cache::KeyParts;
 use super::jobs::{Cancelled, JobView};
 use super::pool::{CancelOnDrop, PoolError};
 use super::problem::{ApiProblem, Kind};
-use super::AppState;
+use super::{AppState, Config};
 use crate::budget::Budget;
 use crate::graph::load::{graph_from_value, Format};
 use crate::graph::Graph;
@@ -115,12 +115,14 @@ impl Body {
 struct Options {
     solver: String,
     time_limit: Duration,
+    threads: Option<u32>,
     mip_gap: Option<f64>,
     seed: u64,
 }
 
 impl Options {
-    fn read(body: &mut Body, cap: Duration) -> Result<Options, ApiProblem> {
+    fn read(body: &mut Body, config: &Config) -> Result<Options, ApiProblem> {
+        let cap = config.time_limit();
         let solver = body
             .optional::<String>("solver", Kind::InvalidSolver)?
             .unwrap_or_else(|| "auto".into());
@@ -148,6 +150,7 @@ impl Options {
         Ok(Options {
             solver,
             time_limit,
+            threads: config.solver_threads,
             mip_gap,
             seed,
         })
@@ -170,6 +173,7 @@ impl Options {
             time_limit: Some(self.time_limit),
             mip_gap: self.mip_gap,
             seed: self.seed,
+            threads: self.threads,
             cancel,
             ..SolveOptions::default()
         }
@@ -195,7 +199,7 @@ impl SolveRequest {
         let mut body = Body::parse(bytes)?;
         let graph = body.graph()?;
         let b: Budget = body.required("budget", Kind::InvalidBudget)?;
-        let options = Options::read(&mut body, state.config.time_limit())?;
+        let options = Options::read(&mut body, &state.config)?;
         body.finish()?;
         Ok(SolveRequest {
             budget: budget(b, &graph),
@@ -387,7 +391,7 @@ pub async fn sweep(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -
         )
         .with_field("budgets"));
     }
-    let options = Options::read(&mut body, state.config.time_limit())?;
+    let options = Options::read(&mut body, &state.config)?;
     body.finish()?;
     let cap = state.config.time_limit();
     let bytes: Vec<u64> = budgets.iter().map(|&b| budget(b, &graph)).collect();
@@ -555,7 +559,6 @@ pub async fn method_not_allowed() -> ApiProblem {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::Config;
 
     #[tokio::test]
     async fn a_panicking_solve_is_a_500_for_that_request_and_the_pool_goes_on() {
