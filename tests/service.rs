@@ -3,6 +3,7 @@
 
 mod server;
 
+use remat::budget::Budget;
 use remat::graph::load::{graph_from_value, Format};
 use remat::solve::{self, checkpoint_all_peak, Instance, SolveOptions};
 use serde_json::{json, Value};
@@ -34,16 +35,12 @@ async fn solve_matches_the_library_and_repeats_hit_the_cache() {
     let got = first.json();
 
     let graph = graph_from_value(&linear5(), Format::Auto).unwrap();
-    let budget = (0.7 * checkpoint_all_peak(&graph) as f64).floor() as u64;
-    let want = solve::solve(
-        &Instance {
-            graph: &graph,
-            budget,
-        },
-        "exhaustive",
-        &SolveOptions::default(),
-    )
-    .unwrap();
+    let budget = Budget::OfPeak(0.7).resolve(checkpoint_all_peak(&graph));
+    let instance = Instance {
+        graph: &graph,
+        budget,
+    };
+    let want = solve::solve(&instance, "exhaustive", &SolveOptions::default()).unwrap();
     let want = serde_json::to_value(&want).unwrap();
     for field in [
         "status",
