@@ -37,9 +37,9 @@ pub struct Cli {
 
 #[derive(clap::Args, Debug)]
 struct GraphArg {
-    /// A training graph: native JSON or networkx node-link JSON.
+    /// A training graph: native JSON, networkx node-link JSON or a chain (fw, bw, x, xbar).
     graph: PathBuf,
-    /// Input format: auto, native or node-link.
+    /// Input format: auto, native, node-link or chain.
     #[arg(long, default_value = "auto", value_parser = parse_format)]
     format: Format,
 }
@@ -352,6 +352,7 @@ fn inspect(g: &Graph, json: bool) -> Result<i32, CliError> {
         bytes(r.min_feasible_budget),
         r.min_feasible_budget_node
     );
+    println!("structure            {}", r.structure_detail);
     Ok(0)
 }
 

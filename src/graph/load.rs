@@ -32,6 +32,8 @@ pub enum Format {
     Auto,
     Native,
     NodeLink,
+    /// rotor's chain format (`fw`, `bw`, `x`, `xbar`; see [`super::chain`]).
+    Chain,
 }
 
 impl FromStr for Format {
@@ -41,8 +43,9 @@ impl FromStr for Format {
             "auto" => Ok(Format::Auto),
             "native" => Ok(Format::Native),
             "node-link" | "nodelink" | "networkx" => Ok(Format::NodeLink),
+            "chain" => Ok(Format::Chain),
             other => Err(format!(
-                "unknown graph format '{other}': expected auto, native or node-link"
+                "unknown graph format '{other}': expected auto, native, node-link or chain"
             )),
         }
     }
@@ -87,17 +90,23 @@ pub fn graph_from_value(value: &Value, format: Format) -> Result<Graph, GraphErr
         ))
     })?;
     let format = match format {
-        Format::Auto if root.contains_key("links") || root.contains_key("edges") => Format::NodeLink,
-        Format::Auto if root.contains_key("nodes") => Format::Native,
-        Format::Auto => {
-            return Err(GraphError::Format(
-                "expected a native graph (`nodes` with `cost`, `memory`, `inputs`) or a node-link graph \
-                 (`nodes` and `links`)"
-                    .into(),
-            ))
+        Format::Auto if root.contains_key("links") || root.contains_key("edges") => {
+            Format::NodeLink
         }
+        Format::Auto if root.contains_key("nodes") => Format::Native,
+        Format::Auto if root.contains_key("fw") && root.contains_key("bw") => Format::Chain,
+        Format::Auto => return Err(GraphError::Format(
+            "expected a native graph (`nodes` with `cost`, `memory`, `inputs`), a node-link graph \
+                 (`nodes` and `links`) or a chain (`fw`, `bw`, `x`, `xbar`)"
+                .into(),
+        )),
         f => f,
     };
+    if format == Format::Chain {
+        let spec: super::chain::ChainSpec = serde_json::from_value(value.clone())
+            .map_err(|e| GraphError::Format(format!("not a chain (fw, bw, x, xbar): {e}")))?;
+        return spec.to_graph();
+    }
     let mut problems = Vec::new();
     let spec = match format {
         Format::NodeLink => node_link_spec(root, &mut problems),

@@ -14,9 +14,11 @@
 //!
 //! This module knows nothing of schedules or solvers.
 
+pub mod chain;
 mod error;
 pub mod generate;
 pub mod load;
+pub mod structure;
 
 pub use error::{GraphError, Problem, ProblemKind};
 

@@ -11,10 +11,15 @@
 
 mod auto;
 mod baseline;
+pub mod bptt;
+pub mod chain_dp;
 mod chen;
 mod exhaustive;
+mod join_dp;
 mod report;
 mod result;
+pub mod revolve;
+pub mod structured;
 
 pub use baseline::{checkpoint_all, checkpoint_all_peak};
 pub use report::{report, GraphReport, KindCounts};
@@ -181,6 +186,13 @@ pub fn registry() -> &'static [&'static dyn Solver] {
         &baseline::RecomputeAll,
         &chen::ChenSqrt,
         &chen::ChenGreedy,
+        &revolve::Revolve,
+        &chain_dp::ChainDp,
+        &bptt::BpttHsm,
+        &bptt::BpttIsm,
+        &bptt::BpttMsm,
+        &chain_dp::EquivChain,
+        &join_dp::JoinDp,
     ];
     SOLVERS
 }

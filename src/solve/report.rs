@@ -28,11 +28,15 @@ pub struct GraphReport {
     pub min_feasible_budget: u64,
     /// The node whose computation needs `min_feasible_budget`.
     pub min_feasible_budget_node: String,
+    /// The graph's shape class (`crate::graph::structure`), which picks the exact solvers.
+    pub structure: &'static str,
+    pub structure_detail: String,
 }
 
 pub fn report(g: &Graph) -> GraphReport {
     let (min_budget, widest) = g.min_feasible_budget();
     let count = |k: NodeKind| g.nodes().iter().filter(|n| n.kind == Some(k)).count();
+    let structure = crate::graph::structure::detect(g);
     GraphReport {
         name: g.name().map(str::to_string),
         nodes: g.len(),
@@ -48,5 +52,7 @@ pub fn report(g: &Graph) -> GraphReport {
         checkpoint_all_peak: checkpoint_all_peak(g),
         min_feasible_budget: min_budget,
         min_feasible_budget_node: g.id(widest).to_string(),
+        structure: structure.class(),
+        structure_detail: structure.describe(g),
     }
 }

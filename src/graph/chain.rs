@@ -1,0 +1,191 @@
+//! The chain input format (rotor's, anchors §4) for users who think in stages, and its
+//! conversion to a training graph.
+//!
+//! ```json
+//! {"fw": [2, 3, 1], "bw": [4, 6, 1], "x": [8, 16, 4], "xbar": [16, 4, 4],
+//!  "ftmp": [0, 0, 0], "btmp": [0, 0, 0], "budget": 64}
+//! ```
+//!
+//! `L` stages `l = 0..L−1` and the loss at index `L`; every list has length `L + 1`.
+//! `fw[l]`, `bw[l]`: forward and backward cost of stage `l` (of the loss at `L`);
+//! `x[l]`: size of the input `a_l` of stage `l` (`x[L]` is the loss input, the last
+//! stage's output); `xbar[l]`: what stage `l` keeps for its backward when run with F_all
+//! (its output `a_{l+1}` and any saved intermediates; `xbar[L]` is the loss's);
+//! `ftmp`, `btmp` (optional): transient workspace; `budget` (optional): bytes.
+//!
+//! # Conversion (what each node is)
+//!
+//! * `a_0` is the chain input, provided from outside: it is not a node, and `x[0]` is
+//!   part of `fixed_memory`.
+//! * Stage `l < L` becomes forward op `f{l+1}` (cost `fw[l]`, output size
+//!   `max(x[l+1], xbar[l])`, reading `f{l}`) and backward op `g{l+1}` (cost `bw[l]`,
+//!   output `δ` of size `x[l]`, the gradient of the stage input) reading the gradient
+//!   `g{l+2}` (or the loss) and `f{l+1}`.
+//! * The loss becomes one node `loss` (cost `fw[L] + bw[L]`, output size `x[L]`, the
+//!   gradient of its input) reading `f{L}`.
+//!
+//! # Where the conversion is not exact
+//!
+//! * **F_all memory.** The graph model has one output per op, so what a stage keeps for
+//!   its backward (`xbar[l]`) is charged as the size of its output: a checkpoint of
+//!   `a_{l+1}` costs `max(x[l+1], xbar[l])` instead of `x[l+1]`. Exact when
+//!   `xbar[l] = x[l+1]`; otherwise every schedule is charged at least its true memory, so
+//!   a schedule that fits the converted graph fits the real chain.
+//! * **Workspace.** The model has no transient workspace; `max(ftmp, btmp)` over all
+//!   stages is added to `fixed_memory` (an over-approximation, never an under-one).
+//! * **Loss.** rotor runs the loss forward and backward as two ops; here they are one op,
+//!   so the loss input and the loss gradient are live together.
+
+use super::{Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind};
+use serde::{Deserialize, Serialize};
+
+/// A chain in rotor's format.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChainSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub fw: Vec<f64>,
+    pub bw: Vec<f64>,
+    pub x: Vec<u64>,
+    pub xbar: Vec<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ftmp: Option<Vec<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub btmp: Option<Vec<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<u64>,
+}
+
+impl ChainSpec {
+    /// Checks the lengths and values, naming every bad field.
+    pub fn validate(&self) -> Result<(), GraphError> {
+        let len = self.fw.len();
+        let mut problems = Vec::new();
+        if len < 2 {
+            problems.push(Problem::graph(
+                ProblemKind::InvalidField,
+                "fw",
+                format!(
+                    "a chain needs at least one stage and the loss (length >= 2), got length {len}"
+                ),
+            ));
+        }
+        let mut check_len = |field: &str, n: Option<usize>| {
+            if let Some(n) = n.filter(|&n| n != len) {
+                problems.push(Problem::graph(
+                    ProblemKind::InvalidField,
+                    field,
+                    format!("`{field}` has length {n}, but `fw` has length {len}"),
+                ));
+            }
+        };
+        check_len("bw", Some(self.bw.len()));
+        check_len("x", Some(self.x.len()));
+        check_len("xbar", Some(self.xbar.len()));
+        check_len("ftmp", self.ftmp.as_ref().map(Vec::len));
+        check_len("btmp", self.btmp.as_ref().map(Vec::len));
+        for (field, list) in [("fw", &self.fw), ("bw", &self.bw)] {
+            if let Some((i, c)) = list
+                .iter()
+                .enumerate()
+                .find(|(_, c)| !c.is_finite() || **c < 0.0)
+            {
+                problems.push(Problem::graph(
+                    ProblemKind::InvalidCost,
+                    field,
+                    format!("{field}[{i}] must be a finite number >= 0, got {c}"),
+                ));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(GraphError::Invalid(problems))
+        }
+    }
+
+    /// The training graph of this chain (see the module docs for the mapping).
+    pub fn to_graph(&self) -> Result<Graph, GraphError> {
+        self.validate()?;
+        let l = self.fw.len() - 1;
+        let tmp = |t: &Option<Vec<u64>>| {
+            t.as_ref()
+                .and_then(|t| t.iter().copied().max())
+                .unwrap_or(0)
+        };
+        let mut nodes = Vec::with_capacity(2 * l + 1);
+        for s in 0..l {
+            nodes.push(NodeSpec {
+                id: format!("f{}", s + 1),
+                cost: self.fw[s],
+                memory: self.x[s + 1].max(self.xbar[s]),
+                inputs: if s == 0 {
+                    vec![]
+                } else {
+                    vec![format!("f{s}")]
+                },
+                kind: Some(NodeKind::Forward),
+                op: None,
+            });
+        }
+        nodes.push(NodeSpec {
+            id: "loss".into(),
+            cost: self.fw[l] + self.bw[l],
+            memory: self.x[l],
+            inputs: vec![format!("f{l}")],
+            kind: Some(NodeKind::Loss),
+            op: None,
+        });
+        for s in (0..l).rev() {
+            let grad = if s + 1 == l {
+                "loss".to_string()
+            } else {
+                format!("g{}", s + 2)
+            };
+            nodes.push(NodeSpec {
+                id: format!("g{}", s + 1),
+                cost: self.bw[s],
+                memory: self.x[s],
+                inputs: vec![grad, format!("f{}", s + 1)],
+                kind: Some(NodeKind::Backward),
+                op: None,
+            });
+        }
+        Graph::new(GraphSpec {
+            name: self.name.clone(),
+            fixed_memory: self.x[0] + tmp(&self.ftmp).max(tmp(&self.btmp)),
+            cost_unit: None,
+            nodes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::structure::chain;
+
+    #[test]
+    fn converts_to_a_chain() {
+        let spec: ChainSpec = serde_json::from_str(
+            r#"{"fw": [2, 3, 1], "bw": [4, 6, 1], "x": [8, 16, 4], "xbar": [16, 20, 4], "btmp": [0, 5, 0]}"#,
+        )
+        .unwrap();
+        let g = spec.to_graph().unwrap();
+        assert_eq!(g.fixed_memory(), 8 + 5);
+        let c = chain(&g).unwrap();
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.stages[1].x, 20);
+        assert_eq!(c.stages[0].delta, 8);
+        assert_eq!(c.loss_cost, 2.0);
+    }
+
+    #[test]
+    fn names_bad_fields() {
+        let spec: ChainSpec =
+            serde_json::from_str(r#"{"fw": [2, -1], "bw": [4], "x": [8, 4], "xbar": [8, 4]}"#)
+                .unwrap();
+        let err = spec.to_graph().unwrap_err().to_string();
+        assert!(err.contains("bw") && err.contains("fw[1]"), "{err}");
+    }
+}

@@ -1,0 +1,553 @@
+//! Structure detection: is a training graph a *chain* or a *join graph*?
+//!
+//! * **Chain** (Checkmate's linear graph, a sequential network): forward ops
+//!   `F_1 → F_2 → … → F_L` in a line (`F_1` reads nothing, `F_j` reads exactly `F_{j−1}`),
+//!   the loss reading exactly `F_L`, and backward ops `G_L, …, G_1` in a line, where `G_j`
+//!   reads the gradient `δ_{j+1}` (the output of `G_{j+1}`; `δ_{L+1}` is the loss output)
+//!   and any of the stage's forward values `x_{j−1}` (its input; nothing for `j = 1`) and
+//!   `x_j` (its output), and nothing else.
+//! * **Join graph** (Beaumont et al. 2020, seed digest §3): `k >= 2` such chains
+//!   ("branches", possibly of different lengths) whose last outputs all meet in the one
+//!   loss, each with its own backward chain starting from the loss.
+//!
+//! Detection: the loss is the node of kind `loss` when the graph has kinds; without kinds
+//! it is the middle node when the graph has one source, else the first node (in solver
+//! order) that every source reaches. The forward part is the set of ancestors of the
+//! loss, the backward part the rest. When a pattern breaks, [`NotStructured`] names the
+//! node that breaks it and why.
+//!
+//! This module describes shape only; it knows nothing of the solvers that use it.
+
+use super::{Graph, NodeKind};
+use fixedbitset::FixedBitSet;
+use serde::Serialize;
+
+/// One stage `j` of a chain or branch: the forward op `F_j` and its backward op `G_j`,
+/// with their costs and output sizes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Stage {
+    /// Node index of `F_j`, whose output is `x_j`.
+    pub forward: usize,
+    /// Node index of `G_j`, whose output is `δ_j`.
+    pub backward: usize,
+    /// Cost of `F_j`.
+    pub fw: f64,
+    /// Cost of `G_j`.
+    pub bw: f64,
+    /// Size of `x_j`.
+    pub x: u64,
+    /// Size of `δ_j`.
+    pub delta: u64,
+    /// `G_j` reads `x_{j−1}` (always false for `j = 1`).
+    pub reads_input: bool,
+    /// `G_j` reads `x_j`.
+    pub reads_output: bool,
+}
+
+/// A chain training graph: stages `1..=L` (`stages[j−1]` is stage `j`) and the loss.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Chain {
+    pub stages: Vec<Stage>,
+    pub loss: usize,
+    pub loss_cost: f64,
+    /// Size of the loss output `δ_{L+1}`.
+    pub loss_size: u64,
+}
+
+impl Chain {
+    /// Number of stages `L`.
+    pub fn len(&self) -> usize {
+        self.stages.len()
+    }
+    /// Always false: a chain has at least one stage.
+    pub fn is_empty(&self) -> bool {
+        self.stages.is_empty()
+    }
+}
+
+/// A join graph: `k >= 2` branches whose last forward outputs meet in the loss. Each
+/// branch lists its stages as a [`Chain`] does; the loss fields are shared.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Join {
+    pub branches: Vec<Vec<Stage>>,
+    pub loss: usize,
+    pub loss_cost: f64,
+    pub loss_size: u64,
+}
+
+/// Why a graph is neither a chain nor a join graph.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NotStructured {
+    /// The node that breaks the pattern, when one does.
+    pub node: Option<String>,
+    pub reason: String,
+}
+
+impl std::fmt::Display for NotStructured {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.node {
+            Some(node) => write!(f, "node '{node}': {}", self.reason),
+            None => f.write_str(&self.reason),
+        }
+    }
+}
+
+/// The structure class of a training graph.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "class", rename_all = "lowercase")]
+pub enum Structure {
+    Chain(Chain),
+    Join(Join),
+    General(NotStructured),
+}
+
+impl Structure {
+    /// `"chain"`, `"join"` or `"general"`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Structure::Chain(_) => "chain",
+            Structure::Join(_) => "join",
+            Structure::General(_) => "general",
+        }
+    }
+
+    /// One line for `remat inspect`.
+    pub fn describe(&self, graph: &Graph) -> String {
+        match self {
+            Structure::Chain(c) => {
+                format!("chain of {} stages (loss '{}')", c.len(), graph.id(c.loss))
+            }
+            Structure::Join(j) => format!(
+                "join graph of {} branches of lengths {:?} (loss '{}')",
+                j.branches.len(),
+                j.branches.iter().map(Vec::len).collect::<Vec<_>>(),
+                graph.id(j.loss)
+            ),
+            Structure::General(n) => format!("general graph ({n})"),
+        }
+    }
+}
+
+/// Detects the structure class of `graph`.
+pub fn detect(graph: &Graph) -> Structure {
+    match detect_branches(graph) {
+        Ok((mut branches, loss)) => {
+            let (loss_cost, loss_size) = (graph.cost(loss), graph.memory(loss));
+            if branches.len() == 1 {
+                Structure::Chain(Chain {
+                    stages: branches.pop().expect("one branch"),
+                    loss,
+                    loss_cost,
+                    loss_size,
+                })
+            } else {
+                Structure::Join(Join {
+                    branches,
+                    loss,
+                    loss_cost,
+                    loss_size,
+                })
+            }
+        }
+        Err(e) => Structure::General(e),
+    }
+}
+
+/// The chain of `graph`, or why it is not one.
+pub fn chain(graph: &Graph) -> Result<Chain, NotStructured> {
+    match detect(graph) {
+        Structure::Chain(c) => Ok(c),
+        Structure::Join(j) => Err(NotStructured {
+            node: Some(graph.id(j.loss).to_string()),
+            reason: format!(
+                "the loss joins {} branches: a join graph, not a chain",
+                j.branches.len()
+            ),
+        }),
+        Structure::General(e) => Err(e),
+    }
+}
+
+/// The join graph of `graph`, a chain counting as a join of one branch, or why it is
+/// neither.
+pub fn join(graph: &Graph) -> Result<Join, NotStructured> {
+    match detect(graph) {
+        Structure::Join(j) => Ok(j),
+        Structure::Chain(c) => Ok(Join {
+            branches: vec![c.stages],
+            loss: c.loss,
+            loss_cost: c.loss_cost,
+            loss_size: c.loss_size,
+        }),
+        Structure::General(e) => Err(e),
+    }
+}
+
+fn broken(graph: &Graph, v: usize, reason: impl Into<String>) -> NotStructured {
+    NotStructured {
+        node: Some(graph.id(v).to_string()),
+        reason: reason.into(),
+    }
+}
+
+fn find_loss(graph: &Graph) -> Result<usize, NotStructured> {
+    let n = graph.len();
+    if graph.has_kinds() {
+        if let Some(v) = (0..n).find(|&v| graph.node(v).kind.is_none()) {
+            return Err(broken(
+                graph,
+                v,
+                "some nodes have a kind and this one has none",
+            ));
+        }
+        let losses: Vec<usize> = (0..n)
+            .filter(|&v| graph.node(v).kind == Some(NodeKind::Loss))
+            .collect();
+        return match losses.as_slice() {
+            [v] => Ok(*v),
+            [] => Err(NotStructured {
+                node: None,
+                reason: "no node has kind 'loss'".into(),
+            }),
+            [_, second, ..] => Err(broken(graph, *second, "a second node of kind 'loss'")),
+        };
+    }
+    let sources: Vec<usize> = (0..n).filter(|&v| graph.preds(v).is_empty()).collect();
+    if sources.len() == 1 {
+        return if n % 2 == 1 && n >= 3 {
+            Ok(n / 2)
+        } else {
+            Err(NotStructured {
+                node: None,
+                reason: format!("a chain has 2L+1 nodes; this graph has {n}"),
+            })
+        };
+    }
+    // The first node every source reaches.
+    let k = sources.len();
+    let mut reached: Vec<FixedBitSet> = vec![FixedBitSet::with_capacity(k); n];
+    for (b, &s) in sources.iter().enumerate() {
+        reached[s].insert(b);
+    }
+    for v in 0..n {
+        let mut set = reached[v].clone();
+        for &u in graph.preds(v) {
+            set.union_with(&reached[u]);
+        }
+        if set.count_ones(..) == k {
+            return Ok(v);
+        }
+        reached[v] = set;
+    }
+    Err(NotStructured {
+        node: None,
+        reason: format!("no node joins all {k} sources"),
+    })
+}
+
+/// The branches (each as stages `1..=L_b`) and the loss.
+fn detect_branches(graph: &Graph) -> Result<(Vec<Vec<Stage>>, usize), NotStructured> {
+    let n = graph.len();
+    let loss = find_loss(graph)?;
+    // Forward part: ancestors of the loss.
+    let mut forward = vec![false; n];
+    let mut stack = vec![loss];
+    while let Some(v) = stack.pop() {
+        for &u in graph.preds(v) {
+            if !forward[u] {
+                forward[u] = true;
+                stack.push(u);
+            }
+        }
+    }
+    if graph.has_kinds() {
+        for v in (0..n).filter(|&v| v != loss) {
+            let want = if forward[v] {
+                NodeKind::Forward
+            } else {
+                NodeKind::Backward
+            };
+            if graph.node(v).kind != Some(want) {
+                return Err(broken(
+                    graph,
+                    v,
+                    format!(
+                        "its kind is {:?} but its position (it {} the loss) makes it {want:?}",
+                        graph.node(v).kind.expect("checked"),
+                        if forward[v] {
+                            "precedes"
+                        } else {
+                            "does not precede"
+                        }
+                    ),
+                ));
+            }
+        }
+    }
+    // Forward lines: each forward node reads at most one node and feeds exactly one
+    // forward node or the loss.
+    let mut chains: Vec<Vec<usize>> = Vec::new();
+    let mut branch_of = vec![usize::MAX; n];
+    for v in (0..n).filter(|&v| forward[v]) {
+        if graph.preds(v).len() > 1 {
+            return Err(broken(graph, v, "a forward op with more than one input"));
+        }
+        let next: Vec<usize> = graph
+            .succs(v)
+            .iter()
+            .copied()
+            .filter(|&w| forward[w] || w == loss)
+            .collect();
+        if next.len() != 1 {
+            return Err(broken(
+                graph,
+                v,
+                format!("a forward op feeding {} forward ops", next.len()),
+            ));
+        }
+        match graph.preds(v).first() {
+            None => {
+                branch_of[v] = chains.len();
+                chains.push(vec![v]);
+            }
+            Some(&u) => {
+                branch_of[v] = branch_of[u];
+                chains[branch_of[u]].push(v);
+            }
+        }
+    }
+    if chains.is_empty() {
+        return Err(broken(graph, loss, "the loss reads no forward op"));
+    }
+    // Backward lines: each backward op reads exactly one backward op or the loss (its
+    // gradient input); they form one path per branch, starting at the loss.
+    let grad_input = |v: usize| -> Result<usize, NotStructured> {
+        let g: Vec<usize> = graph
+            .preds(v)
+            .iter()
+            .copied()
+            .filter(|&u| !forward[u])
+            .collect();
+        match g.as_slice() {
+            [u] => Ok(*u),
+            _ => Err(broken(
+                graph,
+                v,
+                format!(
+                    "a backward op must read exactly one gradient (a backward op or the loss); it reads {}",
+                    g.len()
+                ),
+            )),
+        }
+    };
+    let mut next_grad: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for v in (0..n).filter(|&v| !forward[v] && v != loss) {
+        next_grad[grad_input(v)?].push(v);
+    }
+    if let Some(v) = (0..n).find(|&v| v != loss && !forward[v] && next_grad[v].len() > 1) {
+        return Err(broken(
+            graph,
+            v,
+            "its gradient feeds more than one backward op",
+        ));
+    }
+    let mut branches: Vec<Option<Vec<Stage>>> = vec![None; chains.len()];
+    for &start in &next_grad[loss] {
+        let mut path = vec![start];
+        while let Some(&w) = next_grad[*path.last().expect("non-empty")].first() {
+            path.push(w);
+        }
+        let b = match path
+            .iter()
+            .flat_map(|&v| graph.preds(v).iter())
+            .find(|&&u| forward[u])
+        {
+            Some(&u) => branch_of[u],
+            None if chains.len() == 1 => 0,
+            None => {
+                return Err(broken(
+                    graph,
+                    start,
+                    "a backward line that reads no forward value, so its branch is unknown",
+                ))
+            }
+        };
+        let fwd = &chains[b];
+        if branches[b].is_some() {
+            return Err(broken(
+                graph,
+                start,
+                "a second backward line for one branch",
+            ));
+        }
+        if path.len() != fwd.len() {
+            return Err(broken(
+                graph,
+                start,
+                format!(
+                    "its backward line has {} ops but its forward line has {}",
+                    path.len(),
+                    fwd.len()
+                ),
+            ));
+        }
+        let mut stages = Vec::with_capacity(fwd.len());
+        for (t, &g) in path.iter().enumerate() {
+            let j = fwd.len() - t; // stage j, 1-based
+            let (input, output) = (j.checked_sub(2).map(|i| fwd[i]), fwd[j - 1]);
+            let mut reads_input = false;
+            let mut reads_output = false;
+            for &u in graph.preds(g).iter().filter(|&&u| forward[u]) {
+                if Some(u) == input {
+                    reads_input = true;
+                } else if u == output {
+                    reads_output = true;
+                } else {
+                    return Err(broken(
+                        graph,
+                        g,
+                        format!(
+                            "the backward op of stage {j} reads '{}', which is neither the input nor the output of that stage",
+                            graph.id(u)
+                        ),
+                    ));
+                }
+            }
+            stages.push(Stage {
+                forward: output,
+                backward: g,
+                fw: graph.cost(output),
+                bw: graph.cost(g),
+                x: graph.memory(output),
+                delta: graph.memory(g),
+                reads_input,
+                reads_output,
+            });
+        }
+        stages.reverse();
+        branches[b] = Some(stages);
+    }
+    let covered: usize = branches.iter().flatten().map(|s| 2 * s.len()).sum();
+    if covered + 1 != n {
+        let seen: Vec<bool> = {
+            let mut seen = vec![false; n];
+            seen[loss] = true;
+            for s in branches.iter().flatten().flatten() {
+                seen[s.forward] = true;
+                seen[s.backward] = true;
+            }
+            seen
+        };
+        let v = (0..n)
+            .find(|&v| !seen[v])
+            .expect("some node is not covered");
+        return Err(broken(
+            graph,
+            v,
+            "not part of any forward/backward line pair",
+        ));
+    }
+    Ok((
+        branches
+            .into_iter()
+            .map(|b| b.expect("all covered"))
+            .collect(),
+        loss,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::generate::linear;
+    use crate::graph::{GraphSpec, NodeSpec};
+
+    fn spec(nodes: &[(&str, &[&str])]) -> Graph {
+        Graph::new(GraphSpec {
+            nodes: nodes
+                .iter()
+                .map(|(id, ins)| NodeSpec {
+                    id: id.to_string(),
+                    cost: 1.0,
+                    memory: 1,
+                    inputs: ins.iter().map(|s| s.to_string()).collect(),
+                    kind: None,
+                    op: None,
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn linear_is_a_chain_reading_outputs() {
+        for n in 1..8 {
+            let g = linear(n);
+            let c = chain(&g).unwrap();
+            assert_eq!(c.len(), n);
+            assert_eq!(c.loss, n);
+            for (j, s) in c.stages.iter().enumerate() {
+                assert_eq!(s.forward, j);
+                assert_eq!(s.backward, 2 * n - j);
+                assert!(s.reads_output && !s.reads_input);
+            }
+        }
+    }
+
+    #[test]
+    fn join_of_two_branches() {
+        let g = spec(&[
+            ("a1", &[]),
+            ("a2", &["a1"]),
+            ("b1", &[]),
+            ("loss", &["a2", "b1"]),
+            ("gb1", &["loss", "b1"]),
+            ("ga2", &["loss", "a2"]),
+            ("ga1", &["ga2", "a1"]),
+        ]);
+        match detect(&g) {
+            Structure::Join(j) => {
+                assert_eq!(j.branches.len(), 2);
+                assert_eq!(j.branches[0].len(), 2);
+                assert_eq!(j.branches[1].len(), 1);
+                assert!(j.branches[0][1].reads_output);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn names_the_breaking_node() {
+        // f2 reads f0 and f1: a skip connection.
+        let g = spec(&[
+            ("f0", &[]),
+            ("f1", &["f0"]),
+            ("f2", &["f0", "f1"]),
+            ("loss", &["f2"]),
+            ("g2", &["loss", "f2"]),
+            ("g1", &["g2", "f1"]),
+            ("g0", &["g1", "f0"]),
+        ]);
+        match detect(&g) {
+            Structure::General(e) => assert_eq!(e.node.as_deref(), Some("f0")),
+            other => panic!("{other:?}"),
+        }
+        // A backward op reading a forward value of another stage.
+        let g = spec(&[
+            ("f0", &[]),
+            ("f1", &["f0"]),
+            ("loss", &["f1"]),
+            ("g1", &["loss", "f0", "f1"]),
+            ("g0", &["g1", "f1"]),
+        ]);
+        match detect(&g) {
+            Structure::General(e) => assert_eq!(e.node.as_deref(), Some("g0")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            detect(&crate::graph::generate::random_layered(41, 3)).class(),
+            "general"
+        );
+    }
+}
