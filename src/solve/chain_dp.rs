@@ -270,6 +270,9 @@ pub struct DpChain {
     d_bytes: Vec<u64>,
     reads_input: Vec<bool>,
     reads_output: Vec<bool>,
+    /// `kept[j]`: `G_{j−1}` reads `x_j` (its next output), so `x_j` stays resident from
+    /// `G_j` to `G_{j−1}` as part of the held gradient `δ'_j` (see the module docs).
+    kept: Vec<bool>,
     /// Node indices: `fnode[j]` are the ops of `F_j` (`F_{L+1}` the loss), `gnode[j]`
     /// those of `G_j` (one each for a chain, one per branch for Equiv-Chain).
     fnode: Vec<Vec<usize>>,
@@ -316,6 +319,7 @@ impl DpChain {
             d_bytes: vec![0; l + 3],
             reads_input: vec![false; l + 2],
             reads_output: vec![false; l + 2],
+            kept: vec![false; l + 3],
             fnode: vec![Vec::new(); l + 2],
             gnode: vec![Vec::new(); l + 2],
         };
@@ -328,6 +332,8 @@ impl DpChain {
                 c.d_bytes[j] += st.delta;
                 c.reads_input[j] |= st.reads_input;
                 c.reads_output[j] |= st.reads_output;
+                // Within a branch the next stage sits on the next level.
+                c.kept[j + 1] |= st.reads_next_output;
                 c.fnode[j].push(st.forward);
                 c.gnode[j].push(st.backward);
             }
@@ -336,6 +342,11 @@ impl DpChain {
         c.fw[l + 1] = loss_cost;
         c.x_bytes[l + 1] = loss_size;
         c.d_bytes[l + 1] = loss_size;
+        // A kept `x_j` is resident at `G_j`: the plans treat `G_j` as reading it.
+        for j in 1..=l {
+            c.reads_output[j] |= c.kept[j];
+        }
+        c.kept[l + 1] = false;
         c.fnode[l + 1] = vec![loss];
         c.gnode[l + 1] = vec![loss];
         c.x = c.x_bytes.iter().map(|&b| slots(b)).collect();
@@ -348,6 +359,11 @@ impl DpChain {
 trait Sizes {
     fn x(&self, j: usize) -> u64;
     fn d(&self, j: usize) -> u64;
+    fn kept(&self, j: usize) -> bool;
+    /// `|δ'_j|`: the gradient `δ_j` as held until `G_{j−1}`, with `x_j` when it is kept.
+    fn held(&self, j: usize) -> u64 {
+        self.d(j) + if self.kept(j) { self.x(j) } else { 0 }
+    }
 }
 struct Slots<'a>(&'a DpChain);
 struct Bytes<'a>(&'a DpChain);
@@ -358,6 +374,9 @@ impl Sizes for Slots<'_> {
     fn d(&self, j: usize) -> u64 {
         self.0.d[j] as u64
     }
+    fn kept(&self, j: usize) -> bool {
+        self.0.kept[j]
+    }
 }
 impl Sizes for Bytes<'_> {
     fn x(&self, j: usize) -> u64 {
@@ -365,6 +384,9 @@ impl Sizes for Bytes<'_> {
     }
     fn d(&self, j: usize) -> u64 {
         self.0.d_bytes[j]
+    }
+    fn kept(&self, j: usize) -> bool {
+        self.0.kept[j]
     }
 }
 
@@ -384,14 +406,14 @@ fn base_need(c: &DpChain, s: &impl Sizes, j: usize) -> u64 {
     if j == c.l + 1 {
         s.x(j)
     } else if c.reads_output[j] {
-        s.d(j + 1) + s.x(j) + s.d(j)
+        s.held(j + 1) + s.x(j) + s.d(j)
     } else {
-        s.d(j + 1) + s.d(j)
+        s.held(j + 1) + s.d(j)
     }
 }
 /// `h`: the memory change at the turn (see [`Table`]'s `offset`), in the same unit.
 fn fall_need(s: &impl Sizes, a: usize, b: usize, h: isize) -> usize {
-    ((s.d(b + 1) + s.x(a + 1)) as usize).max(plus(s.x(a + 1) + s.d(a + 2) + s.d(a + 1), h))
+    ((s.held(b + 1) + s.x(a + 1)) as usize).max(plus(s.x(a + 1) + s.held(a + 2) + s.d(a + 1), h))
 }
 
 /// `x + h`, at least 0.
@@ -419,14 +441,14 @@ pub struct Nest {
 }
 /// Peak of the F∅ sweep `F_{a+1}..F_k` while `δ_{b+1}` is resident.
 fn sweep_need(s: &impl Sizes, a: usize, b: usize, k: usize) -> u64 {
-    s.d(b + 1)
+    s.held(b + 1)
         + (a + 1..=k)
             .map(|l| if l - 1 > a { s.x(l - 1) } else { 0 } + s.x(l))
             .max()
             .unwrap_or(0)
 }
 fn keep_need(s: &impl Sizes, k: usize) -> u64 {
-    s.x(k) + s.d(k + 1) + s.d(k)
+    s.x(k) + s.held(k + 1) + s.d(k)
 }
 
 /// Which options the DP may use: rotor's full persistent space, or one of Gruslys'
@@ -575,7 +597,7 @@ impl Table {
                     for k in a + 1..=b.min(chain.l) {
                         fc += chain.fw[k];
                         sweep = sweep.max(if k - 1 > a { chain.x[k - 1] } else { 0 } + chain.x[k]);
-                        let start = chain.d[b + 1] + sweep;
+                        let start = s.held(b + 1) as usize + sweep;
                         // The right part C(k, b, m − X_k); empty when k = b.
                         let (right, shift) = if k < b {
                             (&rows[b][k], chain.x[k])
@@ -744,10 +766,20 @@ impl Table {
         let free = |ev: &mut Vec<Event>, nodes: &[usize]| {
             ev.extend(nodes.iter().map(|&v| Event::Free(v)));
         };
-        // The loss output is freed here unless an outer branch still needs it.
+        // δ'_j after its last reader G_{j−1}: δ_j, and x_j when kept. The loss output is
+        // freed here unless an outer branch still needs it.
         let free_grad = |ev: &mut Vec<Event>, j: usize| {
             if j < n || (j == n && !self.holds_loss) {
                 free(ev, &c.gnode[j]);
+            }
+            if c.kept[j] {
+                free(ev, &c.fnode[j]);
+            }
+        };
+        // x_j after G_j, unless it is kept for G_{j−1}.
+        let free_output = |ev: &mut Vec<Event>, j: usize| {
+            if !c.kept[j] {
+                free(ev, &c.fnode[j]);
             }
         };
         let (h, hb) = if b == n {
@@ -773,7 +805,7 @@ impl Table {
                     }
                     compute(ev, &c.gnode[j]);
                     if c.reads_output[j] {
-                        free(ev, &c.fnode[j]);
+                        free_output(ev, j);
                     }
                     free_grad(ev, j + 1);
                 }
@@ -784,7 +816,7 @@ impl Table {
                 compute(ev, &c.fnode[j]);
                 let inner = self.emit(j, b, m - c.x[j], ev);
                 compute(ev, &c.gnode[j]);
-                free(ev, &c.fnode[j]);
+                free_output(ev, j);
                 free_grad(ev, j + 1);
                 (fall_need(&by, a, b, hb as isize) as u64).max(by.x(j) + inner)
             }
@@ -810,7 +842,7 @@ impl Table {
                 let left_end = match choice {
                     Choice::CkKeep(_) => {
                         compute(ev, &c.gnode[k]);
-                        free(ev, &c.fnode[k]);
+                        free_output(ev, k);
                         free_grad(ev, k + 1);
                         peak = peak.max(shifted(keep_need(&by, k)));
                         k - 1
@@ -1082,6 +1114,17 @@ pub(crate) mod tests {
 
     /// A chain training graph: f1..fL, loss, gL..g1.
     pub(crate) fn chain_graph(stages: &[StageSpec], loss: (f64, u64), fixed: u64) -> Graph {
+        chain_graph_reading(stages, &[], loss, fixed)
+    }
+
+    /// [`chain_graph`] where `g{j}` also reads `f{j+1}` for each `j` in `next`
+    /// (Checkmate's Keras rule reads it for every `j < L`).
+    fn chain_graph_reading(
+        stages: &[StageSpec],
+        next: &[usize],
+        loss: (f64, u64),
+        fixed: u64,
+    ) -> Graph {
         let l = stages.len();
         let mut nodes = Vec::new();
         for (i, st) in stages.iter().enumerate() {
@@ -1118,6 +1161,9 @@ pub(crate) mod tests {
             }
             if st.5 {
                 inputs.push(format!("f{j}"));
+            }
+            if next.contains(&j) {
+                inputs.push(format!("f{}", j + 1));
             }
             nodes.push(NodeSpec {
                 id: format!("g{j}"),
@@ -1305,6 +1351,90 @@ pub(crate) mod tests {
         check_fixture(
             "chain_dp_above_exhaustive.json",
             "random heterogeneous chains (chain_dp::tests::random_chain(seed)) and budgets where the persistent chain DP is above the exhaustive optimum",
+            pairs,
+            serde_json::json!(above),
+        );
+    }
+
+    /// A chain whose backward ops read the next stage's output: on even seeds Checkmate's
+    /// Keras rule (checkmate.md §4.3: every `G_j` reads `x_j` and, for `j < L`, `x_{j+1}`),
+    /// on odd seeds random read patterns with `x_{j+1}` read for a random subset of `j`.
+    /// Random costs and sizes, at most 5 stages (11 nodes).
+    fn next_reading_chain(seed: u64) -> (Graph, Vec<usize>) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let l = rng.random_range(1..=5usize);
+        let mixed = seed % 2 == 1;
+        let stages: Vec<StageSpec> = (0..l)
+            .map(|i| {
+                let pattern = if mixed { rng.random_range(0..4u8) } else { 2 };
+                (
+                    rng.random_range(1..=5u32) as f64,
+                    rng.random_range(1..=5u32) as f64,
+                    rng.random_range(1..=4u64),
+                    rng.random_range(1..=4u64),
+                    i > 0 && pattern & 1 == 1,
+                    pattern & 2 == 2,
+                )
+            })
+            .collect();
+        let next: Vec<usize> = (1..l).filter(|_| !mixed || rng.random_bool(0.5)).collect();
+        let loss = (
+            rng.random_range(1..=3u32) as f64,
+            rng.random_range(1..=4u64),
+        );
+        (chain_graph_reading(&stages, &next, loss, 0), next)
+    }
+
+    /// Keras-style chains, uniform (`L = 1..=5`, unit costs and sizes) and random
+    /// ([`next_reading_chain`]): detected as chains with `reads_next_output` where `G_j`
+    /// reads `x_{j+1}`; every budget: chain-dp's plan passes the simulator within budget
+    /// with the predicted cost and peak (checked in `dp`), is never below the exhaustive
+    /// optimum, and the cases above it are those the fixture lists.
+    #[test]
+    fn next_output_chains_against_exhaustive() {
+        let uniform = (1..=5usize).map(|l| {
+            let next: Vec<usize> = (1..l).collect();
+            let stages = vec![(1.0, 1.0, 1, 1, false, true); l];
+            (
+                format!("uniform L={l}"),
+                chain_graph_reading(&stages, &next, (1.0, 1), 0),
+                next,
+            )
+        });
+        let random = (0..40u64).map(|seed| {
+            let (g, next) = next_reading_chain(seed);
+            (format!("seed {seed}"), g, next)
+        });
+        let mut above = Vec::new();
+        let mut pairs = 0;
+        for (name, g, next) in uniform.chain(random) {
+            let chain = crate::graph::structure::chain(&g).unwrap();
+            for (i, st) in chain.stages.iter().enumerate() {
+                assert_eq!(st.reads_next_output, next.contains(&(i + 1)), "{name}");
+            }
+            let (lo, _) = g.min_feasible_budget();
+            let hi = crate::solve::baseline::checkpoint_all_peak(&g);
+            for budget in lo..=hi {
+                let got = dp(&g, budget);
+                let Some(opt) = exhaustive(&g, budget) else {
+                    assert_eq!(got, None, "{name}, M = {budget}");
+                    continue;
+                };
+                pairs += 1;
+                assert!(
+                    got.is_none_or(|c| c >= opt),
+                    "{name}, M = {budget}: {got:?} below the optimum {opt}"
+                );
+                if got != Some(opt) {
+                    above.push(format!(
+                        "{name} M={budget}: chain-dp {got:?} vs optimum {opt}"
+                    ));
+                }
+            }
+        }
+        check_fixture(
+            "chain_dp_next_output_above_exhaustive.json",
+            "chains whose backward ops read the next stage's output (chain_dp::tests::next_output_chains_against_exhaustive) and budgets where chain-dp is above the exhaustive optimum (None = reported infeasible)",
             pairs,
             serde_json::json!(above),
         );
