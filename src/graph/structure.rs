@@ -504,6 +504,31 @@ mod tests {
     }
 
     #[test]
+    fn keras_rule_reads_next_outputs() {
+        // Checkmate's Keras extraction: for each forward edge u -> i, b(i) -> b(u) and
+        // i -> b(u), plus i -> b(i); G_L reads the loss as its gradient.
+        let g = spec(&[
+            ("f1", &[]),
+            ("f2", &["f1"]),
+            ("f3", &["f2"]),
+            ("loss", &["f3"]),
+            ("g3", &["loss", "f3"]),
+            ("g2", &["g3", "f2", "f3"]),
+            ("g1", &["g2", "f1", "f2"]),
+        ]);
+        let c = chain(&g).unwrap();
+        let flags: Vec<(bool, bool, bool)> = c
+            .stages
+            .iter()
+            .map(|s| (s.reads_input, s.reads_output, s.reads_next_output))
+            .collect();
+        assert_eq!(
+            flags,
+            [(false, true, true), (false, true, true), (false, true, false)]
+        );
+    }
+
+    #[test]
     fn join_of_two_branches() {
         let g = spec(&[
             ("a1", &[]),
@@ -541,13 +566,15 @@ mod tests {
             Structure::General(e) => assert_eq!(e.node.as_deref(), Some("f0")),
             other => panic!("{other:?}"),
         }
-        // A backward op reading a forward value of another stage.
+        // A backward op reading a forward value two stages ahead.
         let g = spec(&[
             ("f0", &[]),
             ("f1", &["f0"]),
-            ("loss", &["f1"]),
-            ("g1", &["loss", "f0", "f1"]),
-            ("g0", &["g1", "f1"]),
+            ("f2", &["f1"]),
+            ("loss", &["f2"]),
+            ("g2", &["loss", "f2"]),
+            ("g1", &["g2", "f1"]),
+            ("g0", &["g1", "f2"]),
         ]);
         match detect(&g) {
             Structure::General(e) => assert_eq!(e.node.as_deref(), Some("g0")),

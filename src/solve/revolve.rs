@@ -594,6 +594,37 @@ mod tests {
     }
 
     #[test]
+    fn refuses_backward_ops_reading_the_next_output() {
+        use crate::graph::{Graph, GraphSpec, NodeSpec};
+        // Checkmate's Keras rule: g1 reads f2, the next stage's output.
+        let node = |id: &str, inputs: &[&str]| NodeSpec {
+            id: id.into(),
+            cost: 1.0,
+            memory: 1,
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            kind: None,
+            op: None,
+        };
+        let g = Graph::new(GraphSpec {
+            nodes: vec![
+                node("f1", &[]),
+                node("f2", &["f1"]),
+                node("loss", &["f2"]),
+                node("g2", &["loss", "f2"]),
+                node("g1", &["g2", "f1", "f2"]),
+            ],
+            ..Default::default()
+        })
+        .unwrap();
+        let c = chain(&g).unwrap();
+        assert!(!homogeneous(&c));
+        assert_eq!(
+            graph_schedule(&c, 2).err(),
+            Some(GraphViewError::NextOutput { stage: 1 })
+        );
+    }
+
+    #[test]
     fn solver_equals_exhaustive_on_linear_graphs() {
         use crate::solve::{solve, Instance, SolveOptions, Status};
         for n in 1..=5usize {

@@ -1,8 +1,10 @@
 //! Which exact dynamic program fits a graph's structure (for `auto`).
 //!
 //! Homogeneous chains go to Revolve (global optimum, verified against the exhaustive
-//! oracle); other chains to the chain DP (optimal among persistent schedules). Graphs of
-//! any other class have no exact DP here.
+//! oracle); other chains, including those whose backward ops read the next stage's output
+//! (Keras-extracted networks, which Revolve's one-state turn cannot express), to the chain
+//! DP (optimal among persistent schedules). Graphs of any other class have no exact DP
+//! here.
 
 use super::chain_dp::ChainDp;
 use super::revolve::{homogeneous, Revolve};
@@ -23,11 +25,39 @@ pub fn exact_solver_for(graph: &Graph) -> Option<(&'static dyn Solver, Scope)> {
 mod tests {
     use super::*;
     use crate::graph::generate::{linear, random_layered};
+    use crate::graph::{GraphSpec, NodeSpec};
 
     #[test]
     fn picks_by_structure() {
         let (s, scope) = exact_solver_for(&linear(5)).unwrap();
         assert_eq!((s.info().name, scope), ("revolve", Scope::GlobalOptimum));
         assert!(exact_solver_for(&random_layered(41, 1)).is_none());
+        // A uniform chain whose backward ops read the next stage's output (Keras rule).
+        let g = Graph::new(GraphSpec {
+            nodes: [
+                ("f1", vec![]),
+                ("f2", vec!["f1"]),
+                ("loss", vec!["f2"]),
+                ("g2", vec!["loss", "f2"]),
+                ("g1", vec!["g2", "f1", "f2"]),
+            ]
+            .into_iter()
+            .map(|(id, inputs)| NodeSpec {
+                id: id.into(),
+                cost: 1.0,
+                memory: 1,
+                inputs: inputs.into_iter().map(String::from).collect(),
+                kind: None,
+                op: None,
+            })
+            .collect(),
+            ..Default::default()
+        })
+        .unwrap();
+        let (s, scope) = exact_solver_for(&g).unwrap();
+        assert_eq!(
+            (s.info().name, scope),
+            ("chain-dp", Scope::OptimalAmongPersistent)
+        );
     }
 }
