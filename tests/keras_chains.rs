@@ -16,7 +16,10 @@ fn keras_sequential_networks_are_chains_chain_dp_solves() {
     let shared = common::root().join("../shared/benchmarks/mlsys");
     let cases = [
         (shared.join("VGG16_256_224x224_train.json"), [0.9, 0.8, 0.7]),
-        (shared.join("MobileNet_512_224x224_train.json"), [0.9, 0.8, 0.7]),
+        (
+            shared.join("MobileNet_512_224x224_train.json"),
+            [0.9, 0.8, 0.7],
+        ),
         // Its lower bound is 96% of the checkpoint-all peak.
         (
             common::root().join("graphs/gpt2-small-layers.json"),

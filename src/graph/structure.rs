@@ -465,12 +465,13 @@ fn detect_branches(graph: &Graph) -> Result<(Vec<Vec<Stage>>, usize), NotStructu
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::graph::generate::linear;
     use crate::graph::{GraphSpec, NodeSpec};
 
-    fn spec(nodes: &[(&str, &[&str])]) -> Graph {
+    /// A graph of unit ops from `(id, inputs)` pairs.
+    pub(crate) fn spec(nodes: &[(&str, &[&str])]) -> Graph {
         Graph::new(GraphSpec {
             nodes: nodes
                 .iter()
@@ -486,6 +487,17 @@ mod tests {
             ..Default::default()
         })
         .unwrap()
+    }
+
+    /// Two unit stages by Checkmate's Keras rule: `g1` reads `f2`, the next output.
+    pub(crate) fn keras_two_stages() -> Graph {
+        spec(&[
+            ("f1", &[]),
+            ("f2", &["f1"]),
+            ("loss", &["f2"]),
+            ("g2", &["loss", "f2"]),
+            ("g1", &["g2", "f1", "f2"]),
+        ])
     }
 
     #[test]
@@ -524,7 +536,11 @@ mod tests {
             .collect();
         assert_eq!(
             flags,
-            [(false, true, true), (false, true, true), (false, true, false)]
+            [
+                (false, true, true),
+                (false, true, true),
+                (false, true, false)
+            ]
         );
     }
 

@@ -13,28 +13,43 @@
 //! `X_j = ⌈|x_j|/q⌉`, `D_j = ⌈|δ_j|/q⌉` (rounded up) and the budget `m = ⌊(M − K)/q⌋`
 //! (rounded down), so a schedule within `m` slots is within the true budget `M`.
 //!
+//! # Next-output reads (Checkmate's Keras rule)
+//!
+//! Chains extracted by Checkmate's Keras rule (checkmate.md §4.3) have `G_j` also read
+//! `x_{j+1}` ([`crate::graph::structure::Stage::reads_next_output`]), which `G_{j+1}` reads
+//! too, so `G_j` needs `δ_{j+1}`, `x_{j+1}` and `x_j` together. The DP keeps `x_{j+1}`
+//! resident from `G_{j+1}` to `G_j`: the gradient passed from `G_{j+1}` to the rest is the
+//! *held gradient* `δ'_{j+1} = (δ_{j+1}, x_{j+1})` of `D'_{j+1} = D_{j+1} + X_{j+1}` slots
+//! (`D'_j = D_j` for a stage whose `x_j` is not kept), freed together after `G_j`; `G_{j+1}`
+//! is treated as reading `x_{j+1}` so that it is resident there. Every formula below reads
+//! `D'` for a gradient that is held (`δ_{b+1}`, `δ_{a+2}`, `δ_{k+1}`) and `D` for the output
+//! `G_j` writes. This is exact in the simulator's model; the restriction (never freeing
+//! `x_{j+1}` after `G_{j+1}` to recompute it from `x_j` before `G_j`) is one more way the DP's
+//! optimum can lie above the global one, listed with the rest in
+//! `tests/fixtures/chain_dp_next_output_above_exhaustive.json`.
+//!
 //! # Sub-problems
 //!
 //! `C(a, b, m)`, `0 <= a < b <= L+1`: the cheapest way to compute `δ_{a+1}`, given that
 //! `x_a` is resident and owned by the caller (outside `m`), and that `δ_{b+1}` is resident
-//! inside `m` and owned by us (Butt's ownership fix, §4.6.3), never using more than `m`
-//! slots, and leaving only `δ_{a+1}` behind. `C(a, a, m) = 0`. Options:
+//! (held, `δ'_{b+1}`) inside `m` and owned by us (Butt's ownership fix, §4.6.3), never using
+//! more than `m` slots, and leaving only `δ'_{a+1}` behind. `C(a, a, m) = 0`. Options:
 //!
 //! * **Base**, `b = a + 1 = j`: `F_j` (only when `G_j` reads `x_j`) then `G_j`, then free
-//!   `x_j` and `δ_{j+1}`. Needs `D_{j+1} + X_j + D_j` (or `D_{j+1} + D_j`) slots; for the
-//!   loss stage, `X_{L+1}`. Cost `fw_j + bw_j` (or `bw_j`).
+//!   `x_j` (unless kept) and `δ'_{j+1}`. Needs `D'_{j+1} + X_j + D_j` (or `D'_{j+1} + D_j`)
+//!   slots; for the loss stage, `X_{L+1}`. Cost `fw_j + bw_j` (or `bw_j`).
 //! * **F_all at `a + 1`** (rotor's `F_all`, Gruslys' internal-state memorisation):
 //!   compute `x_{a+1}`, keep it for its own backward, solve `C(a+1, b, m − X_{a+1})`, then
-//!   run `G_{a+1}`. Needs `D_{b+1} + X_{a+1} <= m` and `X_{a+1} + D_{a+2} + D_{a+1} <= m`.
+//!   run `G_{a+1}`. Needs `D'_{b+1} + X_{a+1} <= m` and `X_{a+1} + D'_{a+2} + D_{a+1} <= m`.
 //! * **F_ck at `k`**, `a < k < b` (rotor's leaf checkpoint; Butt's eq. 3.1 and 3.3): run
 //!   `F_{a+1}, …, F_k` as F∅ (each `x_{l−1}` freed once `x_l` exists, except `x_a`), keep
 //!   `x_k`, solve `C(k, b, m − X_k)`, free `x_k`, solve `C(a, k, m)`. The sweep needs
-//!   `D_{b+1} + max_l ([l−1 > a]·X_{l−1} + X_l) <= m`. Cost
+//!   `D'_{b+1} + max_l ([l−1 > a]·X_{l−1} + X_l) <= m`. Cost
 //!   `Σ_{l=a+1..k} fw_l + C(k, b, m − X_k) + C(a, k, m)`.
 //! * **F_ck at `k` kept for `G_k`**, `a + 1 < k <= min(b, L)`, when `G_k` does not read
 //!   `x_{k−1}` (Revolve's turn, which reverses a step from the state it reached): as
 //!   F_ck, but after the right part (none when `k = b`) run `G_k` from the kept `x_k`
-//!   (`X_k + D_{k+1} + D_k <= m`) and solve `C(a, k−1, m)`. With `k = b` this is the
+//!   (`X_k + D'_{k+1} + D_k <= m`) and solve `C(a, k−1, m)`. With `k = b` this is the
 //!   sweep that recomputes `x_b` from `x_a` without holding `x_{b−1}`, which the base case
 //!   (holding `x_{b−1}` as its caller's checkpoint) cannot do.
 //!

@@ -339,7 +339,7 @@ pub(crate) fn homogeneous(chain: &Chain) -> bool {
         && chain
             .stages
             .iter()
-            .all(|st| !(st.reads_input && st.reads_output) && !st.reads_next_output)
+            .all(|st| !(st.reads_next_output || st.reads_input && st.reads_output))
 }
 
 impl Solver for Revolve {
@@ -595,27 +595,8 @@ mod tests {
 
     #[test]
     fn refuses_backward_ops_reading_the_next_output() {
-        use crate::graph::{Graph, GraphSpec, NodeSpec};
         // Checkmate's Keras rule: g1 reads f2, the next stage's output.
-        let node = |id: &str, inputs: &[&str]| NodeSpec {
-            id: id.into(),
-            cost: 1.0,
-            memory: 1,
-            inputs: inputs.iter().map(|s| s.to_string()).collect(),
-            kind: None,
-            op: None,
-        };
-        let g = Graph::new(GraphSpec {
-            nodes: vec![
-                node("f1", &[]),
-                node("f2", &["f1"]),
-                node("loss", &["f2"]),
-                node("g2", &["loss", "f2"]),
-                node("g1", &["g2", "f1", "f2"]),
-            ],
-            ..Default::default()
-        })
-        .unwrap();
+        let g = crate::graph::structure::tests::keras_two_stages();
         let c = chain(&g).unwrap();
         assert!(!homogeneous(&c));
         assert_eq!(

@@ -25,7 +25,6 @@ pub fn exact_solver_for(graph: &Graph) -> Option<(&'static dyn Solver, Scope)> {
 mod tests {
     use super::*;
     use crate::graph::generate::{linear, random_layered};
-    use crate::graph::{GraphSpec, NodeSpec};
 
     #[test]
     fn picks_by_structure() {
@@ -33,27 +32,7 @@ mod tests {
         assert_eq!((s.info().name, scope), ("revolve", Scope::GlobalOptimum));
         assert!(exact_solver_for(&random_layered(41, 1)).is_none());
         // A uniform chain whose backward ops read the next stage's output (Keras rule).
-        let g = Graph::new(GraphSpec {
-            nodes: [
-                ("f1", vec![]),
-                ("f2", vec!["f1"]),
-                ("loss", vec!["f2"]),
-                ("g2", vec!["loss", "f2"]),
-                ("g1", vec!["g2", "f1", "f2"]),
-            ]
-            .into_iter()
-            .map(|(id, inputs)| NodeSpec {
-                id: id.into(),
-                cost: 1.0,
-                memory: 1,
-                inputs: inputs.into_iter().map(String::from).collect(),
-                kind: None,
-                op: None,
-            })
-            .collect(),
-            ..Default::default()
-        })
-        .unwrap();
+        let g = crate::graph::structure::tests::keras_two_stages();
         let (s, scope) = exact_solver_for(&g).unwrap();
         assert_eq!(
             (s.info().name, scope),
