@@ -1457,6 +1457,12 @@ pub(crate) mod tests {
 
     /// A join of unit chains reading their outputs (Checkmate-style branches), unit sizes.
     fn join_graph(lengths: &[usize]) -> Graph {
+        join_graph_reading(lengths, false)
+    }
+
+    /// [`join_graph`] whose backward ops also read the next stage's output when `next`
+    /// (Checkmate's Keras rule).
+    fn join_graph_reading(lengths: &[usize], next: bool) -> Graph {
         let mut nodes = Vec::new();
         let node = |id: String, inputs: Vec<String>, kind| NodeSpec {
             id,
@@ -1489,11 +1495,11 @@ pub(crate) mod tests {
                 } else {
                     format!("g{b}_{}", j + 1)
                 };
-                nodes.push(node(
-                    format!("g{b}_{j}"),
-                    vec![grad, format!("f{b}_{j}")],
-                    NodeKind::Backward,
-                ));
+                let mut inputs = vec![grad, format!("f{b}_{j}")];
+                if next && j < l {
+                    inputs.push(format!("f{b}_{}", j + 1));
+                }
+                nodes.push(node(format!("g{b}_{j}"), inputs, NodeKind::Backward));
             }
         }
         Graph::new(GraphSpec {
@@ -1604,5 +1610,51 @@ pub(crate) mod tests {
             pairs,
             serde_json::json!(above),
         );
+    }
+
+    /// Joins whose branches read the next stage's output: join-dp's plans fit the budget
+    /// with the predicted cost and peak and equiv-chain's fit it, both never below the
+    /// exhaustive optimum.
+    #[test]
+    fn joins_reading_next_outputs_are_valid() {
+        for lengths in [
+            vec![2, 1],
+            vec![2, 2],
+            vec![3, 1],
+            vec![3, 2],
+            vec![2, 1, 1],
+        ] {
+            let g = join_graph_reading(&lengths, true);
+            let join = crate::graph::structure::join(&g).unwrap();
+            assert!(join.branches.iter().any(|b| b[0].reads_next_output));
+            for budget in 1..=(g.len() as u64) {
+                let opt = exhaustive(&g, budget);
+                for solver in ["join-dp", "equiv-chain"] {
+                    let r = solve(
+                        &Instance { graph: &g, budget },
+                        solver,
+                        &SolveOptions::default(),
+                    )
+                    .unwrap();
+                    let case = format!("{solver} {lengths:?} at M = {budget}");
+                    match r.status {
+                        Status::Feasible => {
+                            let stats = r.stats.unwrap();
+                            assert!(stats.peak_memory <= budget, "{case}");
+                            assert!(Some(stats.total_cost) >= opt, "{case}");
+                            if solver == "join-dp" {
+                                let d = r.details.unwrap();
+                                assert_eq!(d["predicted_cost"].as_f64(), Some(stats.total_cost));
+                                assert_eq!(d["predicted_peak"].as_u64(), Some(stats.peak_memory));
+                            }
+                        }
+                        Status::Infeasible => {
+                            assert!(budget < g.len() as u64, "{case}: room for every node")
+                        }
+                        other => panic!("{case}: {other:?} {:?}", r.message),
+                    }
+                }
+            }
+        }
     }
 }
