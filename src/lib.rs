@@ -6,4 +6,5 @@ pub mod budget;
 pub mod cli;
 pub mod graph;
 pub mod schedule;
+pub mod service;
 pub mod solve;

@@ -4,6 +4,7 @@
 //! the budget (infeasible, or none found in time); 2 bad input (graph, budget, schedule,
 //! solver name, unsupported graph); 3 an internal error.
 
+mod batch;
 mod bench;
 mod bench_tiers;
 mod output;
@@ -13,10 +14,10 @@ pub use output::write_atomic;
 use crate::budget::{human_bytes, Budget};
 use crate::graph::generate;
 use crate::graph::load::{load_graph, Format};
-use crate::graph::{Graph, NodeKind, Storage};
+use crate::graph::{Graph, Storage};
 use crate::schedule::{simulate, ScheduleJson, SimStats};
 use crate::solve::{
-    self, checkpoint_all_peak, two_level, Instance, SolveError, SolveOptions, SolveResult, Status,
+    self, checkpoint_all_peak, Instance, SolveError, SolveOptions, SolveResult, Status,
 };
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -129,6 +130,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the HTTP/JSON API (see api/openapi.yaml).
+    Serve(crate::service::Config),
+    /// Solve many graphs at several budgets, one result file each, with summaries.
+    Batch(batch::BatchArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -216,6 +221,8 @@ fn resolve_budget(text: &str, graph: &Graph) -> Result<u64, CliError> {
 
 fn execute(command: Command) -> Result<i32, CliError> {
     match command {
+        Command::Serve(config) => Ok(crate::service::run(config)),
+        Command::Batch(args) => batch::run(args),
         Command::Inspect {
             graph,
             budget,
@@ -368,65 +375,36 @@ fn solve_with_progress(
 }
 
 fn inspect(g: &Graph, budget: Option<u64>, json: bool) -> Result<i32, CliError> {
-    let peak = checkpoint_all_peak(g);
-    let (min_budget, widest) = g.min_feasible_budget();
-    let count = |k: NodeKind| g.nodes().iter().filter(|n| n.kind == Some(k)).count();
-    let structure = crate::graph::structure::detect(g);
-    let tier = g
-        .storage()
-        .map(|_| two_level::assess(g, budget.unwrap_or_else(|| two_level::least_budget(g))));
-    let report = json!({
-        "storage_tier": tier.as_ref().map(|t| match t {
-            Ok(a) => json!(a),
-            Err(e) => json!({ "verdict": e.to_string() }),
-        }),
-        "name": g.name(),
-        "nodes": g.len(),
-        "edges": g.edge_count(),
-        "kinds": {"forward": count(NodeKind::Forward), "loss": count(NodeKind::Loss), "backward": count(NodeKind::Backward)},
-        "total_cost": g.total_cost(),
-        "cost_unit": g.cost_unit(),
-        "fixed_memory": g.fixed_memory(),
-        "checkpoint_all_peak": peak,
-        "min_feasible_budget": min_budget,
-        "min_feasible_budget_node": g.id(widest),
-        "structure": structure.class(),
-        "structure_detail": structure.describe(g),
-    });
+    let r = solve::report(g, budget);
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&report).expect("reports serialise")
+            serde_json::to_string_pretty(&r).expect("reports serialise")
         );
         return Ok(0);
     }
     println!("graph                {}", g.name().unwrap_or("(unnamed)"));
-    println!(
-        "nodes                {} ({} edges)",
-        g.len(),
-        g.edge_count()
-    );
+    println!("nodes                {} ({} edges)", r.nodes, r.edges);
     if g.has_kinds() {
         println!(
             "kinds                {} forward, {} loss, {} backward",
-            count(NodeKind::Forward),
-            count(NodeKind::Loss),
-            count(NodeKind::Backward)
+            r.kinds.forward, r.kinds.loss, r.kinds.backward
         );
     }
-    println!("total cost           {}{}", num(g.total_cost()), unit(g));
-    println!("fixed memory         {}", bytes(g.fixed_memory()));
-    println!("checkpoint-all peak  {}", bytes(peak));
+    println!("total cost           {}{}", num(r.total_cost), unit(g));
+    println!("fixed memory         {}", bytes(r.fixed_memory));
+    println!("checkpoint-all peak  {}", bytes(r.checkpoint_all_peak));
     println!(
         "lower bound          {} (computing '{}' with its inputs)",
-        bytes(min_budget),
-        g.id(widest)
+        bytes(r.min_feasible_budget),
+        r.min_feasible_budget_node
     );
-    println!("structure            {}", structure.describe(g));
-    match tier {
-        Some(Ok(a)) => println!("storage tier         {}", a.verdict),
-        Some(Err(e)) => println!("storage tier         {e}"),
-        None => {}
+    println!("structure            {}", r.structure_detail);
+    if let Some(tier) = &r.storage_tier {
+        println!(
+            "storage tier         {}",
+            tier["verdict"].as_str().unwrap_or("-")
+        );
     }
     Ok(0)
 }

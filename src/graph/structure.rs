@@ -4,8 +4,10 @@
 //!   `F_1 → F_2 → … → F_L` in a line (`F_1` reads nothing, `F_j` reads exactly `F_{j−1}`),
 //!   the loss reading exactly `F_L`, and backward ops `G_L, …, G_1` in a line, where `G_j`
 //!   reads the gradient `δ_{j+1}` (the output of `G_{j+1}`; `δ_{L+1}` is the loss output)
-//!   and any of the stage's forward values `x_{j−1}` (its input; nothing for `j = 1`) and
-//!   `x_j` (its output), and nothing else.
+//!   and any of the forward values `x_{j−1}` (the stage's input; nothing for `j = 1`),
+//!   `x_j` (its output) and `x_{j+1}` (the next stage's output, for `j < L`), and nothing
+//!   else. The last is Checkmate's Keras extraction rule (checkmate.md §4.3): for each
+//!   forward edge `u → i` it adds `i → b(u)`, so `G_j` reads `x_{j+1}` ("next outputs").
 //! * **Join graph** (Beaumont et al. 2020, seed digest §3): `k >= 2` such chains
 //!   ("branches", possibly of different lengths) whose last outputs all meet in the one
 //!   loss, each with its own backward chain starting from the loss.
@@ -42,6 +44,9 @@ pub struct Stage {
     pub reads_input: bool,
     /// `G_j` reads `x_j`.
     pub reads_output: bool,
+    /// `G_j` reads `x_{j+1}`, the output of stage `j + 1` (always false for `j = L`,
+    /// whose next output is the loss, read as the gradient `δ_{L+1}`).
+    pub reads_next_output: bool,
 }
 
 /// A chain training graph: stages `1..=L` (`stages[j−1]` is stage `j`) and the loss.
@@ -395,19 +400,21 @@ fn detect_branches(graph: &Graph) -> Result<(Vec<Vec<Stage>>, usize), NotStructu
         for (t, &g) in path.iter().enumerate() {
             let j = fwd.len() - t; // stage j, 1-based
             let (input, output) = (j.checked_sub(2).map(|i| fwd[i]), fwd[j - 1]);
-            let mut reads_input = false;
-            let mut reads_output = false;
+            let next = fwd.get(j).copied();
+            let (mut reads_input, mut reads_output, mut reads_next_output) = (false, false, false);
             for &u in graph.preds(g).iter().filter(|&&u| forward[u]) {
                 if Some(u) == input {
                     reads_input = true;
                 } else if u == output {
                     reads_output = true;
+                } else if Some(u) == next {
+                    reads_next_output = true;
                 } else {
                     return Err(broken(
                         graph,
                         g,
                         format!(
-                            "the backward op of stage {j} reads '{}', which is neither the input nor the output of that stage",
+                            "the backward op of stage {j} reads '{}', which is neither the input nor the output of that stage nor of the next",
                             graph.id(u)
                         ),
                     ));
@@ -422,6 +429,7 @@ fn detect_branches(graph: &Graph) -> Result<(Vec<Vec<Stage>>, usize), NotStructu
                 delta: graph.memory(g),
                 reads_input,
                 reads_output,
+                reads_next_output,
             });
         }
         stages.reverse();
@@ -457,12 +465,13 @@ fn detect_branches(graph: &Graph) -> Result<(Vec<Vec<Stage>>, usize), NotStructu
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::graph::generate::linear;
     use crate::graph::{GraphSpec, NodeSpec};
 
-    fn spec(nodes: &[(&str, &[&str])]) -> Graph {
+    /// A graph of unit ops from `(id, inputs)` pairs.
+    pub(crate) fn spec(nodes: &[(&str, &[&str])]) -> Graph {
         Graph::new(GraphSpec {
             nodes: nodes
                 .iter()
@@ -480,6 +489,17 @@ mod tests {
         .unwrap()
     }
 
+    /// Two unit stages by Checkmate's Keras rule: `g1` reads `f2`, the next output.
+    pub(crate) fn keras_two_stages() -> Graph {
+        spec(&[
+            ("f1", &[]),
+            ("f2", &["f1"]),
+            ("loss", &["f2"]),
+            ("g2", &["loss", "f2"]),
+            ("g1", &["g2", "f1", "f2"]),
+        ])
+    }
+
     #[test]
     fn linear_is_a_chain_reading_outputs() {
         for n in 1..8 {
@@ -493,6 +513,35 @@ mod tests {
                 assert!(s.reads_output && !s.reads_input);
             }
         }
+    }
+
+    #[test]
+    fn keras_rule_reads_next_outputs() {
+        // Checkmate's Keras extraction: for each forward edge u -> i, b(i) -> b(u) and
+        // i -> b(u), plus i -> b(i); G_L reads the loss as its gradient.
+        let g = spec(&[
+            ("f1", &[]),
+            ("f2", &["f1"]),
+            ("f3", &["f2"]),
+            ("loss", &["f3"]),
+            ("g3", &["loss", "f3"]),
+            ("g2", &["g3", "f2", "f3"]),
+            ("g1", &["g2", "f1", "f2"]),
+        ]);
+        let c = chain(&g).unwrap();
+        let flags: Vec<(bool, bool, bool)> = c
+            .stages
+            .iter()
+            .map(|s| (s.reads_input, s.reads_output, s.reads_next_output))
+            .collect();
+        assert_eq!(
+            flags,
+            [
+                (false, true, true),
+                (false, true, true),
+                (false, true, false)
+            ]
+        );
     }
 
     #[test]
@@ -533,13 +582,15 @@ mod tests {
             Structure::General(e) => assert_eq!(e.node.as_deref(), Some("f0")),
             other => panic!("{other:?}"),
         }
-        // A backward op reading a forward value of another stage.
+        // A backward op reading a forward value two stages ahead.
         let g = spec(&[
             ("f0", &[]),
             ("f1", &["f0"]),
-            ("loss", &["f1"]),
-            ("g1", &["loss", "f0", "f1"]),
-            ("g0", &["g1", "f1"]),
+            ("f2", &["f1"]),
+            ("loss", &["f2"]),
+            ("g2", &["loss", "f2"]),
+            ("g1", &["g2", "f1"]),
+            ("g0", &["g1", "f2"]),
         ]);
         match detect(&g) {
             Structure::General(e) => assert_eq!(e.node.as_deref(), Some("g0")),

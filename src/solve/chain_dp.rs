@@ -13,28 +13,43 @@
 //! `X_j = ⌈|x_j|/q⌉`, `D_j = ⌈|δ_j|/q⌉` (rounded up) and the budget `m = ⌊(M − K)/q⌋`
 //! (rounded down), so a schedule within `m` slots is within the true budget `M`.
 //!
+//! # Next-output reads (Checkmate's Keras rule)
+//!
+//! Chains extracted by Checkmate's Keras rule (checkmate.md §4.3) have `G_j` also read
+//! `x_{j+1}` ([`crate::graph::structure::Stage::reads_next_output`]), which `G_{j+1}` reads
+//! too, so `G_j` needs `δ_{j+1}`, `x_{j+1}` and `x_j` together. The DP keeps `x_{j+1}`
+//! resident from `G_{j+1}` to `G_j`: the gradient passed from `G_{j+1}` to the rest is the
+//! *held gradient* `δ'_{j+1} = (δ_{j+1}, x_{j+1})` of `D'_{j+1} = D_{j+1} + X_{j+1}` slots
+//! (`D'_j = D_j` for a stage whose `x_j` is not kept), freed together after `G_j`; `G_{j+1}`
+//! is treated as reading `x_{j+1}` so that it is resident there. Every formula below reads
+//! `D'` for a gradient that is held (`δ_{b+1}`, `δ_{a+2}`, `δ_{k+1}`) and `D` for the output
+//! `G_j` writes. This is exact in the simulator's model; the restriction (never freeing
+//! `x_{j+1}` after `G_{j+1}` to recompute it from `x_j` before `G_j`) is one more way the DP's
+//! optimum can lie above the global one, listed with the rest in
+//! `tests/fixtures/chain_dp_next_output_above_exhaustive.json`.
+//!
 //! # Sub-problems
 //!
 //! `C(a, b, m)`, `0 <= a < b <= L+1`: the cheapest way to compute `δ_{a+1}`, given that
 //! `x_a` is resident and owned by the caller (outside `m`), and that `δ_{b+1}` is resident
-//! inside `m` and owned by us (Butt's ownership fix, §4.6.3), never using more than `m`
-//! slots, and leaving only `δ_{a+1}` behind. `C(a, a, m) = 0`. Options:
+//! (held, `δ'_{b+1}`) inside `m` and owned by us (Butt's ownership fix, §4.6.3), never using
+//! more than `m` slots, and leaving only `δ'_{a+1}` behind. `C(a, a, m) = 0`. Options:
 //!
 //! * **Base**, `b = a + 1 = j`: `F_j` (only when `G_j` reads `x_j`) then `G_j`, then free
-//!   `x_j` and `δ_{j+1}`. Needs `D_{j+1} + X_j + D_j` (or `D_{j+1} + D_j`) slots; for the
-//!   loss stage, `X_{L+1}`. Cost `fw_j + bw_j` (or `bw_j`).
+//!   `x_j` (unless kept) and `δ'_{j+1}`. Needs `D'_{j+1} + X_j + D_j` (or `D'_{j+1} + D_j`)
+//!   slots; for the loss stage, `X_{L+1}`. Cost `fw_j + bw_j` (or `bw_j`).
 //! * **F_all at `a + 1`** (rotor's `F_all`, Gruslys' internal-state memorisation):
 //!   compute `x_{a+1}`, keep it for its own backward, solve `C(a+1, b, m − X_{a+1})`, then
-//!   run `G_{a+1}`. Needs `D_{b+1} + X_{a+1} <= m` and `X_{a+1} + D_{a+2} + D_{a+1} <= m`.
+//!   run `G_{a+1}`. Needs `D'_{b+1} + X_{a+1} <= m` and `X_{a+1} + D'_{a+2} + D_{a+1} <= m`.
 //! * **F_ck at `k`**, `a < k < b` (rotor's leaf checkpoint; Butt's eq. 3.1 and 3.3): run
 //!   `F_{a+1}, …, F_k` as F∅ (each `x_{l−1}` freed once `x_l` exists, except `x_a`), keep
 //!   `x_k`, solve `C(k, b, m − X_k)`, free `x_k`, solve `C(a, k, m)`. The sweep needs
-//!   `D_{b+1} + max_l ([l−1 > a]·X_{l−1} + X_l) <= m`. Cost
+//!   `D'_{b+1} + max_l ([l−1 > a]·X_{l−1} + X_l) <= m`. Cost
 //!   `Σ_{l=a+1..k} fw_l + C(k, b, m − X_k) + C(a, k, m)`.
 //! * **F_ck at `k` kept for `G_k`**, `a + 1 < k <= min(b, L)`, when `G_k` does not read
 //!   `x_{k−1}` (Revolve's turn, which reverses a step from the state it reached): as
 //!   F_ck, but after the right part (none when `k = b`) run `G_k` from the kept `x_k`
-//!   (`X_k + D_{k+1} + D_k <= m`) and solve `C(a, k−1, m)`. With `k = b` this is the
+//!   (`X_k + D'_{k+1} + D_k <= m`) and solve `C(a, k−1, m)`. With `k = b` this is the
 //!   sweep that recomputes `x_b` from `x_a` without holding `x_{b−1}`, which the base case
 //!   (holding `x_{b−1}` as its caller's checkpoint) cannot do.
 //!
@@ -270,6 +285,9 @@ pub struct DpChain {
     d_bytes: Vec<u64>,
     reads_input: Vec<bool>,
     reads_output: Vec<bool>,
+    /// `kept[j]`: `G_{j−1}` reads `x_j` (its next output), so `x_j` stays resident from
+    /// `G_j` to `G_{j−1}` as part of the held gradient `δ'_j` (see the module docs).
+    kept: Vec<bool>,
     /// Node indices: `fnode[j]` are the ops of `F_j` (`F_{L+1}` the loss), `gnode[j]`
     /// those of `G_j` (one each for a chain, one per branch for Equiv-Chain).
     fnode: Vec<Vec<usize>>,
@@ -316,6 +334,7 @@ impl DpChain {
             d_bytes: vec![0; l + 3],
             reads_input: vec![false; l + 2],
             reads_output: vec![false; l + 2],
+            kept: vec![false; l + 3],
             fnode: vec![Vec::new(); l + 2],
             gnode: vec![Vec::new(); l + 2],
         };
@@ -328,6 +347,8 @@ impl DpChain {
                 c.d_bytes[j] += st.delta;
                 c.reads_input[j] |= st.reads_input;
                 c.reads_output[j] |= st.reads_output;
+                // Within a branch the next stage sits on the next level.
+                c.kept[j + 1] |= st.reads_next_output;
                 c.fnode[j].push(st.forward);
                 c.gnode[j].push(st.backward);
             }
@@ -336,6 +357,11 @@ impl DpChain {
         c.fw[l + 1] = loss_cost;
         c.x_bytes[l + 1] = loss_size;
         c.d_bytes[l + 1] = loss_size;
+        // A kept `x_j` is resident at `G_j`: the plans treat `G_j` as reading it.
+        for j in 1..=l {
+            c.reads_output[j] |= c.kept[j];
+        }
+        c.kept[l + 1] = false;
         c.fnode[l + 1] = vec![loss];
         c.gnode[l + 1] = vec![loss];
         c.x = c.x_bytes.iter().map(|&b| slots(b)).collect();
@@ -348,6 +374,11 @@ impl DpChain {
 trait Sizes {
     fn x(&self, j: usize) -> u64;
     fn d(&self, j: usize) -> u64;
+    fn kept(&self, j: usize) -> bool;
+    /// `|δ'_j|`: the gradient `δ_j` as held until `G_{j−1}`, with `x_j` when it is kept.
+    fn held(&self, j: usize) -> u64 {
+        self.d(j) + if self.kept(j) { self.x(j) } else { 0 }
+    }
 }
 struct Slots<'a>(&'a DpChain);
 struct Bytes<'a>(&'a DpChain);
@@ -358,6 +389,9 @@ impl Sizes for Slots<'_> {
     fn d(&self, j: usize) -> u64 {
         self.0.d[j] as u64
     }
+    fn kept(&self, j: usize) -> bool {
+        self.0.kept[j]
+    }
 }
 impl Sizes for Bytes<'_> {
     fn x(&self, j: usize) -> u64 {
@@ -365,6 +399,9 @@ impl Sizes for Bytes<'_> {
     }
     fn d(&self, j: usize) -> u64 {
         self.0.d_bytes[j]
+    }
+    fn kept(&self, j: usize) -> bool {
+        self.0.kept[j]
     }
 }
 
@@ -384,14 +421,14 @@ fn base_need(c: &DpChain, s: &impl Sizes, j: usize) -> u64 {
     if j == c.l + 1 {
         s.x(j)
     } else if c.reads_output[j] {
-        s.d(j + 1) + s.x(j) + s.d(j)
+        s.held(j + 1) + s.x(j) + s.d(j)
     } else {
-        s.d(j + 1) + s.d(j)
+        s.held(j + 1) + s.d(j)
     }
 }
 /// `h`: the memory change at the turn (see [`Table`]'s `offset`), in the same unit.
 fn fall_need(s: &impl Sizes, a: usize, b: usize, h: isize) -> usize {
-    ((s.d(b + 1) + s.x(a + 1)) as usize).max(plus(s.x(a + 1) + s.d(a + 2) + s.d(a + 1), h))
+    ((s.held(b + 1) + s.x(a + 1)) as usize).max(plus(s.x(a + 1) + s.held(a + 2) + s.d(a + 1), h))
 }
 
 /// `x + h`, at least 0.
@@ -419,14 +456,14 @@ pub struct Nest {
 }
 /// Peak of the F∅ sweep `F_{a+1}..F_k` while `δ_{b+1}` is resident.
 fn sweep_need(s: &impl Sizes, a: usize, b: usize, k: usize) -> u64 {
-    s.d(b + 1)
+    s.held(b + 1)
         + (a + 1..=k)
             .map(|l| if l - 1 > a { s.x(l - 1) } else { 0 } + s.x(l))
             .max()
             .unwrap_or(0)
 }
 fn keep_need(s: &impl Sizes, k: usize) -> u64 {
-    s.x(k) + s.d(k + 1) + s.d(k)
+    s.x(k) + s.held(k + 1) + s.d(k)
 }
 
 /// Which options the DP may use: rotor's full persistent space, or one of Gruslys'
@@ -575,7 +612,7 @@ impl Table {
                     for k in a + 1..=b.min(chain.l) {
                         fc += chain.fw[k];
                         sweep = sweep.max(if k - 1 > a { chain.x[k - 1] } else { 0 } + chain.x[k]);
-                        let start = chain.d[b + 1] + sweep;
+                        let start = s.held(b + 1) as usize + sweep;
                         // The right part C(k, b, m − X_k); empty when k = b.
                         let (right, shift) = if k < b {
                             (&rows[b][k], chain.x[k])
@@ -744,10 +781,20 @@ impl Table {
         let free = |ev: &mut Vec<Event>, nodes: &[usize]| {
             ev.extend(nodes.iter().map(|&v| Event::Free(v)));
         };
-        // The loss output is freed here unless an outer branch still needs it.
+        // δ'_j after its last reader G_{j−1}: δ_j, and x_j when kept. The loss output is
+        // freed here unless an outer branch still needs it.
         let free_grad = |ev: &mut Vec<Event>, j: usize| {
             if j < n || (j == n && !self.holds_loss) {
                 free(ev, &c.gnode[j]);
+            }
+            if c.kept[j] {
+                free(ev, &c.fnode[j]);
+            }
+        };
+        // x_j after G_j, unless it is kept for G_{j−1}.
+        let free_output = |ev: &mut Vec<Event>, j: usize| {
+            if !c.kept[j] {
+                free(ev, &c.fnode[j]);
             }
         };
         let (h, hb) = if b == n {
@@ -773,7 +820,7 @@ impl Table {
                     }
                     compute(ev, &c.gnode[j]);
                     if c.reads_output[j] {
-                        free(ev, &c.fnode[j]);
+                        free_output(ev, j);
                     }
                     free_grad(ev, j + 1);
                 }
@@ -784,7 +831,7 @@ impl Table {
                 compute(ev, &c.fnode[j]);
                 let inner = self.emit(j, b, m - c.x[j], ev);
                 compute(ev, &c.gnode[j]);
-                free(ev, &c.fnode[j]);
+                free_output(ev, j);
                 free_grad(ev, j + 1);
                 (fall_need(&by, a, b, hb as isize) as u64).max(by.x(j) + inner)
             }
@@ -810,7 +857,7 @@ impl Table {
                 let left_end = match choice {
                     Choice::CkKeep(_) => {
                         compute(ev, &c.gnode[k]);
-                        free(ev, &c.fnode[k]);
+                        free_output(ev, k);
                         free_grad(ev, k + 1);
                         peak = peak.max(shifted(keep_need(&by, k)));
                         k - 1
@@ -1082,6 +1129,17 @@ pub(crate) mod tests {
 
     /// A chain training graph: f1..fL, loss, gL..g1.
     pub(crate) fn chain_graph(stages: &[StageSpec], loss: (f64, u64), fixed: u64) -> Graph {
+        chain_graph_reading(stages, &[], loss, fixed)
+    }
+
+    /// [`chain_graph`] where `g{j}` also reads `f{j+1}` for each `j` in `next`
+    /// (Checkmate's Keras rule reads it for every `j < L`).
+    fn chain_graph_reading(
+        stages: &[StageSpec],
+        next: &[usize],
+        loss: (f64, u64),
+        fixed: u64,
+    ) -> Graph {
         let l = stages.len();
         let mut nodes = Vec::new();
         for (i, st) in stages.iter().enumerate() {
@@ -1118,6 +1176,9 @@ pub(crate) mod tests {
             }
             if st.5 {
                 inputs.push(format!("f{j}"));
+            }
+            if next.contains(&j) {
+                inputs.push(format!("f{}", j + 1));
             }
             nodes.push(NodeSpec {
                 id: format!("g{j}"),
@@ -1310,8 +1371,98 @@ pub(crate) mod tests {
         );
     }
 
+    /// A chain whose backward ops read the next stage's output: on even seeds Checkmate's
+    /// Keras rule (checkmate.md §4.3: every `G_j` reads `x_j` and, for `j < L`, `x_{j+1}`),
+    /// on odd seeds random read patterns with `x_{j+1}` read for a random subset of `j`.
+    /// Random costs and sizes, at most 5 stages (11 nodes).
+    fn next_reading_chain(seed: u64) -> (Graph, Vec<usize>) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let l = rng.random_range(1..=5usize);
+        let mixed = seed % 2 == 1;
+        let stages: Vec<StageSpec> = (0..l)
+            .map(|i| {
+                let pattern = if mixed { rng.random_range(0..4u8) } else { 2 };
+                (
+                    rng.random_range(1..=5u32) as f64,
+                    rng.random_range(1..=5u32) as f64,
+                    rng.random_range(1..=4u64),
+                    rng.random_range(1..=4u64),
+                    i > 0 && pattern & 1 == 1,
+                    pattern & 2 == 2,
+                )
+            })
+            .collect();
+        let next: Vec<usize> = (1..l).filter(|_| !mixed || rng.random_bool(0.5)).collect();
+        let loss = (
+            rng.random_range(1..=3u32) as f64,
+            rng.random_range(1..=4u64),
+        );
+        (chain_graph_reading(&stages, &next, loss, 0), next)
+    }
+
+    /// Keras-style chains, uniform (`L = 1..=5`, unit costs and sizes) and random
+    /// ([`next_reading_chain`]): detected as chains with `reads_next_output` where `G_j`
+    /// reads `x_{j+1}`; every budget: chain-dp's plan passes the simulator within budget
+    /// with the predicted cost and peak (checked in `dp`), is never below the exhaustive
+    /// optimum, and the cases above it are those the fixture lists.
+    #[test]
+    fn next_output_chains_against_exhaustive() {
+        let uniform = (1..=5usize).map(|l| {
+            let next: Vec<usize> = (1..l).collect();
+            let stages = vec![(1.0, 1.0, 1, 1, false, true); l];
+            (
+                format!("uniform L={l}"),
+                chain_graph_reading(&stages, &next, (1.0, 1), 0),
+                next,
+            )
+        });
+        let random = (0..40u64).map(|seed| {
+            let (g, next) = next_reading_chain(seed);
+            (format!("seed {seed}"), g, next)
+        });
+        let mut above = Vec::new();
+        let mut pairs = 0;
+        for (name, g, next) in uniform.chain(random) {
+            let chain = crate::graph::structure::chain(&g).unwrap();
+            for (i, st) in chain.stages.iter().enumerate() {
+                assert_eq!(st.reads_next_output, next.contains(&(i + 1)), "{name}");
+            }
+            let (lo, _) = g.min_feasible_budget();
+            let hi = crate::solve::baseline::checkpoint_all_peak(&g);
+            for budget in lo..=hi {
+                let got = dp(&g, budget);
+                let Some(opt) = exhaustive(&g, budget) else {
+                    assert_eq!(got, None, "{name}, M = {budget}");
+                    continue;
+                };
+                pairs += 1;
+                assert!(
+                    got.is_none_or(|c| c >= opt),
+                    "{name}, M = {budget}: {got:?} below the optimum {opt}"
+                );
+                if got != Some(opt) {
+                    above.push(format!(
+                        "{name} M={budget}: chain-dp {got:?} vs optimum {opt}"
+                    ));
+                }
+            }
+        }
+        check_fixture(
+            "chain_dp_next_output_above_exhaustive.json",
+            "chains whose backward ops read the next stage's output (chain_dp::tests::next_output_chains_against_exhaustive) and budgets where chain-dp is above the exhaustive optimum (None = reported infeasible)",
+            pairs,
+            serde_json::json!(above),
+        );
+    }
+
     /// A join of unit chains reading their outputs (Checkmate-style branches), unit sizes.
     fn join_graph(lengths: &[usize]) -> Graph {
+        join_graph_reading(lengths, false)
+    }
+
+    /// [`join_graph`] whose backward ops also read the next stage's output when `next`
+    /// (Checkmate's Keras rule).
+    fn join_graph_reading(lengths: &[usize], next: bool) -> Graph {
         let mut nodes = Vec::new();
         let node = |id: String, inputs: Vec<String>, kind| NodeSpec {
             id,
@@ -1344,11 +1495,11 @@ pub(crate) mod tests {
                 } else {
                     format!("g{b}_{}", j + 1)
                 };
-                nodes.push(node(
-                    format!("g{b}_{j}"),
-                    vec![grad, format!("f{b}_{j}")],
-                    NodeKind::Backward,
-                ));
+                let mut inputs = vec![grad, format!("f{b}_{j}")];
+                if next && j < l {
+                    inputs.push(format!("f{b}_{}", j + 1));
+                }
+                nodes.push(node(format!("g{b}_{j}"), inputs, NodeKind::Backward));
             }
         }
         Graph::new(GraphSpec {
@@ -1459,5 +1610,51 @@ pub(crate) mod tests {
             pairs,
             serde_json::json!(above),
         );
+    }
+
+    /// Joins whose branches read the next stage's output: join-dp's plans fit the budget
+    /// with the predicted cost and peak and equiv-chain's fit it, both never below the
+    /// exhaustive optimum.
+    #[test]
+    fn joins_reading_next_outputs_are_valid() {
+        for lengths in [
+            vec![2, 1],
+            vec![2, 2],
+            vec![3, 1],
+            vec![3, 2],
+            vec![2, 1, 1],
+        ] {
+            let g = join_graph_reading(&lengths, true);
+            let join = crate::graph::structure::join(&g).unwrap();
+            assert!(join.branches.iter().any(|b| b[0].reads_next_output));
+            for budget in 1..=(g.len() as u64) {
+                let opt = exhaustive(&g, budget);
+                for solver in ["join-dp", "equiv-chain"] {
+                    let r = solve(
+                        &Instance { graph: &g, budget },
+                        solver,
+                        &SolveOptions::default(),
+                    )
+                    .unwrap();
+                    let case = format!("{solver} {lengths:?} at M = {budget}");
+                    match r.status {
+                        Status::Feasible => {
+                            let stats = r.stats.unwrap();
+                            assert!(stats.peak_memory <= budget, "{case}");
+                            assert!(Some(stats.total_cost) >= opt, "{case}");
+                            if solver == "join-dp" {
+                                let d = r.details.unwrap();
+                                assert_eq!(d["predicted_cost"].as_f64(), Some(stats.total_cost));
+                                assert_eq!(d["predicted_peak"].as_u64(), Some(stats.peak_memory));
+                            }
+                        }
+                        Status::Infeasible => {
+                            assert!(budget < g.len() as u64, "{case}: room for every node")
+                        }
+                        other => panic!("{case}: {other:?} {:?}", r.message),
+                    }
+                }
+            }
+        }
     }
 }

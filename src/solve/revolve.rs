@@ -199,6 +199,8 @@ fn push_turn(actions: &mut Vec<RevolveAction>, step: usize, l: usize) {
 pub enum GraphViewError {
     #[error("the backward op of stage {stage} reads both its input and its output; Revolve's turn reads one state")]
     TwoStates { stage: usize },
+    #[error("the backward op of stage {stage} reads the next stage's output; Revolve's turn reads one state")]
+    NextOutput { stage: usize },
     #[error("no Revolve schedule reverses {steps} steps with {snapshots} snapshots")]
     NoSchedule { steps: usize, snapshots: usize },
 }
@@ -211,6 +213,7 @@ fn turn_state(chain: &Chain) -> Result<Vec<usize>, GraphViewError> {
         .iter()
         .enumerate()
         .map(|(i, st)| match (st.reads_input, st.reads_output) {
+            _ if st.reads_next_output => Err(GraphViewError::NextOutput { stage: i + 1 }),
             (true, true) => Err(GraphViewError::TwoStates { stage: i + 1 }),
             (true, false) => Ok(i),
             _ => Ok(i + 1),
@@ -336,7 +339,7 @@ pub(crate) fn homogeneous(chain: &Chain) -> bool {
         && chain
             .stages
             .iter()
-            .all(|st| !(st.reads_input && st.reads_output))
+            .all(|st| !(st.reads_next_output || st.reads_input && st.reads_output))
 }
 
 impl Solver for Revolve {
@@ -588,6 +591,18 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn refuses_backward_ops_reading_the_next_output() {
+        // Checkmate's Keras rule: g1 reads f2, the next stage's output.
+        let g = crate::graph::structure::tests::keras_two_stages();
+        let c = chain(&g).unwrap();
+        assert!(!homogeneous(&c));
+        assert_eq!(
+            graph_schedule(&c, 2).err(),
+            Some(GraphViewError::NextOutput { stage: 1 })
+        );
     }
 
     #[test]

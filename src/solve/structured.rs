@@ -1,8 +1,10 @@
 //! Which exact dynamic program fits a graph's structure (for `auto`).
 //!
 //! Homogeneous chains go to Revolve (global optimum, verified against the exhaustive
-//! oracle); other chains to the chain DP (optimal among persistent schedules). Graphs of
-//! any other class have no exact DP here.
+//! oracle); other chains, including those whose backward ops read the next stage's output
+//! (Keras-extracted networks, which Revolve's one-state turn cannot express), to the chain
+//! DP (optimal among persistent schedules). Graphs of any other class have no exact DP
+//! here.
 
 use super::chain_dp::ChainDp;
 use super::revolve::{homogeneous, Revolve};
@@ -29,5 +31,12 @@ mod tests {
         let (s, scope) = exact_solver_for(&linear(5)).unwrap();
         assert_eq!((s.info().name, scope), ("revolve", Scope::GlobalOptimum));
         assert!(exact_solver_for(&random_layered(41, 1)).is_none());
+        // A uniform chain whose backward ops read the next stage's output (Keras rule).
+        let g = crate::graph::structure::tests::keras_two_stages();
+        let (s, scope) = exact_solver_for(&g).unwrap();
+        assert_eq!(
+            (s.info().name, scope),
+            ("chain-dp", Scope::OptimalAmongPersistent)
+        );
     }
 }

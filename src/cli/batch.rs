@@ -1,0 +1,521 @@
+//! `remat batch`: solves every (graph, budget) pair of a set of graph files and writes one
+//! result file per pair, plus `summary.csv` and `summary.json`.
+//!
+//! - Work items are the graphs (files, or the `*.json` files of directories, sorted by
+//!   path) times the budgets (in the order given); item `i` belongs to shard `i mod N`, so
+//!   `--shard K/N` (K in 0..N, as Kubernetes' `JOB_COMPLETION_INDEX`) takes a
+//!   deterministic slice and N machines together cover every item once.
+//! - Each result is written atomically (temporary file + rename): a reader, or a killed
+//!   run, never leaves a partial result under its final name. A result file that already
+//!   exists is a finished item: a second run skips it (resume).
+//! - Results with an answer (`optimal`, `feasible`, `infeasible`) are written; a time
+//!   limit without a schedule or an error writes nothing, so a later run retries it.
+//! - SIGINT/SIGTERM cancel the solves in flight and stop the run before any new item.
+
+use super::{bad, write_atomic, CliError};
+use crate::budget::Budget;
+use crate::graph::load::{load_graph, Format};
+use crate::solve::{self, checkpoint_all_peak, Instance, SolveOptions, SolveResult, Status};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+pub struct BatchArgs {
+    /// Graph files, or directories whose `*.json` files are graphs.
+    #[arg(long, num_args = 1.., required = true)]
+    graphs: Vec<PathBuf>,
+    /// Budgets, comma-separated: shares of the checkpoint-all peak (90%,80%,70%), bytes or sizes.
+    #[arg(long, value_delimiter = ',', num_args = 1.., required = true)]
+    budgets: Vec<String>,
+    /// Directory for the result files and the summaries (created if missing).
+    #[arg(long)]
+    out: PathBuf,
+    /// Solver name (see `remat solvers`).
+    #[arg(short, long, default_value = "auto")]
+    solver: String,
+    /// Solves run at once.
+    #[arg(long, env = "REMAT_JOBS", default_value_t = 1)]
+    jobs: usize,
+    /// Time limit of each solve, in seconds.
+    #[arg(long)]
+    time_limit: Option<f64>,
+    /// Solve only slice K of N (K from 0 to N-1), e.g. 0/4.
+    #[arg(long, value_parser = parse_shard)]
+    shard: Option<Shard>,
+    /// Input format of the graphs: auto, native or node-link.
+    #[arg(long, default_value = "auto", value_parser = super::parse_format)]
+    format: Format,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    k: usize,
+    n: usize,
+}
+
+fn parse_shard(s: &str) -> Result<Shard, String> {
+    let err = || format!("expected K/N with 0 <= K < N, e.g. 0/4; got '{s}'");
+    let (k, n) = s.split_once('/').ok_or_else(err)?;
+    let (k, n) = (
+        k.trim().parse().map_err(|_| err())?,
+        n.trim().parse().map_err(|_| err())?,
+    );
+    if k < n {
+        Ok(Shard { k, n })
+    } else {
+        Err(err())
+    }
+}
+
+/// One (graph, budget) pair.
+struct Item {
+    graph: PathBuf,
+    budget: String,
+    output: PathBuf,
+}
+
+/// A line of the summaries.
+#[derive(Clone, Debug, Serialize)]
+struct Row {
+    graph: String,
+    budget: String,
+    budget_bytes: Option<u64>,
+    solver: String,
+    status: String,
+    cost: Option<f64>,
+    overhead: Option<f64>,
+    peak: Option<u64>,
+    lower_bound: Option<f64>,
+    time_s: Option<f64>,
+    /// The result file, when there is one.
+    output: Option<String>,
+    /// Found finished from an earlier run.
+    skipped: bool,
+    message: Option<String>,
+}
+
+impl Row {
+    fn ok(&self) -> bool {
+        self.status == "optimal" || self.status == "feasible"
+    }
+}
+
+/// The file-name form of a budget: `80%` -> `80pct`, `6GiB` -> `6GiB`.
+fn budget_label(budget: &str) -> String {
+    budget
+        .trim()
+        .replace('%', "pct")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn graph_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
+    let mut files = Vec::new();
+    for input in inputs {
+        if input.is_dir() {
+            let entries = std::fs::read_dir(input)
+                .map_err(|e| bad(format!("cannot read {}: {e}", input.display())))?;
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            if found.is_empty() {
+                return Err(bad(format!("{} holds no .json graph", input.display())));
+            }
+            files.append(&mut found);
+        } else if input.is_file() {
+            files.push(input.clone());
+        } else {
+            return Err(bad(format!(
+                "{}: no such file or directory",
+                input.display()
+            )));
+        }
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+fn plan(args: &BatchArgs) -> Result<Vec<Item>, CliError> {
+    for b in &args.budgets {
+        b.parse::<Budget>().map_err(bad)?;
+    }
+    let files = graph_files(&args.graphs)?;
+    let mut stems = std::collections::HashMap::new();
+    for f in &files {
+        let stem = f
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        if let Some(other) = stems.insert(stem.clone(), f) {
+            return Err(bad(format!(
+                "{} and {} would write the same result files ({stem}--*.json)",
+                other.display(),
+                f.display()
+            )));
+        }
+    }
+    let shard = args.shard.unwrap_or(Shard { k: 0, n: 1 });
+    Ok(files
+        .iter()
+        .flat_map(|g| args.budgets.iter().map(move |b| (g, b)))
+        .enumerate()
+        .filter(|(i, _)| i % shard.n == shard.k)
+        .map(|(_, (graph, budget))| {
+            let stem = graph.file_stem().unwrap_or_default().to_string_lossy();
+            Item {
+                graph: graph.clone(),
+                output: args
+                    .out
+                    .join(format!("{stem}--{}.json", budget_label(budget))),
+                budget: budget.clone(),
+            }
+        })
+        .collect())
+}
+
+/// A result file from an earlier run, as a summary row; `None` if unreadable (redo it).
+fn finished(item: &Item) -> Option<Row> {
+    let value: Value = serde_json::from_slice(&std::fs::read(&item.output).ok()?).ok()?;
+    let status = value.get("status")?.as_str()?.to_string();
+    let stats = value.get("stats");
+    let num = |v: Option<&Value>, k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_f64);
+    Some(Row {
+        graph: item.graph.display().to_string(),
+        budget: item.budget.clone(),
+        budget_bytes: value.get("budget").and_then(Value::as_u64),
+        solver: value.get("solver")?.as_str()?.to_string(),
+        status,
+        cost: num(stats, "total_cost"),
+        overhead: num(stats, "overhead"),
+        peak: stats
+            .and_then(|s| s.get("peak_memory"))
+            .and_then(Value::as_u64),
+        lower_bound: num(Some(&value), "lower_bound"),
+        time_s: num(Some(&value), "solve_time_s"),
+        output: Some(item.output.display().to_string()),
+        skipped: true,
+        message: value
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    })
+}
+
+fn status_name(s: Status) -> String {
+    serde_json::to_value(s)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Solves one item and writes its result file. `None` when cancelled.
+fn run_item(item: &Item, args: &BatchArgs, options: &SolveOptions) -> Option<Row> {
+    let mut row = Row {
+        graph: item.graph.display().to_string(),
+        budget: item.budget.clone(),
+        budget_bytes: None,
+        solver: args.solver.clone(),
+        status: "error".into(),
+        cost: None,
+        overhead: None,
+        peak: None,
+        lower_bound: None,
+        time_s: None,
+        output: None,
+        skipped: false,
+        message: None,
+    };
+    let graph = match load_graph(&item.graph, args.format) {
+        Ok(g) => g,
+        Err(e) => {
+            row.message = Some(e.to_string());
+            return Some(row);
+        }
+    };
+    let budget = item
+        .budget
+        .parse::<Budget>()
+        .expect("budgets are checked before the run")
+        .resolve(checkpoint_all_peak(&graph));
+    row.budget_bytes = Some(budget);
+    let result = match solve::solve(
+        &Instance {
+            graph: &graph,
+            budget,
+        },
+        &args.solver,
+        options,
+    ) {
+        Ok(r) => r,
+        Err(solve::SolveError::Cancelled) => return None,
+        Err(e) => {
+            row.message = Some(e.to_string());
+            return Some(row);
+        }
+    };
+    fill(&mut row, &result);
+    if matches!(
+        result.status,
+        Status::Optimal | Status::Feasible | Status::Infeasible
+    ) {
+        let text = serde_json::to_vec_pretty(&result).expect("results serialise");
+        match write_atomic(&item.output, &text) {
+            Ok(()) => row.output = Some(item.output.display().to_string()),
+            Err(e) => {
+                row.status = "error".into();
+                row.message = Some(format!("cannot write {}: {e}", item.output.display()));
+            }
+        }
+    }
+    Some(row)
+}
+
+fn fill(row: &mut Row, r: &SolveResult) {
+    row.solver = r.solver.clone();
+    row.status = status_name(r.status);
+    row.cost = r.stats.as_ref().map(|s| s.total_cost);
+    row.overhead = r.stats.as_ref().map(|s| s.overhead);
+    row.peak = r.stats.as_ref().map(|s| s.peak_memory);
+    row.lower_bound = r.lower_bound;
+    row.time_s = Some(r.solve_time_s);
+    row.message = r.message.clone();
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn summary_csv(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "graph,budget,budget_bytes,solver,status,cost,overhead,peak,lower_bound,time_s,output,skipped,message\n",
+    );
+    let opt = |v: Option<String>| v.unwrap_or_default();
+    for r in rows {
+        let fields = [
+            csv_field(&r.graph),
+            csv_field(&r.budget),
+            opt(r.budget_bytes.map(|b| b.to_string())),
+            csv_field(&r.solver),
+            r.status.clone(),
+            opt(r.cost.map(|c| c.to_string())),
+            opt(r.overhead.map(|c| c.to_string())),
+            opt(r.peak.map(|c| c.to_string())),
+            opt(r.lower_bound.map(|c| c.to_string())),
+            opt(r.time_s.map(|c| format!("{c:.6}"))),
+            csv_field(r.output.as_deref().unwrap_or_default()),
+            r.skipped.to_string(),
+            csv_field(r.message.as_deref().unwrap_or_default()),
+        ];
+        out.push_str(&fields.join(","));
+        out.push('\n');
+    }
+    out
+}
+
+/// Raises `cancel` on SIGINT or SIGTERM until the returned sender is dropped.
+fn watch_signals(cancel: Arc<AtomicBool>) -> Option<tokio::sync::oneshot::Sender<()>> {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    std::thread::spawn(move || {
+        runtime.block_on(async move {
+            tokio::select! {
+                _ = crate::service::shutdown_signal() => cancel.store(true, Ordering::SeqCst),
+                _ = rx => {}
+            }
+        })
+    });
+    Some(tx)
+}
+
+pub fn run(args: BatchArgs) -> Result<i32, CliError> {
+    solve::find(&args.solver)?;
+    if let Some(t) = args.time_limit.filter(|t| !(t.is_finite() && *t > 0.0)) {
+        return Err(bad(format!(
+            "--time-limit must be a positive number of seconds, got {t}"
+        )));
+    }
+    let items = plan(&args)?;
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| bad(format!("cannot create {}: {e}", args.out.display())))?;
+    remove_stale_temporaries(&items);
+    let cancel = Arc::new(AtomicBool::new(false));
+    let _signals = watch_signals(cancel.clone());
+    let options = SolveOptions {
+        time_limit: args.time_limit.map(Duration::from_secs_f64),
+        cancel: cancel.clone(),
+        ..SolveOptions::default()
+    };
+    let bar = ProgressBar::new(items.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}")
+            .expect("valid template"),
+    );
+    let start = Instant::now();
+    let rows: Mutex<Vec<Option<Row>>> = Mutex::new(vec![None; items.len()]);
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..args.jobs.clamp(1, items.len().max(1)) {
+            scope.spawn(|| loop {
+                if cancel.load(Ordering::SeqCst) {
+                    return;
+                }
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(item) = items.get(i) else { return };
+                let row = finished(item).or_else(|| run_item(item, &args, &options));
+                if let Some(row) = &row {
+                    bar.set_message(format!(
+                        "{} @ {}: {}",
+                        item.graph.file_stem().unwrap_or_default().to_string_lossy(),
+                        item.budget,
+                        row.status
+                    ));
+                    bar.inc(1);
+                }
+                rows.lock().expect("rows lock")[i] = row;
+            });
+        }
+    });
+    bar.finish_and_clear();
+    let rows: Vec<Row> = rows
+        .into_inner()
+        .expect("rows lock")
+        .into_iter()
+        .flatten()
+        .collect();
+    if cancel.load(Ordering::SeqCst) {
+        eprintln!(
+            "interrupted after {} of {} items; run the same command again to resume",
+            rows.len(),
+            items.len()
+        );
+        return Ok(130);
+    }
+    let suffix = args
+        .shard
+        .map(|s| format!("-{}-of-{}", s.k, s.n))
+        .unwrap_or_default();
+    let json = serde_json::to_vec_pretty(&serde_json::json!({
+        "solver": args.solver,
+        "budgets": args.budgets,
+        "shard": args.shard.map(|s| format!("{}/{}", s.k, s.n)),
+        "rows": rows,
+    }))
+    .expect("summaries serialise");
+    for (name, bytes) in [
+        (format!("summary{suffix}.json"), json),
+        (
+            format!("summary{suffix}.csv"),
+            summary_csv(&rows).into_bytes(),
+        ),
+    ] {
+        let path = args.out.join(name);
+        write_atomic(&path, &bytes)
+            .map_err(|e| bad(format!("cannot write {}: {e}", path.display())))?;
+    }
+    let skipped = rows.iter().filter(|r| r.skipped).count();
+    let failed: Vec<&Row> = rows.iter().filter(|r| !r.ok()).collect();
+    eprintln!(
+        "{} items: {} solved, {} skipped (done before), {} without a schedule, in {:.1} s",
+        rows.len(),
+        rows.len() - skipped - failed.iter().filter(|r| !r.skipped).count(),
+        skipped,
+        failed.len(),
+        start.elapsed().as_secs_f64()
+    );
+    for r in &failed {
+        eprintln!(
+            "  {} @ {}: {}{}",
+            r.graph,
+            r.budget,
+            r.status,
+            r.message
+                .as_ref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(if failed.is_empty() { 0 } else { 1 })
+}
+
+/// Removes temporary files a killed run left beside this run's result files.
+fn remove_stale_temporaries(items: &[Item]) {
+    for item in items {
+        let (Some(dir), Some(name)) = (item.output.parent(), item.output.file_name()) else {
+            continue;
+        };
+        let prefix = format!(".{}.tmp-", name.to_string_lossy());
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn shards_and_labels() {
+        assert_eq!(parse_shard("1/4"), Ok(Shard { k: 1, n: 4 }));
+        assert!(parse_shard("4/4").is_err() && parse_shard("x").is_err());
+        assert_eq!(budget_label("80%"), "80pct");
+        assert_eq!(budget_label("1.5 GB"), "1.5_GB");
+        assert_eq!(csv_field("a,\"b\""), "\"a,\"\"b\"\"\"");
+    }
+
+    #[test]
+    fn shards_partition_the_items() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("graphs");
+        let args = |shard| BatchArgs {
+            graphs: vec![dir.clone()],
+            budgets: vec!["90%".into(), "80%".into(), "70%".into()],
+            out: PathBuf::from("/nonexistent"),
+            solver: "auto".into(),
+            jobs: 1,
+            time_limit: None,
+            shard,
+            format: Format::Auto,
+        };
+        let all: Vec<PathBuf> = plan(&args(None))
+            .unwrap()
+            .into_iter()
+            .map(|i| i.output)
+            .collect();
+        let mut union: Vec<PathBuf> = (0..2)
+            .flat_map(|k| plan(&args(Some(Shard { k, n: 2 }))).unwrap())
+            .map(|i| i.output)
+            .collect();
+        union.sort();
+        let mut sorted = all.clone();
+        sorted.sort();
+        assert_eq!(union, sorted);
+        assert_eq!(all.len(), 3 * graph_files(&[dir]).unwrap().len());
+    }
+}

@@ -1,0 +1,103 @@
+//! The server's settings: each is a `remat serve` flag and an environment variable.
+
+use crate::budget::Budget;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How log lines are written (to stderr).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct Config {
+    /// Address to listen on. Inside a pod, loopback is enough for a sidecar.
+    #[arg(long, env = "REMAT_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// Largest request body: bytes or a size (64MiB). Larger bodies get 413.
+    #[arg(long, env = "REMAT_MAX_BODY", default_value = "64MiB", value_parser = parse_size)]
+    pub max_body: usize,
+    /// Solves that run at once (default: the number of CPUs).
+    #[arg(long, env = "REMAT_WORKERS", default_value_t = default_workers())]
+    pub workers: usize,
+    /// Solves that may wait for a worker; beyond that, 503 with Retry-After.
+    #[arg(long, env = "REMAT_QUEUE", default_value_t = 32)]
+    pub queue: usize,
+    /// Time limit of a solve in seconds: the default and the cap of `time_limit_s`.
+    #[arg(long, env = "REMAT_TIME_LIMIT", default_value_t = 60.0, value_parser = parse_seconds)]
+    pub time_limit: f64,
+    /// Threads one solve may use (solvers that use threads); unset lets each solver choose.
+    #[arg(long, env = "REMAT_SOLVER_THREADS")]
+    pub solver_threads: Option<u32>,
+    /// Results kept in the cache (0 disables it).
+    #[arg(long, env = "REMAT_CACHE", default_value_t = 256)]
+    pub cache: usize,
+    /// Jobs kept at once (finished ones are dropped oldest first to make room).
+    #[arg(long, env = "REMAT_MAX_JOBS", default_value_t = 1024)]
+    pub max_jobs: usize,
+    /// Seconds a finished job stays readable.
+    #[arg(long, env = "REMAT_JOB_TTL", default_value_t = 3600.0, value_parser = parse_seconds)]
+    pub job_ttl: f64,
+    /// Budgets allowed in one sweep request.
+    #[arg(long, env = "REMAT_MAX_SWEEP", default_value_t = 64)]
+    pub max_sweep: usize,
+    /// Seconds in-flight solves may take to finish after SIGTERM before they are cancelled.
+    #[arg(long, env = "REMAT_GRACE", default_value_t = 20.0, value_parser = parse_seconds)]
+    pub grace: f64,
+    /// Log format.
+    #[arg(long, env = "REMAT_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            max_body: 64 << 20,
+            workers: default_workers(),
+            queue: 32,
+            time_limit: 60.0,
+            solver_threads: None,
+            cache: 256,
+            max_jobs: 1024,
+            job_ttl: 3600.0,
+            max_sweep: 64,
+            grace: 20.0,
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+impl Config {
+    pub fn time_limit(&self) -> Duration {
+        Duration::from_secs_f64(self.time_limit)
+    }
+    pub fn grace(&self) -> Duration {
+        Duration::from_secs_f64(self.grace)
+    }
+    pub fn job_ttl(&self) -> Duration {
+        Duration::from_secs_f64(self.job_ttl)
+    }
+}
+
+fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    match s.parse::<Budget>().map_err(|e| e.to_string())? {
+        Budget::Bytes(b) if b > 0 => usize::try_from(b).map_err(|_| format!("{s} is too large")),
+        _ => Err(format!(
+            "expected a positive size such as 65536 or 64MiB, got '{s}'"
+        )),
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("expected a positive number of seconds, got '{s}'")),
+    }
+}

@@ -1,0 +1,226 @@
+//! Asynchronous solve jobs: `POST /v1/jobs` answers 202 with an id at once, the solve runs
+//! in the worker pool, `GET /v1/jobs/{id}` reports its state and progress and, when done,
+//! its result; `DELETE` cancels it (raising the solver's cancel flag).
+//!
+//! Jobs live in memory (the sidecar is stateless): at most `max_jobs` at once, and a
+//! finished job is dropped `ttl` after it finished. When the table is full, the oldest
+//! finished job makes room; when every job is still active, a new one is refused (503).
+
+// An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
+#![allow(clippy::result_large_err)]
+
+use super::problem::ApiProblem;
+use crate::solve::{Progress, SolveResult};
+use rand::Rng;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    /// Waiting for a worker.
+    Queued,
+    Running,
+    /// The solve ended; `result` holds its answer (whatever its status).
+    Succeeded,
+    /// The solve could not run or failed; `error` says why.
+    Failed,
+    Cancelled,
+}
+
+impl JobStatus {
+    fn is_active(self) -> bool {
+        matches!(self, JobStatus::Queued | JobStatus::Running)
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct JobProgress {
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<f64>,
+}
+
+/// A job as `GET /v1/jobs/{id}` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobView {
+    pub id: String,
+    pub status: JobStatus,
+    /// Seconds since the Unix epoch.
+    pub created_at: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<JobProgress>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<SolveResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ApiProblem>,
+}
+
+struct Job {
+    view: JobView,
+    cancel: Arc<AtomicBool>,
+    finished: Option<Instant>,
+}
+
+/// What `DELETE /v1/jobs/{id}` did.
+pub enum Cancelled {
+    /// The job was active and is now cancelled.
+    Stopped(Box<JobView>),
+    /// The job had finished; its record is gone.
+    Removed,
+}
+
+pub struct Jobs {
+    max: usize,
+    ttl: Duration,
+    table: Mutex<HashMap<String, Job>>,
+}
+
+impl Jobs {
+    pub fn new(max: usize, ttl: Duration) -> Jobs {
+        Jobs {
+            max: max.max(1),
+            ttl,
+            table: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Job>> {
+        let mut table = self.table.lock().expect("jobs lock");
+        let ttl = self.ttl;
+        table.retain(|_, j| j.finished.is_none_or(|t| t.elapsed() < ttl));
+        table
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Registers a queued job; returns its id and cancel flag.
+    pub fn create(&self) -> Result<(String, Arc<AtomicBool>), ApiProblem> {
+        let mut table = self.lock();
+        if table.len() >= self.max {
+            let oldest = table
+                .iter()
+                .filter_map(|(id, j)| j.finished.map(|t| (t, id.clone())))
+                .min();
+            match oldest {
+                Some((_, id)) => {
+                    table.remove(&id);
+                }
+                None => {
+                    return Err(ApiProblem::new(
+                        super::problem::Kind::Busy,
+                        format!("all {} job slots hold active jobs", self.max),
+                    )
+                    .retry_after(5))
+                }
+            }
+        }
+        let id = format!("{:032x}", rand::rng().random::<u128>());
+        let cancel = Arc::new(AtomicBool::new(false));
+        let created_at = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        table.insert(
+            id.clone(),
+            Job {
+                view: JobView {
+                    id: id.clone(),
+                    status: JobStatus::Queued,
+                    created_at,
+                    progress: None,
+                    result: None,
+                    error: None,
+                },
+                cancel: cancel.clone(),
+                finished: None,
+            },
+        );
+        Ok((id, cancel))
+    }
+
+    fn update(&self, id: &str, f: impl FnOnce(&mut Job)) {
+        if let Some(job) = self.lock().get_mut(id) {
+            if job.view.status.is_active() {
+                f(job);
+            }
+        }
+    }
+
+    pub fn started(&self, id: &str) {
+        self.update(id, |j| j.view.status = JobStatus::Running);
+    }
+
+    pub fn progress(&self, id: &str, p: Progress) {
+        self.update(id, |j| {
+            j.view.progress = Some(JobProgress {
+                message: p.message,
+                fraction: p.fraction,
+            })
+        });
+    }
+
+    /// Records the end of a job's solve (ignored if it was cancelled meanwhile).
+    pub fn finish(&self, id: &str, outcome: Result<Arc<SolveResult>, ApiProblem>) {
+        self.update(id, |j| {
+            j.finished = Some(Instant::now());
+            match outcome {
+                Ok(r) => {
+                    j.view.status = JobStatus::Succeeded;
+                    j.view.result = Some((*r).clone());
+                }
+                Err(p) => {
+                    j.view.status = JobStatus::Failed;
+                    j.view.error = Some(p);
+                }
+            }
+        });
+    }
+
+    pub fn get(&self, id: &str) -> Option<JobView> {
+        self.lock().get(id).map(|j| j.view.clone())
+    }
+
+    pub fn cancel(&self, id: &str) -> Option<Cancelled> {
+        let mut table = self.lock();
+        let job = table.get_mut(id)?;
+        if job.view.status.is_active() {
+            job.cancel.store(true, Ordering::Relaxed);
+            job.view.status = JobStatus::Cancelled;
+            job.finished = Some(Instant::now());
+            Some(Cancelled::Stopped(Box::new(job.view.clone())))
+        } else {
+            table.remove(id);
+            Some(Cancelled::Removed)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_table_drops_finished_jobs_first_and_expires_them() {
+        let jobs = Jobs::new(2, Duration::from_millis(50));
+        let (a, _) = jobs.create().unwrap();
+        let (b, _) = jobs.create().unwrap();
+        assert_eq!(jobs.create().unwrap_err().status, 503);
+        jobs.finish(
+            &a,
+            Err(ApiProblem::new(super::super::problem::Kind::Internal, "x")),
+        );
+        let (c, flag) = jobs.create().unwrap();
+        assert!(jobs.get(&a).is_none(), "the finished job made room");
+        assert!(matches!(jobs.cancel(&c), Some(Cancelled::Stopped(_))));
+        assert!(flag.load(Ordering::Relaxed));
+        assert_eq!(jobs.get(&c).unwrap().status, JobStatus::Cancelled);
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(jobs.get(&c).is_none(), "expired after the ttl");
+        assert_eq!(jobs.get(&b).unwrap().status, JobStatus::Queued);
+    }
+}

@@ -1,0 +1,247 @@
+//! `remat serve`: the HTTP/JSON service, a thin shell over `crate::solve`.
+//!
+//! ```text
+//! request ─ SetRequestId ─ Trace ─ PropagateRequestId ─ CatchPanic ─ metrics ─ body limit ─ handler
+//!                                                                                │
+//!                       cache hit? ◄── key = blake3(graph, budget, solver, options)
+//!                                                                                │ miss
+//!                                  bounded queue ─► worker pool (spawn_blocking) ─► solve::solve
+//! ```
+//!
+//! The contract is `api/openapi.yaml`, served as JSON at `/openapi.json`. Errors are
+//! RFC 9457 problem documents ([`problem`]). Solves run in a bounded pool with a bounded
+//! queue ([`pool`]); a client that disconnects cancels its solve. On SIGTERM the server
+//! stops accepting connections, lets in-flight solves finish for `--grace` seconds, then
+//! cancels what is left. The server knows nothing of any solver's internals.
+
+mod cache;
+mod config;
+mod handlers;
+mod jobs;
+mod metrics;
+mod pool;
+mod problem;
+
+pub use config::{Config, LogFormat};
+pub use problem::PROBLEM_JSON;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use std::future::{Future, IntoFuture};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+
+/// The contract, parsed once from `api/openapi.yaml`.
+static OPENAPI: LazyLock<serde_json::Value> = LazyLock::new(|| {
+    serde_norway::from_str(include_str!("../../api/openapi.yaml"))
+        .expect("api/openapi.yaml is valid YAML (checked by tests)")
+});
+
+pub(crate) fn openapi_document() -> &'static serde_json::Value {
+    &OPENAPI
+}
+
+/// Everything the handlers share.
+pub struct AppState {
+    config: Config,
+    pool: pool::Pool,
+    cache: cache::Cache,
+    jobs: jobs::Jobs,
+    metrics: metrics::Metrics,
+    draining: AtomicBool,
+}
+
+impl AppState {
+    pub fn new(config: Config) -> AppState {
+        AppState {
+            pool: pool::Pool::new(config.workers, config.queue),
+            cache: cache::Cache::new(config.cache),
+            jobs: jobs::Jobs::new(config.max_jobs, config.job_ttl()),
+            metrics: metrics::Metrics::default(),
+            draining: AtomicBool::new(false),
+            config,
+        }
+    }
+}
+
+/// The routes and layers.
+pub fn router(state: Arc<AppState>) -> Router {
+    let max_body = state.config.max_body;
+    Router::new()
+        .route("/solve", post(handlers::solve))
+        .route("/v1/solve", post(handlers::solve))
+        .route("/v1/jobs", post(handlers::create_job))
+        .route(
+            "/v1/jobs/{id}",
+            get(handlers::get_job).delete(handlers::delete_job),
+        )
+        .route("/v1/sweep", post(handlers::sweep))
+        .route("/v1/simulate", post(handlers::simulate_schedule))
+        .route("/v1/inspect", post(handlers::inspect))
+        .route("/v1/solvers", get(handlers::solvers))
+        .route("/healthz", get(handlers::healthz))
+        .route("/readyz", get(handlers::readyz))
+        .route("/metrics", get(handlers::metrics))
+        .route("/openapi.json", get(handlers::openapi))
+        .fallback(handlers::not_found)
+        .method_not_allowed_fallback(handlers::method_not_allowed)
+        .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            record_metrics,
+        ))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &Request| {
+                let id = req
+                    .headers()
+                    .get("x-request-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-");
+                tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
+            })
+            .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)),
+        )
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .with_state(state)
+}
+
+/// Counts every request by route and status, with its latency.
+async fn record_metrics(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |p| p.as_str())
+        .to_string();
+    let response = next.run(req).await;
+    state
+        .metrics
+        .request(&method, &route, response.status().as_u16(), start.elapsed());
+    response
+}
+
+/// A panic outside the worker pool (in a handler) still answers with a problem document.
+fn panic_response(payload: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let message = pool::panic_message(payload.as_ref());
+    tracing::error!(panic = %message, "a handler panicked");
+    problem::ApiProblem::new(problem::Kind::Internal, format!("panic: {message}")).into_response()
+}
+
+/// Serves on `listener` until `shutdown` resolves, then drains: no new connections,
+/// in-flight requests and jobs get `config.grace` to finish, then their solves are
+/// cancelled.
+pub async fn serve(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let state = Arc::new(AppState::new(config));
+    let app = router(state.clone());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let signal = {
+        let state = state.clone();
+        async move {
+            shutdown.await;
+            state.draining.store(true, Ordering::Relaxed);
+            tracing::info!("shutting down: no new connections, draining in-flight work");
+            let _ = tx.send(());
+        }
+    };
+    let server = tokio::spawn(
+        axum::serve(listener, app)
+            .with_graceful_shutdown(signal)
+            .into_future(),
+    );
+    let finished = |r: Result<std::io::Result<()>, tokio::task::JoinError>| {
+        r.map_err(std::io::Error::other).and_then(|r| r)
+    };
+    // Resolves on the shutdown signal, or fails when the server ended without one.
+    let _ = rx.await;
+    let deadline = Instant::now() + state.config.grace();
+    let mut cancelled = false;
+    while !(server.is_finished() && state.pool.running() + state.pool.queued() == 0) {
+        if !cancelled && Instant::now() >= deadline {
+            tracing::warn!(
+                grace_s = state.config.grace,
+                "grace period over: cancelling in-flight solves"
+            );
+            state.pool.cancel_all();
+            cancelled = true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    finished(server.await)?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+/// `remat serve`: sets up logging, binds, serves until SIGTERM. Returns the exit code.
+pub fn run(config: Config) -> i32 {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match config.log_format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return 3;
+        }
+    };
+    runtime.block_on(async move {
+        let listener = match TcpListener::bind(config.addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("error: cannot listen on {}: {e}", config.addr);
+                return 2;
+            }
+        };
+        let addr = listener.local_addr().map_or(config.addr, |a| a);
+        tracing::info!(%addr, workers = config.workers, queue = config.queue, time_limit_s = config.time_limit, "remat serve listening");
+        match serve(config, listener, shutdown_signal()).await {
+            Ok(()) => 0,
+            Err(e) => {
+                tracing::error!(error = %e, "server error");
+                3
+            }
+        }
+    })
+}

@@ -1,0 +1,205 @@
+//! `remat batch` end to end: the benchmark graphs at three budgets, resume, and runs that
+//! are interrupted (SIGINT) or killed (SIGKILL) midway.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+fn remat() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_remat"))
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("remat-batch-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn json_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            !name.starts_with("summary")
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Every file in `dir` is a complete result (no partial or temporary file).
+fn assert_complete(dir: &Path) {
+    for f in json_files(dir) {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        assert!(!name.starts_with('.'), "temporary file left behind: {name}");
+        let v: Value = serde_json::from_slice(&std::fs::read(&f).unwrap())
+            .unwrap_or_else(|e| panic!("{name} is not complete JSON: {e}"));
+        assert!(v["status"].is_string(), "{name}");
+    }
+}
+
+fn summary(dir: &Path) -> Vec<Value> {
+    let s: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    s["rows"].as_array().unwrap().clone()
+}
+
+fn run(args: &[&str]) -> Output {
+    remat().args(args).output().unwrap()
+}
+
+#[test]
+fn benchmarks_at_three_budgets_then_a_second_run_skips_everything() {
+    let graphs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/benchmarks/mlsys");
+    assert!(graphs.is_dir(), "{} is missing", graphs.display());
+    let n_graphs = std::fs::read_dir(&graphs).unwrap().count();
+    let out = tempdir("mlsys");
+    let args = [
+        "batch",
+        "--graphs",
+        graphs.to_str().unwrap(),
+        "--budgets",
+        "90%,80%,70%",
+        "--out",
+        out.to_str().unwrap(),
+        "--jobs",
+        "2",
+    ];
+    let first = run(&args);
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    // Some budgets are below what any schedule needs: those items are listed, exit 1.
+    assert_eq!(first.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("infeasible"), "{stderr}");
+    let files = json_files(&out);
+    assert_eq!(
+        files.len(),
+        3 * n_graphs,
+        "one result file per (graph, budget)"
+    );
+    assert_complete(&out);
+    let rows = summary(&out);
+    assert_eq!(rows.len(), 3 * n_graphs);
+    for row in &rows {
+        let file = row["output"].as_str().expect("every item has its file");
+        let result: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        assert_eq!(row["status"], result["status"]);
+        assert_eq!(row["cost"], result["stats"]["total_cost"]);
+        assert_eq!(row["skipped"], false);
+    }
+    let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 3 * n_graphs);
+    assert!(csv.starts_with(
+        "graph,budget,budget_bytes,solver,status,cost,overhead,peak,lower_bound,time_s"
+    ));
+
+    let modified = |f: &PathBuf| std::fs::metadata(f).unwrap().modified().unwrap();
+    let before: Vec<_> = files.iter().map(modified).collect();
+    let second = run(&args);
+    assert_eq!(second.status.code(), Some(1));
+    let rows = summary(&out);
+    assert!(rows.iter().all(|r| r["skipped"] == true), "all skipped");
+    let after: Vec<_> = files.iter().map(modified).collect();
+    assert_eq!(before, after, "no result file was rewritten");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// Two small graphs and one on which chen-greedy takes seconds, sorted so the slow one
+/// comes last.
+fn slow_inputs() -> PathBuf {
+    let dir = tempdir("inputs");
+    for (name, graph) in [
+        ("a-linear5.json", remat::graph::generate::linear(5)),
+        ("b-linear6.json", remat::graph::generate::linear(6)),
+        (
+            "z-slow.json",
+            remat::graph::generate::random_layered(3_000, 3),
+        ),
+    ] {
+        std::fs::write(
+            dir.join(name),
+            serde_json::to_vec(&graph.to_spec()).unwrap(),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+fn start(inputs: &Path, out: &Path) -> Child {
+    remat()
+        .args([
+            "batch",
+            "--graphs",
+            inputs.to_str().unwrap(),
+            "--budgets",
+            "100%,90%",
+            "--solver",
+            "chen-greedy",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until the four small items are written (the slow graph is then being solved).
+fn wait_for_small_items(out: &Path) {
+    let start = Instant::now();
+    while json_files(out).len() < 4 {
+        assert!(start.elapsed() < Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+fn signal(child: &Child, sig: &str) {
+    assert!(Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+}
+
+#[test]
+fn an_interrupted_or_killed_run_leaves_no_partial_file_and_resumes() {
+    let inputs = slow_inputs();
+    let out = tempdir("killed");
+
+    let mut child = start(&inputs, &out);
+    wait_for_small_items(&out);
+    signal(&child, "-INT");
+    let begin = Instant::now();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "Ctrl-C exits 130");
+    assert!(
+        begin.elapsed() < Duration::from_secs(3),
+        "the solve in flight was cancelled"
+    );
+    assert_complete(&out);
+    assert_eq!(json_files(&out).len(), 4);
+    assert!(!out.join("summary.json").exists());
+
+    let mut child = start(&inputs, &out);
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child, "-KILL");
+    child.wait().unwrap();
+    assert_complete(&out);
+    assert_eq!(json_files(&out).len(), 4, "the slow items were not written");
+
+    let resumed = start(&inputs, &out).wait_with_output().unwrap();
+    assert!(
+        matches!(resumed.status.code(), Some(0 | 1)),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    assert_complete(&out);
+    assert_eq!(json_files(&out).len(), 6);
+    let rows = summary(&out);
+    let skipped = rows.iter().filter(|r| r["skipped"] == true).count();
+    assert_eq!(skipped, 4, "the small items were kept from the first run");
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_dir_all(&inputs).unwrap();
+}

@@ -1,0 +1,74 @@
+//! Sequential networks extracted by Checkmate's Keras rule (checkmate.md §4.3: the
+//! backward op of stage `j` also reads `x_{j+1}`) are chains: `remat inspect` detects them,
+//! `auto`'s exact DP is the chain DP, and chain-dp's plans at several shares of the
+//! checkpoint-all peak fit the budget with the predicted cost and peak, never above
+//! chen-greedy's cost.
+
+mod common;
+
+use remat::budget::Budget;
+use remat::graph::structure::chain;
+use remat::solve::structured::exact_solver_for;
+use remat::solve::{self, checkpoint_all_peak, Instance, Scope, SolveOptions, Status};
+
+#[test]
+fn keras_sequential_networks_are_chains_chain_dp_solves() {
+    let shared = common::root().join("../shared/benchmarks/mlsys");
+    let cases = [
+        (shared.join("VGG16_256_224x224_train.json"), [0.9, 0.8, 0.7]),
+        (
+            shared.join("MobileNet_512_224x224_train.json"),
+            [0.9, 0.8, 0.7],
+        ),
+        // Its lower bound is 96% of the checkpoint-all peak.
+        (
+            common::root().join("graphs/gpt2-small-layers.json"),
+            [0.99, 0.98, 0.97],
+        ),
+    ];
+    for (path, fractions) in cases {
+        let graph = common::load(&path);
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let c = chain(&graph).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let l = c.len();
+        for (i, st) in c.stages.iter().enumerate() {
+            // Every backward op but the last reads the next stage's output.
+            assert_eq!(st.reads_next_output, i + 1 < l, "{name} stage {}", i + 1);
+        }
+        let (exact, scope) = exact_solver_for(&graph).expect(&name);
+        assert_eq!(
+            (exact.info().name, scope),
+            ("chain-dp", Scope::OptimalAmongPersistent)
+        );
+        let peak = checkpoint_all_peak(&graph);
+        for fraction in fractions {
+            let budget = Budget::OfPeak(fraction).resolve(peak);
+            let instance = Instance {
+                graph: &graph,
+                budget,
+            };
+            let run = |s| solve::solve(&instance, s, &SolveOptions::default()).unwrap();
+            let (dp, greedy) = (run("chain-dp"), run("chen-greedy"));
+            let case = format!("{name} at {fraction}");
+            if budget < graph.min_feasible_budget().0 {
+                assert_eq!(dp.status, Status::Infeasible, "{case}");
+                continue;
+            }
+            assert_eq!(dp.status, Status::Optimal, "{case}: {:?}", dp.message);
+            let stats = dp.stats.unwrap();
+            let details = dp.details.unwrap();
+            assert!(stats.peak_memory <= budget, "{case}");
+            // Equal up to the order of the float sums.
+            let predicted = details["predicted_cost"].as_f64().unwrap();
+            assert!(
+                (predicted - stats.total_cost).abs() <= 1e-9 * stats.total_cost,
+                "{case}: predicted {predicted}, simulated {}",
+                stats.total_cost
+            );
+            assert_eq!(details["predicted_peak"].as_u64(), Some(stats.peak_memory));
+            if let Some(g) = greedy.stats {
+                assert!(stats.total_cost <= g.total_cost, "{case}");
+            }
+        }
+    }
+}

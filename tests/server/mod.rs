@@ -1,0 +1,220 @@
+//! A real `remat serve` on a free loopback port, and a minimal HTTP/1.1 client over a
+//! plain TCP stream (so that a test can also drop the connection mid-request).
+#![allow(dead_code)]
+
+use remat::service::{serve, Config};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub struct Server {
+    pub addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    handle: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl Server {
+    pub async fn start(config: Config) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let handle = tokio::spawn(serve(config, listener, async move {
+            let _ = rx.await;
+        }));
+        Server {
+            addr,
+            shutdown: Some(tx),
+            handle: Some(handle),
+        }
+    }
+
+    /// Sends the shutdown signal (as SIGTERM would) without waiting.
+    pub fn signal_shutdown(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Signals shutdown and waits for `serve` to return.
+    pub async fn stop(mut self) -> std::io::Result<()> {
+        self.signal_shutdown();
+        self.handle.take().unwrap().await.unwrap()
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        request(self.addr, "GET", path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        request(self.addr, "POST", path, Some(body.to_string().as_bytes())).await
+    }
+
+    /// A gauge or counter from `/metrics` (the first sample whose line starts with `name`).
+    pub async fn metric(&self, name: &str) -> f64 {
+        let text = String::from_utf8(self.get("/metrics").await.body).unwrap();
+        text.lines()
+            .find(|l| l.starts_with(name) && !l.starts_with('#'))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// Waits until `/metrics` shows `name` equal to `value`; returns how long it took.
+    pub async fn wait_metric(&self, name: &str, value: f64, limit: Duration) -> Duration {
+        let start = Instant::now();
+        while self.metric(name).await != value {
+            assert!(
+                start.elapsed() < limit,
+                "{name} did not reach {value} within {limit:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        start.elapsed()
+    }
+}
+
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "status {}: body is not JSON ({e}): {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+    /// Asserts an RFC 9457 problem document with this status and type slug.
+    pub fn assert_problem(&self, status: u16, slug: &str) -> Value {
+        assert_eq!(
+            self.status,
+            status,
+            "{}",
+            String::from_utf8_lossy(&self.body)
+        );
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json")
+        );
+        let p = self.json();
+        assert_eq!(p["status"], status);
+        assert_eq!(p["type"], format!("urn:remat:problem:{slug}"));
+        assert!(p["title"].is_string() && p["detail"].is_string(), "{p}");
+        p
+    }
+}
+
+/// Writes a request on `stream` (HTTP/1.1, `Connection: close`).
+pub async fn send(stream: &mut TcpStream, method: &str, path: &str, body: Option<&[u8]>) {
+    let body = body.unwrap_or_default();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+}
+
+/// Reads a whole response from `stream` (until the server closes it).
+pub async fn receive(stream: &mut TcpStream) -> Reply {
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+    parse(&raw)
+}
+
+pub async fn request(addr: SocketAddr, method: &str, path: &str, body: Option<&[u8]>) -> Reply {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    send(&mut stream, method, path, body).await;
+    receive(&mut stream).await
+}
+
+fn parse(raw: &[u8]) -> Reply {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(raw)));
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    if headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"))
+    {
+        body = dechunk(&body);
+    }
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = data.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size = usize::from_str_radix(
+            String::from_utf8_lossy(&data[..line_end])
+                .split(';')
+                .next()
+                .unwrap()
+                .trim(),
+            16,
+        )
+        .unwrap();
+        data = &data[line_end + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&data[..size]);
+        data = &data[size + 2..];
+    }
+}
+
+/// Reads a fixture from `tests/fixtures/`.
+pub fn fixture(name: &str) -> Value {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// A graph on which `chen-greedy` runs for several seconds, polling its cancel flag
+/// between steps: the long solve of the cancel, queue and shutdown tests.
+pub fn long_graph(nodes: usize) -> Value {
+    serde_json::to_value(remat::graph::generate::random_layered(nodes, 3).to_spec()).unwrap()
+}
+
+pub fn config(workers: usize, queue: usize) -> Config {
+    Config {
+        workers,
+        queue,
+        ..Config::default()
+    }
+}
