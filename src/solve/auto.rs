@@ -2,6 +2,10 @@
 //! caller's time.
 //!
 //! * Graphs of at most [`MAX_NODES`] nodes: the exhaustive oracle (the global optimum).
+//! * Chains (`graph::structure`): the exact dynamic program their structure allows
+//!   (`structured::exact_solver_for`): Revolve on homogeneous chains (global optimum), the
+//!   persistent chain DP on the others. When the DP finds no schedule within the budget
+//!   (its slot rounding or its persistent family can miss one), the MILP decides.
 //! * Larger graphs: the Checkmate MILP (`milp`), which first solves the LP relaxation and
 //!   rounds it (at most half of the time limit), then runs branch and bound from the
 //!   best verified schedule for the rest. It returns the cheapest verified schedule with
@@ -10,6 +14,7 @@
 
 use super::checkmate::solve_milp;
 use super::exhaustive::{Exhaustive, MAX_NODES};
+use super::structured::exact_solver_for;
 use super::{Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 use std::time::Duration;
 
@@ -22,8 +27,9 @@ impl Solver for Auto {
     fn info(&self) -> SolverInfo {
         SolverInfo {
             name: "auto",
-            description: "Picks for the graph: exhaustive search up to 12 nodes, else the MILP \
-                          started from the LP rounding, within the time limit (60 s by default).",
+            description: "Picks for the graph: exhaustive search up to 12 nodes, the exact chain DP \
+                          (Revolve or the persistent chain DP) on chains, else the MILP started from \
+                          the LP rounding, within the time limit (60 s by default).",
             scope: Scope::OptimalForOrder,
             accepts: "any graph",
         }
@@ -31,8 +37,14 @@ impl Solver for Auto {
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         if instance.graph.len() <= MAX_NODES {
-            Exhaustive.solve(instance, options)
-        } else if options.time_limit.is_none() {
+            return Exhaustive.solve(instance, options);
+        }
+        if let Some((dp, _)) = exact_solver_for(instance.graph) {
+            if let plan @ Outcome::Plan(_) = dp.solve(instance, options)? {
+                return Ok(plan);
+            }
+        }
+        if options.time_limit.is_none() {
             let mut limited = options.clone();
             limited.time_limit = Some(DEFAULT_TIME_LIMIT);
             solve_milp(instance, &limited)
