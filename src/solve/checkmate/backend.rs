@@ -13,7 +13,12 @@
 //! * duplicate `(row, col)` entries make HiGHS reject a model: [`Lp::add_row`] merges them;
 //! * cancellation and deadlines are enforced through the C callback API
 //!   (`Highs_setCallback` with the MIP, simplex and IPM interrupt callbacks), on top of the
-//!   `time_limit` option; an interrupted MIP keeps its incumbent.
+//!   `time_limit` option; an interrupted MIP keeps its incumbent. Some phases check
+//!   neither: the root LP of a large MIP ran 60 s past a 10 s deadline on ResNet50
+//!   (424,567 rows). So [`run`] waits for HiGHS only until the deadline plus
+//!   [`GRACE`]; past it, the run is abandoned (reported as a time limit without a
+//!   solution) and its thread, whose interrupt flag stays raised, ends on its own at
+//!   HiGHS's next check.
 
 use highs::{HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
 use std::ffi::c_void;
@@ -176,6 +181,8 @@ pub(crate) enum HighsError {
     Solve(highs::HighsStatus),
     #[error("HiGHS ended with status {0:?}")]
     Status(HighsModelStatus),
+    #[error("cannot run HiGHS: {0}")]
+    Thread(String),
 }
 
 struct Interrupt {
@@ -200,32 +207,84 @@ unsafe extern "C" fn interrupt_callback(
     }
 }
 
+/// How long [`run`] waits past the deadline for HiGHS to return before abandoning it.
+pub(crate) const GRACE: Duration = Duration::from_secs(1);
+
 /// Solves `lp` (minimising), starting from `start` when given (a complete column vector,
-/// used by HiGHS as the first incumbent if it is feasible).
+/// used by HiGHS as the first incumbent if it is feasible). Returns by the deadline plus
+/// [`GRACE`] whatever HiGHS does.
 pub(crate) fn run(lp: &Lp, start: Option<&[f64]>, controls: &Controls) -> Result<Run, HighsError> {
-    let problem = lp.to_highs(controls.relax);
-    let integral = !controls.relax && lp.integer.iter().any(|&b| b);
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                let result = solve_here(lp, problem, integral, start, controls);
-                // SAFETY: shuts down this thread's HiGHS scheduler (if any) before the
-                // thread ends; no HiGHS object is alive on this thread any more.
-                unsafe { highs_sys::Highs_resetGlobalScheduler(1) };
-                result
+    let began = Instant::now();
+    let job = Job {
+        problem: lp.to_highs(controls.relax),
+        integral: !controls.relax && lp.integer.iter().any(|&b| b),
+        ipm: controls.ipm && lp.num_cols() > IPM_MIN_COLS,
+        start: start.map(<[f64]>::to_vec),
+        controls: controls.clone(),
+    };
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("highs".into())
+        .spawn(move || {
+            let result = solve_here(job);
+            // SAFETY: shuts down this thread's HiGHS scheduler (if any) before the thread
+            // ends; no HiGHS object is alive on this thread any more.
+            unsafe { highs_sys::Highs_resetGlobalScheduler(1) };
+            // The receiver is gone when the run was abandoned.
+            let _ = sender.send(result);
+        })
+        .map_err(|e| HighsError::Thread(e.to_string()))?;
+    let outcome = match controls.deadline {
+        Some(deadline) => {
+            receiver.recv_timeout(deadline.saturating_duration_since(Instant::now()) + GRACE)
+        }
+        None => receiver
+            .recv()
+            .map_err(|_| std::sync::mpsc::RecvTimeoutError::Disconnected),
+    };
+    match outcome {
+        Ok(result) => result,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            tracing::warn!(
+                overrun_s = began.elapsed().as_secs_f64(),
+                "HiGHS did not stop at the deadline; its run is abandoned"
+            );
+            Ok(Run {
+                status: if controls.cancel.load(Ordering::Relaxed) {
+                    RunStatus::Cancelled
+                } else {
+                    RunStatus::TimeLimit
+                },
+                columns: None,
+                objective: None,
+                bound: None,
+                time: began.elapsed(),
             })
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    })
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            Err(HighsError::Thread("the HiGHS thread panicked".into()))
+        }
+    }
 }
 
-fn solve_here(
-    lp: &Lp,
+/// One HiGHS run, owned by the thread that performs it.
+struct Job {
     problem: RowProblem,
     integral: bool,
-    start: Option<&[f64]>,
-    controls: &Controls,
-) -> Result<Run, HighsError> {
+    /// Solve the (relaxed) LP by the interior-point method without crossover.
+    ipm: bool,
+    start: Option<Vec<f64>>,
+    controls: Controls,
+}
+
+fn solve_here(job: Job) -> Result<Run, HighsError> {
+    let Job {
+        problem,
+        integral,
+        ipm,
+        start,
+        controls,
+    } = job;
     let began = Instant::now();
     let mut model = problem
         .try_optimise(Sense::Minimise)
@@ -250,7 +309,7 @@ fn solve_here(
     model
         .try_set_option("random_seed", (controls.seed % i32::MAX as u64) as i32)
         .map_err(|_| HighsError::Option("random_seed"))?;
-    if controls.ipm && !integral && lp.num_cols() > IPM_MIN_COLS {
+    if ipm && !integral {
         model
             .try_set_option("solver", "ipm")
             .map_err(|_| HighsError::Option("solver"))?;
@@ -259,7 +318,7 @@ fn solve_here(
             .try_set_option("run_crossover", "off")
             .map_err(|_| HighsError::Option("run_crossover"))?;
     }
-    if let (Some(start), true) = (start, integral) {
+    if let (Some(start), true) = (start.as_deref(), integral) {
         // A start HiGHS finds infeasible is ignored by HiGHS; a wrong length is a bug.
         model
             .try_set_solution(Some(start), None, None, None)

@@ -9,7 +9,9 @@
 //! the caller asks for another); `feasible` with the dual bound as `lower_bound` when the
 //! time limit stops it with an incumbent; `infeasible` (proven, within the scope of
 //! frontier-advancing stage schedules in solver order) when HiGHS proves it; no solution
-//! when the time runs out before any incumbent.
+//! when the time runs out before any incumbent. When the relaxation itself does not finish
+//! in its half of the time, branch and bound is not started (its root is that same LP) and
+//! the start is returned, `feasible` without a bound.
 
 use super::{
     backend, controls, failed, precheck, solve_rounding, without_spurious, Candidate, StageModel,
@@ -73,6 +75,26 @@ pub(crate) fn solve_milp(
     let mut details = model.details();
     details["lp_bound"] = json!(lp_bound);
     details["start"] = json!(start.as_ref().map(|c| (&c.source, c.cost)));
+    if lp_bound.is_none() {
+        // The relaxation did not finish in half of the time limit. Branch and bound must
+        // solve the same LP at its root before anything else, so it cannot finish either
+        // (ResNet50: the root LP alone outlasts a 60 s limit); keep the start.
+        details["solve_time_s"] = json!(0.0);
+        let Some(start) = start else {
+            return Ok(Outcome::NoSolution {
+                solver: NAME,
+                reason: format!(
+                    "the LP relaxation did not finish in half of the time limit ({:.1} s elapsed) and \
+                     no baseline fits in {} bytes",
+                    began.elapsed().as_secs_f64(),
+                    instance.budget
+                ),
+            });
+        };
+        let unproven = "the LP relaxation did not finish in half of the time limit; branch and \
+                        bound, whose root is that LP, was not started (give more time)";
+        return Ok(plan(start, None, tolerance, Some(unproven.into()), details));
+    }
     if let (Some(c), Some(lb)) = (&start, lp_bound) {
         if relative_gap(c.cost, lb) <= tolerance {
             details["solve_time_s"] = json!(0.0);

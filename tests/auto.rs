@@ -1,0 +1,84 @@
+//! `auto`'s choice of solver, checked against the solver it should pick and against an
+//! independent one: exhaustive search on tiny graphs, the exact chain DP on chains (compared
+//! with the MILP), the MILP elsewhere (never worse than the best baseline).
+
+use remat::graph::generate::{linear, random_layered};
+use remat::graph::Graph;
+use remat::solve::{self, Instance, SolveOptions, SolveResult, Status};
+use std::time::Duration;
+
+fn run(graph: &Graph, budget: u64, solver: &str, time_limit: Option<u64>) -> SolveResult {
+    let options = SolveOptions {
+        threads: Some(1),
+        time_limit: time_limit.map(Duration::from_secs),
+        ..SolveOptions::default()
+    };
+    solve::solve(&Instance { graph, budget }, solver, &options).unwrap()
+}
+
+fn cost(r: &SolveResult) -> f64 {
+    r.stats.as_ref().expect("a schedule").total_cost
+}
+
+#[test]
+fn tiny_graphs_go_to_the_exhaustive_oracle() {
+    let g = linear(4);
+    assert!(g.len() <= 12);
+    let auto = run(&g, 3, "auto", None);
+    assert_eq!(auto.solver, "exhaustive");
+    assert_eq!(auto.requested_solver.as_deref(), Some("auto"));
+    assert_eq!(auto.status, Status::Optimal);
+    // Checkmate's recompute-all figure on linear-4 at 3 slots is 19; the optimum is lower.
+    assert!(cost(&auto) < 19.0);
+}
+
+#[test]
+fn chains_go_to_the_exact_dp_which_the_milp_does_not_beat() {
+    let g = linear(8);
+    assert_eq!(g.len(), 17);
+    for budget in [4, 5, 6] {
+        let auto = run(&g, budget, "auto", None);
+        assert!(
+            ["revolve", "chain-dp"].contains(&auto.solver.as_str()),
+            "budget {budget}: auto picked {}",
+            auto.solver
+        );
+        assert_eq!(auto.status, Status::Optimal, "budget {budget}");
+        let milp = run(&g, budget, "milp", None);
+        assert_eq!(milp.status, Status::Optimal, "budget {budget}");
+        assert!(
+            cost(&auto) <= cost(&milp) + 1e-9,
+            "budget {budget}: DP {} above the MILP {}",
+            cost(&auto),
+            cost(&milp)
+        );
+    }
+}
+
+#[test]
+fn other_graphs_go_to_the_milp_within_the_time_limit() {
+    let g = random_layered(30, 7);
+    let budget = solve::checkpoint_all_peak(&g) * 9 / 10;
+    let auto = run(&g, budget, "auto", Some(20));
+    assert_eq!(auto.solver, "milp");
+    assert!(matches!(auto.status, Status::Optimal | Status::Feasible));
+    assert!(auto.stats.as_ref().unwrap().peak_memory <= budget);
+    for baseline in [
+        "checkpoint-all",
+        "chen-sqrt",
+        "chen-greedy",
+        "recompute-all",
+    ] {
+        let b = run(&g, budget, baseline, None);
+        if let Some(stats) = &b.stats {
+            assert!(
+                cost(&auto) <= stats.total_cost + 1e-9,
+                "{baseline} {} beats auto {}",
+                stats.total_cost,
+                cost(&auto)
+            );
+        }
+    }
+    let bound = auto.lower_bound.expect("the MILP's bound");
+    assert!(bound <= cost(&auto) + 1e-9);
+}
