@@ -64,18 +64,25 @@ pub(crate) fn solve_milp(
     let graph = instance.graph;
     let mut rounding_options = options.clone();
     rounding_options.time_limit = options.time_limit.map(|d| d / 2);
-    let (start, lp_bound) =
+    // `lp_solved`: the relaxation at the full budget reached its optimum (a plan without
+    // a bound, or no solution, means the time limit stopped it).
+    let (start, lp_bound, lp_solved) =
         match solve_rounding(instance, &rounding_options, NAME, Scope::OptimalForOrder)? {
-            Outcome::Plan(plan) => (Candidate::from_plan(graph, &plan), plan.lower_bound),
+            Outcome::Plan(plan) => (
+                Candidate::from_plan(graph, &plan),
+                plan.lower_bound,
+                plan.lower_bound.is_some(),
+            ),
             proven @ Outcome::Infeasible { proven: true, .. } => return Ok(proven),
-            _ => (None, None),
+            Outcome::NoSolution { .. } => (None, None, false),
+            Outcome::Infeasible { .. } => (None, None, true),
         };
     let tolerance = options.mip_gap.unwrap_or(DEFAULT_GAP).min(DEFAULT_GAP);
     let model = StageModel::build(instance);
     let mut details = model.details();
     details["lp_bound"] = json!(lp_bound);
     details["start"] = json!(start.as_ref().map(|c| (&c.source, c.cost)));
-    if lp_bound.is_none() {
+    if !lp_solved {
         // The relaxation did not finish in half of the time limit. Branch and bound must
         // solve the same LP at its root before anything else, so it cannot finish either
         // (ResNet50: the root LP alone outlasts a 60 s limit); keep the start.
