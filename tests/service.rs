@@ -101,6 +101,65 @@ async fn solve_matches_the_library_and_repeats_hit_the_cache() {
     server.stop().await.unwrap();
 }
 
+/// A storage tier given beside the graph reaches `two-level` (as `--storage` does), is part
+/// of the cache key, and a bad one is a 422 naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_level_storage_tier_reaches_the_solver_and_the_cache_key() {
+    let server = Server::start(config(2, 4)).await;
+    let graph = serde_json::to_value(remat::graph::generate::linear(40).to_spec()).unwrap();
+    let without = json!({"graph": graph, "budget": 6, "solver": "two-level"});
+    let mut with = without.clone();
+    with["storage"] = json!({"transfer_time": 4});
+
+    let plain = server.post("/v1/solve", &without).await;
+    assert_eq!(plain.status, 422, "two-level without a tier");
+    assert!(plain.json()["detail"].as_str().unwrap().contains("storage"));
+
+    let tiered = server.post("/v1/solve", &with).await;
+    assert_eq!(
+        tiered.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&tiered.body)
+    );
+    assert_eq!(tiered.header("x-cache"), Some("miss"));
+    let tiers = &tiered.json()["stats"]["tiers"];
+    assert!(tiers["stores"].as_u64().unwrap() > 0, "{tiers}");
+    assert_eq!(tiers["stall_time"], 0.0);
+    // The same tier inside the graph is the same instance.
+    let mut inside = without.clone();
+    inside["graph"]["storage"] = json!({"transfer_time": 4});
+    let again = server.post("/v1/solve", &inside).await;
+    assert_eq!(again.header("x-cache"), Some("hit"));
+    assert_eq!(again.json()["stats"], tiered.json()["stats"]);
+
+    // A faster tier is another instance: it stores every 2nd state instead of every 4th.
+    let mut faster = with.clone();
+    faster["storage"] = json!({"transfer_time": 2});
+    let fast = server.post("/v1/solve", &faster).await;
+    assert_eq!(
+        fast.header("x-cache"),
+        Some("miss"),
+        "the tier is in the key"
+    );
+    assert!(
+        fast.json()["stats"]["tiers"]["stores"].as_u64() > tiers["stores"].as_u64(),
+        "{} vs {tiers}",
+        fast.json()["stats"]["tiers"]
+    );
+
+    let mut bad = without.clone();
+    bad["storage"] = json!({"transfer_time": -1});
+    let rejected = server.post("/v1/solve", &bad).await;
+    assert_eq!(rejected.status, 422);
+    let problem = rejected.json();
+    assert!(
+        problem.to_string().contains("storage"),
+        "the problem names the field: {problem}"
+    );
+    server.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_error_class_is_a_problem_document() {
     let server = Server::start(remat::service::Config {

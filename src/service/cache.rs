@@ -1,6 +1,6 @@
 //! The bounded result cache. The key is the BLAKE3 hash of a canonical serialization of
 //! what determines a result: the validated graph in the native format (nodes in solver
-//! order, so two spellings of one graph share a key), the budget resolved to bytes, the
+//! order, so two spellings of one graph share a key) and its storage tier, the budget resolved to bytes, the
 //! solver and every option that reaches it. The crate version is part of the key.
 //! Only deterministic answers are kept (`optimal`, `feasible`, `infeasible`); a time limit
 //! with no schedule, an error or a cancel is never cached. When full, the least recently
@@ -30,6 +30,7 @@ impl KeyParts<'_> {
         struct Canonical<'a> {
             version: &'static str,
             graph: crate::graph::GraphSpec,
+            storage: Option<&'a crate::graph::Storage>,
             budget: u64,
             solver: &'a str,
             time_limit_s: f64,
@@ -39,6 +40,7 @@ impl KeyParts<'_> {
         let bytes = serde_json::to_vec(&Canonical {
             version: env!("CARGO_PKG_VERSION"),
             graph: self.graph.to_spec(),
+            storage: self.graph.storage(),
             budget: self.budget,
             solver: self.solver,
             time_limit_s: self.time_limit_s,
@@ -118,7 +120,7 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::generate;
+    use crate::graph::{generate, Storage};
     use crate::solve::{self, Instance, SolveOptions};
 
     fn result(graph: &Graph, budget: u64) -> Arc<SolveResult> {
@@ -147,11 +149,15 @@ mod tests {
     fn keys_differ_by_every_input_and_lru_evicts() {
         let g = generate::linear(3);
         let h = generate::linear(4);
+        let tiered = g
+            .clone()
+            .with_storage(Some(Storage::per_copy(4.0).unwrap()));
         let ks = [
             key(&g, 100, "auto"),
             key(&g, 101, "auto"),
             key(&g, 100, "chen-sqrt"),
             key(&h, 100, "auto"),
+            key(&tiered, 100, "auto"),
         ];
         for i in 0..ks.len() {
             for j in 0..i {

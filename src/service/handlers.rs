@@ -12,7 +12,7 @@ use super::problem::{ApiProblem, Kind};
 use super::{AppState, Config};
 use crate::budget::Budget;
 use crate::graph::load::{graph_from_value, Format};
-use crate::graph::Graph;
+use crate::graph::{Graph, Storage};
 use crate::schedule::{simulate, ScheduleJson};
 use crate::solve::{
     self, checkpoint_all_peak, Instance, SolveError, SolveOptions, SolveResult, Status,
@@ -96,7 +96,14 @@ impl Body {
                 ApiProblem::new(Kind::InvalidRequest, e).with_field("format")
             })?,
         };
-        graph_from_value(&value, format).map_err(|e| ApiProblem::graph(&e))
+        let graph = graph_from_value(&value, format).map_err(|e| ApiProblem::graph(&e))?;
+        // A request-level `storage` replaces the graph's own (as `--storage` does).
+        Ok(
+            match self.optional::<Storage>("storage", Kind::InvalidGraph)? {
+                Some(storage) => graph.with_storage(Some(storage)),
+                None => graph,
+            },
+        )
     }
 
     /// Rejects the fields nobody read: a misspelt option must not pass silently.
