@@ -2,8 +2,14 @@
 # Installs what building remat needs on a fresh Debian machine and nothing else:
 # cmake and a C++ compiler (HiGHS is built from source by highs-sys) and libclang
 # (bindgen generates the HiGHS bindings). Idempotent: installs only what is missing.
+# `--docker` adds what docker/smoke.sh needs: Debian's docker.io (dockerd) and debootstrap.
 set -euo pipefail
 missing=()
+if [ "${1:-}" = "--docker" ]; then
+  command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+  command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+fi
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 command -v c++ >/dev/null 2>&1 || missing+=(g++)
 if ! ldconfig -p 2>/dev/null | grep -q 'libclang\(-[0-9.]*\)\?\.so'; then
