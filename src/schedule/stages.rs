@@ -107,7 +107,7 @@ impl Stages {
         }
     }
 
-    /// Σ_t Σ_i c_i R[t,i]: the cost of the schedule.
+    /// Σ_t Σ_i c_i `R[t,i]`: the cost of the schedule.
     pub fn cost(&self, graph: &Graph) -> f64 {
         self.r
             .iter()

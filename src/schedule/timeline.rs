@@ -25,7 +25,7 @@
 //! `Σ c_v` over the compute events: copies are then free, as the paper's model assumes
 //! ("storing and prefetching happens asynchronously", SEED L96).
 //!
-//! [`replay`] assumes a schedule that the event-order rules of the simulator accepted.
+//! `replay` assumes a schedule that the event-order rules of the simulator accepted.
 
 use super::{Event, Schedule};
 use crate::graph::{Graph, Storage};

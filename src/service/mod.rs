@@ -9,8 +9,8 @@
 //! ```
 //!
 //! The contract is `api/openapi.yaml`, served as JSON at `/openapi.json`. Errors are
-//! RFC 9457 problem documents ([`problem`]). Solves run in a bounded pool with a bounded
-//! queue ([`pool`]); a client that disconnects cancels its solve. On SIGTERM the server
+//! RFC 9457 problem documents (`problem`). Solves run in a bounded pool with a bounded
+//! queue (`pool`); a client that disconnects cancels its solve. On SIGTERM the server
 //! stops accepting connections, lets in-flight solves finish for `--grace` seconds, then
 //! cancels what is left. The server knows nothing of any solver's internals.
 

@@ -436,7 +436,7 @@ fn plus(x: u64, h: isize) -> usize {
     (x as isize + h).max(0) as usize
 }
 
-/// Where a branch sits in a join (the join DP, [`super::join_dp`]); the default is a
+/// Where a branch sits in a join (the join DP, `join_dp`); the default is a
 /// plain chain.
 #[derive(Default)]
 pub struct Nest {
