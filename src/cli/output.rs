@@ -5,7 +5,18 @@ use std::io::Write;
 use std::path::Path;
 
 /// Writes `bytes` to `path` atomically (temporary file + rename in the same directory).
+///
+/// A path that exists and is not a regular file (`/dev/null`, `/dev/stdout`, a named pipe)
+/// is written in place: renaming over it would replace the device with a regular file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Ok(meta) = std::fs::metadata(path) {
+        if !meta.is_file() && !meta.is_dir() {
+            return std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)?
+                .write_all(bytes);
+        }
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -28,4 +39,39 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_atomic;
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+
+    #[test]
+    fn regular_files_are_replaced_and_pipes_written_in_place() {
+        let dir = std::env::temp_dir().join(format!("remat-output-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("out.json");
+        write_atomic(&file, b"first").unwrap();
+        write_atomic(&file, b"second").unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"second");
+
+        // A named pipe stands for /dev/null: opened for reading first (without blocking),
+        // so that writing into it in place neither blocks nor needs a second thread.
+        let fifo = dir.join("pipe");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let mut reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        write_atomic(&fifo, b"through the pipe").unwrap();
+        let kind = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+        assert!(kind.is_fifo(), "the named pipe was replaced: {kind:?}");
+        let mut text = String::new();
+        reader.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "through the pipe");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
