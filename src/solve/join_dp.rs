@@ -59,9 +59,12 @@
 //! oracle (branches of length up to 4) are not compared; the solver reports its answers
 //! as heuristic.
 
-use super::chain_dp::{slot_size, DpChain, Nest, Policy, Table, DEFAULT_SLOTS};
+use super::chain_dp::{
+    slot_size, DpChain, Nest, Policy, Resweep, SecondTurn, Table, DEFAULT_SLOTS,
+};
 use super::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo};
-use crate::graph::structure::{self, Chain, Join};
+use crate::graph::structure::{self, Chain, Join, Stage};
+use crate::schedule::Event;
 use serde_json::json;
 use std::time::Instant;
 
@@ -70,60 +73,158 @@ pub struct JoinDp;
 /// The largest number of branches for which every nesting order is tried.
 const ALL_ORDERS: usize = 6;
 
-/// The largest number of branches for which the "free the last output at the turn"
-/// variants are built (they double the tables per nesting level).
+/// The largest number of branches for which the "free the last output at the turn" and
+/// second-turn variants are built (each adds tables per nesting level).
 const RELEASE_VARIANTS: usize = 4;
 
-/// The nested table of the branch at position `p` of `order` and everything inside it;
-/// `released` lists the outer branches' last outputs freed right after the loss (slots,
-/// bytes, nodes). `None` when interrupted.
-fn nest(
-    join: &Join,
-    order: &[usize],
-    p: usize,
-    released: (usize, u64, Vec<usize>),
-    q: u64,
-    m: usize,
-    poll: &mut dyn FnMut() -> bool,
-) -> Option<Table> {
-    let chain = Chain {
-        stages: join.branches[order[p]].clone(),
-        loss: join.loss,
-        loss_cost: join.loss_cost,
-        loss_size: join.loss_size,
-    };
-    let (mut inner, mut inner_released) = (None, None);
-    if p + 1 < order.len() {
-        inner = Some(Box::new(nest(
-            join,
-            order,
-            p + 1,
-            released.clone(),
-            q,
-            m,
-            poll,
-        )?));
-        if order.len() <= RELEASE_VARIANTS {
-            let end = chain.stages.last().expect("a branch has a stage");
-            let (slots, bytes, mut nodes) = released.clone();
-            nodes.push(end.forward);
-            let more = (slots + end.x.div_ceil(q) as usize, bytes + end.x, nodes);
-            inner_released = Some(Box::new(nest(join, order, p + 1, more, q, m, poll)?));
+/// Outer branches' last outputs freed right after the loss: slots, bytes, nodes.
+#[derive(Clone, Default)]
+struct Released {
+    slots: usize,
+    bytes: u64,
+    nodes: Vec<usize>,
+}
+
+impl Released {
+    /// The same with the branch end `end` added.
+    fn with(&self, end: &Stage, q: u64) -> Released {
+        let mut nodes = self.nodes.clone();
+        nodes.push(end.forward);
+        Released {
+            slots: self.slots + end.x.div_ceil(q) as usize,
+            bytes: self.bytes + end.x,
+            nodes,
         }
     }
-    let (slots, bytes, nodes) = released;
-    let placement = Nest {
-        inner,
-        inner_released,
-        holds_loss: p > 0,
-        released: slots,
-        released_bytes: bytes,
-        release_nodes: nodes,
-    };
-    Table::fill_nested(DpChain::new(&chain, q), Policy::ALL, m, placement, |_| {
-        poll()
-    })
-    .ok()
+}
+
+/// One nesting order of a join, the slot size, the budget and the interrupt poll.
+struct Nesting<'a> {
+    join: &'a Join,
+    order: &'a [usize],
+    q: u64,
+    m: usize,
+    poll: &'a mut dyn FnMut() -> bool,
+}
+
+impl Nesting<'_> {
+    /// The branch at position `p`.
+    fn branch(&self, p: usize) -> &[Stage] {
+        &self.join.branches[self.order[p]]
+    }
+
+    /// Fills the table of the branch at position `p` (its loss stage the join's loss)
+    /// placed as `placement` says.
+    fn fill(&mut self, p: usize, placement: Nest) -> Option<Table> {
+        let chain = Chain {
+            stages: self.branch(p).to_vec(),
+            loss: self.join.loss,
+            loss_cost: self.join.loss_cost,
+            loss_size: self.join.loss_size,
+        };
+        let poll = &mut *self.poll;
+        Table::fill_nested(
+            DpChain::new(&chain, self.q),
+            Policy::ALL,
+            self.m,
+            placement,
+            |_| poll(),
+        )
+        .ok()
+    }
+
+    /// The nested table of the branch at position `p` and everything inside it, with
+    /// `released` freed right after the loss; `holds_loss`: the loss output stays after
+    /// this branch's `G_L` (an outer branch uses it). `None` when interrupted.
+    fn nest(&mut self, p: usize, released: &Released, holds_loss: bool) -> Option<Table> {
+        let k = self.order.len();
+        let (mut inner, mut inner_released, mut second) = (None, None, None);
+        if p + 1 < k {
+            inner = Some(Box::new(self.nest(p + 1, released, true)?));
+            if k <= RELEASE_VARIANTS {
+                let end = self.branch(p).last().expect("a branch has a stage");
+                let more = released.with(end, self.q);
+                inner_released = Some(Box::new(self.nest(p + 1, &more, true)?));
+                // The second turn needs every outer end resident at the recomputed loss.
+                if released.nodes.is_empty() {
+                    let inner = Box::new(self.nest(p + 1, &more, false)?);
+                    let resweep = self.resweep(p + 1);
+                    let held = Nest {
+                        holds_loss,
+                        released: resweep.ends,
+                        released_bytes: resweep.ends_bytes,
+                        release_nodes: self.ends(p + 1),
+                        ..Nest::default()
+                    };
+                    let table = Box::new(self.fill(p, held)?);
+                    second = Some(SecondTurn {
+                        inner,
+                        resweep,
+                        table,
+                    });
+                }
+            }
+        }
+        let placement = Nest {
+            inner,
+            inner_released,
+            holds_loss,
+            released: released.slots,
+            released_bytes: released.bytes,
+            release_nodes: released.nodes.clone(),
+            second,
+        };
+        self.fill(p, placement)
+    }
+
+    /// The last outputs of the branches at positions `from..`.
+    fn ends(&self, from: usize) -> Vec<usize> {
+        (from..self.order.len())
+            .map(|p| self.branch(p).last().expect("a stage").forward)
+            .collect()
+    }
+
+    /// The F∅ sweeps that recompute the last outputs of the branches at positions
+    /// `from..` after their backward phase: the branch at `from`, which finished last,
+    /// from its `x_1` when its `G_1` read it, the others from their first stage; each end
+    /// stays resident.
+    fn resweep(&self, from: usize) -> Resweep {
+        let slots = |b: u64| b.div_ceil(self.q) as usize;
+        let mut r = Resweep {
+            cost: 0.0,
+            need: 0,
+            need_bytes: 0,
+            ends: 0,
+            ends_bytes: 0,
+            keep: None,
+            events: Vec::new(),
+        };
+        for p in from..self.order.len() {
+            let stages = self.branch(p);
+            let first = usize::from(p == from && stages[0].reads_output);
+            if first == 1 {
+                r.keep = Some(stages[0].forward);
+                r.need = slots(stages[0].x);
+                r.need_bytes = stages[0].x;
+            }
+            for l in first..stages.len() {
+                let st = &stages[l];
+                let prev = l.checked_sub(1).map(|i| &stages[i]);
+                let (ps, pb) = prev.map_or((0, 0), |pr| (slots(pr.x), pr.x));
+                r.events.push(Event::Compute(st.forward));
+                if let Some(pr) = prev {
+                    r.events.push(Event::Free(pr.forward));
+                }
+                r.cost += st.fw;
+                r.need = r.need.max(r.ends + ps + slots(st.x));
+                r.need_bytes = r.need_bytes.max(r.ends_bytes + pb + st.x);
+            }
+            let end = stages.last().expect("a stage");
+            r.ends += slots(end.x);
+            r.ends_bytes += end.x;
+        }
+        r
+    }
 }
 
 /// Every permutation of `0..k`, in lexicographic order.
@@ -190,7 +291,14 @@ impl Solver for JoinDp {
         };
         let mut best: Option<(f64, Vec<usize>, Table)> = None;
         for order in candidates {
-            let Some(table) = nest(&join, &order, 0, (0, 0, Vec::new()), q, m, &mut poll) else {
+            let mut nesting = Nesting {
+                join: &join,
+                order: &order,
+                q,
+                m,
+                poll: &mut poll,
+            };
+            let Some(table) = nesting.nest(0, &Released::default(), false) else {
                 if cancelled {
                     return Err(SolveError::Cancelled);
                 }
