@@ -1521,39 +1521,55 @@ pub(crate) mod tests {
             let (g, next) = next_reading_chain(seed);
             (format!("seed {seed}"), g, next)
         });
-        let mut above = Vec::new();
-        let mut pairs = 0;
-        for (name, g, next) in uniform.chain(random) {
+        let cases = uniform.chain(random).map(|(name, g, next)| {
             let chain = crate::graph::structure::chain(&g).unwrap();
             for (i, st) in chain.stages.iter().enumerate() {
                 assert_eq!(st.reads_next_output, next.contains(&(i + 1)), "{name}");
             }
+            (name, g)
+        });
+        against_exhaustive(
+            "chain-dp",
+            cases,
+            "chain_dp_next_output_above_exhaustive.json",
+            "chains whose backward ops read the next stage's output (chain_dp::tests::next_output_chains_against_exhaustive) and budgets where chain-dp is above the exhaustive optimum (None = reported infeasible)",
+        );
+    }
+
+    /// Runs the DP `solver` on each named graph at every budget from the least feasible
+    /// to the checkpoint-all peak: infeasible only where the oracle is, never below the
+    /// optimum (and checked by [`run_dp`]); the pairs above it are compared with the
+    /// fixture `name` ([`check_fixture`]).
+    fn against_exhaustive(
+        solver: &str,
+        cases: impl IntoIterator<Item = (String, Graph)>,
+        name: &str,
+        about: &str,
+    ) {
+        let mut above = Vec::new();
+        let mut pairs = 0;
+        for (case, g) in cases {
             let (lo, _) = g.min_feasible_budget();
             let hi = crate::solve::baseline::checkpoint_all_peak(&g);
             for budget in lo..=hi {
-                let got = dp(&g, budget);
+                let got = run_dp(solver, &g, budget);
                 let Some(opt) = exhaustive(&g, budget) else {
-                    assert_eq!(got, None, "{name}, M = {budget}");
+                    assert_eq!(got, None, "{case}, M = {budget}");
                     continue;
                 };
                 pairs += 1;
                 assert!(
                     got.is_none_or(|c| c >= opt),
-                    "{name}, M = {budget}: {got:?} below the optimum {opt}"
+                    "{case}, M = {budget}: {got:?} below the optimum {opt}"
                 );
                 if got != Some(opt) {
                     above.push(format!(
-                        "{name} M={budget}: chain-dp {got:?} vs optimum {opt}"
+                        "{case} M={budget}: {solver} {got:?} vs optimum {opt}"
                     ));
                 }
             }
         }
-        check_fixture(
-            "chain_dp_next_output_above_exhaustive.json",
-            "chains whose backward ops read the next stage's output (chain_dp::tests::next_output_chains_against_exhaustive) and budgets where chain-dp is above the exhaustive optimum (None = reported infeasible)",
-            pairs,
-            serde_json::json!(above),
-        );
+        check_fixture(name, about, pairs, serde_json::json!(above));
     }
 
     #[test]
@@ -1669,35 +1685,11 @@ pub(crate) mod tests {
     /// and the cases above it are those the fixture lists.
     #[test]
     fn random_joins_never_below_exhaustive() {
-        let mut above = Vec::new();
-        let mut pairs = 0;
-        for seed in 0..40u64 {
-            let g = random_join(seed);
-            let (lo, _) = g.min_feasible_budget();
-            let hi = crate::solve::baseline::checkpoint_all_peak(&g);
-            for budget in lo..=hi {
-                let got = run_dp("join-dp", &g, budget);
-                let Some(opt) = exhaustive(&g, budget) else {
-                    assert_eq!(got, None, "seed {seed}, M = {budget}");
-                    continue;
-                };
-                pairs += 1;
-                assert!(
-                    got.is_none_or(|c| c >= opt),
-                    "seed {seed}, M = {budget}: {got:?} below the optimum {opt}"
-                );
-                if got != Some(opt) {
-                    above.push(format!(
-                        "seed {seed} M={budget}: join-dp {got:?} vs optimum {opt}"
-                    ));
-                }
-            }
-        }
-        check_fixture(
+        against_exhaustive(
+            "join-dp",
+            (0..40u64).map(|seed| (format!("seed {seed}"), random_join(seed))),
             "join_dp_random_above_exhaustive.json",
             "random joins (chain_dp::tests::random_join(seed)) and budgets where join-dp is above the exhaustive optimum (None = reported infeasible)",
-            pairs,
-            serde_json::json!(above),
         );
     }
 
