@@ -1341,10 +1341,8 @@ pub(crate) mod tests {
         );
     }
 
-    /// Note for the MILP (issue on another branch): once `solve::find("milp")` exists, add
-    /// it here: on `linear(n)`, `n <= 6`, at every budget the acceptance is chain DP ==
-    /// Revolve == exhaustive == MILP (Checkmate's frontier-advancing optimum matched the
-    /// exhaustive one on every tested chain, seed digest §4.10 item 6).
+    /// chain-dp against Revolve's closed form and the oracle; `tests/dp_vs_milp.rs` adds
+    /// the MILP on `linear(1..=6)` through the driver.
     #[test]
     fn uniform_chains_equal_revolve_and_exhaustive() {
         for n in 1..=6usize {
