@@ -1,4 +1,5 @@
-//! Generated training graphs: Checkmate's linear graph and random layered training graphs.
+//! Generated training graphs: Checkmate's linear graph, join graphs of chains meeting at the
+//! loss, and random layered training graphs.
 
 use super::{Graph, GraphSpec, NodeKind, NodeSpec};
 use rand::{Rng, SeedableRng};
@@ -39,6 +40,77 @@ pub fn linear(layers: usize) -> Graph {
         nodes,
     })
     .expect("the linear graph is valid")
+}
+
+/// A join graph of unit chains (Beaumont et al. 2020): branch `b` has `lengths[b]` stages,
+/// forward ops `f{b}_{j}` (`f{b}_1` a source), one loss reading every branch end, and
+/// backward ops `g{b}_{j}` reading the gradient (`g{b}_{j+1}`, or the loss for `j = L_b`)
+/// and `f{b}_{j}` (the Checkmate-style rule). Unit costs and sizes. See [`join_with`].
+///
+/// Panics when a length is 0.
+pub fn join(lengths: &[usize]) -> Graph {
+    join_with(lengths, false, |_| (1.0, 1))
+}
+
+/// [`join`] with `g{b}_{j}` also reading `f{b}_{j+1}` for `j < L_b` when `reads_next`
+/// (Checkmate's Keras rule) and `weight(id)` giving each op's (cost, size). The file
+/// (solver) order is the nested order of the join DP with branch 0 outermost: the forward
+/// ops branch by branch, the loss, then the backward ops of the last branch first.
+pub fn join_with(
+    lengths: &[usize],
+    reads_next: bool,
+    mut weight: impl FnMut(&str) -> (f64, u64),
+) -> Graph {
+    let mut nodes = Vec::new();
+    let mut node = |id: String, inputs: Vec<String>, kind| {
+        let (cost, memory) = weight(&id);
+        nodes.push(NodeSpec {
+            id,
+            cost,
+            memory,
+            inputs,
+            kind: Some(kind),
+            op: None,
+        });
+    };
+    for (b, &l) in lengths.iter().enumerate() {
+        for j in 1..=l {
+            let inputs = (j > 1).then(|| format!("f{b}_{}", j - 1));
+            node(
+                format!("f{b}_{j}"),
+                inputs.into_iter().collect(),
+                NodeKind::Forward,
+            );
+        }
+    }
+    let ends = lengths
+        .iter()
+        .enumerate()
+        .map(|(b, &l)| format!("f{b}_{l}"))
+        .collect();
+    node("loss".into(), ends, NodeKind::Loss);
+    for (b, &l) in lengths.iter().enumerate().rev() {
+        for j in (1..=l).rev() {
+            let grad = if j == l {
+                "loss".to_string()
+            } else {
+                format!("g{b}_{}", j + 1)
+            };
+            let mut inputs = vec![grad, format!("f{b}_{j}")];
+            if reads_next && j < l {
+                inputs.push(format!("f{b}_{}", j + 1));
+            }
+            node(format!("g{b}_{j}"), inputs, NodeKind::Backward);
+        }
+    }
+    let name = lengths.iter().map(usize::to_string).collect::<Vec<_>>();
+    Graph::new(GraphSpec {
+        name: Some(format!("join-{}", name.join("-"))),
+        fixed_memory: 0,
+        cost_unit: Some("op".into()),
+        nodes,
+    })
+    .expect("the join graph is valid")
 }
 
 /// A random layered training graph of about `nodes` ops (`2L + 1` for `L = (nodes-1)/2`

@@ -414,6 +414,8 @@ enum Choice {
     CkKeep(usize),
     /// F_ck at `L` whose last output is freed right after the loss (join DP).
     CkRelease,
+    /// F_ck at `L` freed right after the loss, then the second turn (join DP).
+    CkSecond,
 }
 
 /// Local memory needs of each option (everything but the sub-problems), in `S`'s unit.
@@ -453,6 +455,52 @@ pub struct Nest {
     pub released: usize,
     pub released_bytes: u64,
     pub release_nodes: Vec<usize>,
+    /// The second turn: an option of F_ck at `L` (see [`SecondTurn`]).
+    pub second: Option<SecondTurn>,
+}
+
+/// The second turn of a branch of a join (the join DP, `join_dp`): F_ck at `L` keeps
+/// `x_L`, the rest of the join runs with `x_L` freed right after the loss and owns the
+/// loss output (its outermost branch frees it after its `G_L`), [`Resweep`] recomputes
+/// the inner branches' last outputs, and this branch solves `table` from `x_a`: its own
+/// chain, whose loss stage recomputes the loss from them.
+pub struct SecondTurn {
+    pub inner: Box<Table>,
+    pub resweep: Resweep,
+    /// This branch's chain with `resweep`'s ends held outside until the loss, freed right
+    /// after it (its `Nest::released`).
+    pub table: Box<Table>,
+}
+
+/// The F∅ sweeps that recompute the inner branches' last outputs after their backward
+/// phase, in the memory model of the simulator.
+pub struct Resweep {
+    /// Total cost of the sweeps.
+    pub cost: f64,
+    /// Peak of the sweeps, in slots and bytes.
+    pub need: usize,
+    pub need_bytes: u64,
+    /// The last outputs left resident, in slots and bytes.
+    pub ends: usize,
+    pub ends_bytes: u64,
+    /// The node `x_1` of the first inner branch when the sweep starts from it: it is
+    /// resident after that branch's last `G_1`, which read it, and is not freed there.
+    pub keep: Option<usize>,
+    pub events: Vec<Event>,
+}
+
+impl Resweep {
+    /// Appends the sweeps after the inner join's events `ev`.
+    fn emit(&self, ev: &mut Vec<Event>) {
+        if let Some(v) = self.keep {
+            let at = ev
+                .iter()
+                .rposition(|e| *e == Event::Free(v))
+                .expect("x_1 is freed after the last G_1");
+            ev.remove(at);
+        }
+        ev.extend_from_slice(&self.events);
+    }
 }
 /// Peak of the F∅ sweep `F_{a+1}..F_k` while `δ_{b+1}` is resident.
 fn sweep_need(s: &impl Sizes, a: usize, b: usize, k: usize) -> u64 {
@@ -505,6 +553,8 @@ pub struct Table {
     release_nodes: Vec<usize>,
     /// `C` of the loss stage's base case with the last output freed at the turn.
     release_row: Option<Row>,
+    /// The second turn, and the top row of its inner join.
+    second: Option<(SecondTurn, Row)>,
     m: usize,
     /// `rows[b][a]` for `0 <= a < b <= L+1`.
     rows: Vec<Vec<Row>>,
@@ -542,6 +592,7 @@ impl Table {
             released,
             released_bytes,
             release_nodes,
+            second,
         } = nest;
         let (mut offset, mut offset_bytes) = (-(released as isize), -(released_bytes as i64));
         if holds_loss {
@@ -551,9 +602,10 @@ impl Table {
             chain.d_bytes[n] = 0;
         }
         // The base case of the loss stage with the last output freed at the turn.
-        let release_row = inner_released.as_deref().map(|t| {
-            let full: Vec<f64> = (0..=m).map(|mm| t.c(0, t.chain.l + 1, mm)).collect();
-            Row::from_full(&full)
+        let release_row = inner_released.as_deref().map(|t| t.top_row(m));
+        let second = second.map(|st| {
+            let row = st.inner.top_row(m);
+            (st, row)
         });
         let mut rows: Vec<Vec<Row>> = (0..=n).map(|b| vec![Row::default(); b]).collect();
         let mut full = vec![f64::INFINITY; m + 1];
@@ -645,6 +697,21 @@ impl Table {
                             );
                             settle(&full, &mut settled, lb);
                         }
+                        if let (true, Some((st, inner))) =
+                            (policy.ck && b == n && k == chain.l, &second)
+                        {
+                            let rs = &st.resweep;
+                            combine(
+                                &mut full[..settled],
+                                &mut tails,
+                                start.max(rs.need),
+                                fc + rs.cost,
+                                inner,
+                                shift,
+                                Some((&st.table.rows[n][a], rs.ends as isize)),
+                            );
+                            settle(&full, &mut settled, lb);
+                        }
                         if policy.keep && k > a + 1 && !chain.reads_input[k] {
                             let start = start.max(plus(keep_need(&s, k), h));
                             combine(
@@ -674,9 +741,16 @@ impl Table {
             offset_bytes,
             release_nodes,
             release_row,
+            second,
             m,
             rows,
         })
+    }
+
+    /// `C(0, L+1, m')` for `m' <= m` as a row.
+    fn top_row(&self, m: usize) -> Row {
+        let full: Vec<f64> = (0..=m).map(|mm| self.c(0, self.chain.l + 1, mm)).collect();
+        Row::from_full(&full)
     }
 
     fn c(&self, a: usize, b: usize, m: usize) -> f64 {
@@ -728,6 +802,16 @@ impl Table {
             fc += c.fw[k];
             if sweep_need(&s, a, b, k) as usize > m || c.x[k] > m {
                 continue;
+            }
+            if let (true, Some((st, inner))) = (p.ck && b == n && k == c.l, &self.second) {
+                let rs = &st.resweep;
+                if rs.need <= m
+                    && rs.ends <= m
+                    && fc + rs.cost + inner.get(m - c.x[k]) + st.table.c(a, b, m - rs.ends)
+                        == target
+                {
+                    return Choice::CkSecond;
+                }
             }
             let Some(mh) = self.after_turn(m, h) else {
                 continue;
@@ -835,7 +919,7 @@ impl Table {
                 free_grad(ev, j + 1);
                 (fall_need(&by, a, b, hb as isize) as u64).max(by.x(j) + inner)
             }
-            Choice::Ck(_) | Choice::CkKeep(_) | Choice::CkRelease => {
+            Choice::Ck(_) | Choice::CkKeep(_) | Choice::CkRelease | Choice::CkSecond => {
                 let k = match choice {
                     Choice::Ck(k) | Choice::CkKeep(k) => k,
                     _ => c.l,
@@ -846,9 +930,20 @@ impl Table {
                         free(ev, &c.fnode[l - 1]);
                     }
                 }
-                let right = match (choice, &self.inner_released) {
-                    (Choice::CkRelease, Some(inner)) => {
+                let right = match (choice, &self.inner_released, &self.second) {
+                    (Choice::CkRelease, Some(inner), _) => {
                         by.x(k) + Table::emit_inner(inner, m - c.x[k], ev)
+                    }
+                    (Choice::CkSecond, _, Some((st, _))) => {
+                        let first = by.x(k) + Table::emit_inner(&st.inner, m - c.x[k], ev);
+                        st.resweep.emit(ev);
+                        let rs = &st.resweep;
+                        let left = st.table.emit(a, b, m - rs.ends, ev);
+                        // The second turn is the whole left part.
+                        return sweep_need(&by, a, b, k)
+                            .max(first)
+                            .max(rs.need_bytes)
+                            .max(rs.ends_bytes + left);
                     }
                     _ if k < b => by.x(k) + self.emit(k, b, m - c.x[k], ev),
                     _ => 0,
@@ -1118,7 +1213,7 @@ fn solve_dp(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::{capped_slots, MAX_TABLE_BYTES};
-    use crate::graph::generate::linear;
+    use crate::graph::generate::{join, join_with, linear};
     use crate::graph::{Graph, GraphSpec, NodeKind, NodeSpec};
     use crate::solve::{revolve::revolve_steps, solve, Instance, SolveOptions, Status};
     use rand::{Rng, SeedableRng};
@@ -1200,14 +1295,20 @@ pub(crate) mod tests {
 
     /// Runs chain-dp through the driver; checks the simulator agrees with the prediction.
     fn dp(g: &Graph, budget: u64) -> Option<f64> {
+        run_dp("chain-dp", g, budget)
+    }
+
+    /// Runs a DP `solver` through the driver; checks its plan fits the budget and the
+    /// simulator agrees with the predicted cost and peak.
+    fn run_dp(solver: &str, g: &Graph, budget: u64) -> Option<f64> {
         let r = solve(
             &Instance { graph: g, budget },
-            "chain-dp",
+            solver,
             &SolveOptions::default(),
         )
         .unwrap();
         match r.status {
-            Status::Optimal => {
+            Status::Optimal | Status::Feasible => {
                 let stats = r.stats.unwrap();
                 let d = r.details.unwrap();
                 assert!(stats.peak_memory <= budget);
@@ -1216,7 +1317,7 @@ pub(crate) mod tests {
                 Some(stats.total_cost)
             }
             Status::Infeasible => None,
-            other => panic!("chain-dp: {other:?} {:?}", r.message),
+            other => panic!("{solver} at M = {budget}: {other:?} {:?}", r.message),
         }
     }
 
@@ -1240,10 +1341,8 @@ pub(crate) mod tests {
         );
     }
 
-    /// Note for the MILP (issue on another branch): once `solve::find("milp")` exists, add
-    /// it here: on `linear(n)`, `n <= 6`, at every budget the acceptance is chain DP ==
-    /// Revolve == exhaustive == MILP (Checkmate's frontier-advancing optimum matched the
-    /// exhaustive one on every tested chain, seed digest §4.10 item 6).
+    /// chain-dp against Revolve's closed form and the oracle; `tests/dp_vs_milp.rs` adds
+    /// the MILP on `linear(1..=6)` through the driver.
     #[test]
     fn uniform_chains_equal_revolve_and_exhaustive() {
         for n in 1..=6usize {
@@ -1420,93 +1519,55 @@ pub(crate) mod tests {
             let (g, next) = next_reading_chain(seed);
             (format!("seed {seed}"), g, next)
         });
-        let mut above = Vec::new();
-        let mut pairs = 0;
-        for (name, g, next) in uniform.chain(random) {
+        let cases = uniform.chain(random).map(|(name, g, next)| {
             let chain = crate::graph::structure::chain(&g).unwrap();
             for (i, st) in chain.stages.iter().enumerate() {
                 assert_eq!(st.reads_next_output, next.contains(&(i + 1)), "{name}");
             }
+            (name, g)
+        });
+        against_exhaustive(
+            "chain-dp",
+            cases,
+            "chain_dp_next_output_above_exhaustive.json",
+            "chains whose backward ops read the next stage's output (chain_dp::tests::next_output_chains_against_exhaustive) and budgets where chain-dp is above the exhaustive optimum (None = reported infeasible)",
+        );
+    }
+
+    /// Runs the DP `solver` on each named graph at every budget from the least feasible
+    /// to the checkpoint-all peak: infeasible only where the oracle is, never below the
+    /// optimum (and checked by [`run_dp`]); the pairs above it are compared with the
+    /// fixture `name` ([`check_fixture`]).
+    fn against_exhaustive(
+        solver: &str,
+        cases: impl IntoIterator<Item = (String, Graph)>,
+        name: &str,
+        about: &str,
+    ) {
+        let mut above = Vec::new();
+        let mut pairs = 0;
+        for (case, g) in cases {
             let (lo, _) = g.min_feasible_budget();
             let hi = crate::solve::baseline::checkpoint_all_peak(&g);
             for budget in lo..=hi {
-                let got = dp(&g, budget);
+                let got = run_dp(solver, &g, budget);
                 let Some(opt) = exhaustive(&g, budget) else {
-                    assert_eq!(got, None, "{name}, M = {budget}");
+                    assert_eq!(got, None, "{case}, M = {budget}");
                     continue;
                 };
                 pairs += 1;
                 assert!(
                     got.is_none_or(|c| c >= opt),
-                    "{name}, M = {budget}: {got:?} below the optimum {opt}"
+                    "{case}, M = {budget}: {got:?} below the optimum {opt}"
                 );
                 if got != Some(opt) {
                     above.push(format!(
-                        "{name} M={budget}: chain-dp {got:?} vs optimum {opt}"
+                        "{case} M={budget}: {solver} {got:?} vs optimum {opt}"
                     ));
                 }
             }
         }
-        check_fixture(
-            "chain_dp_next_output_above_exhaustive.json",
-            "chains whose backward ops read the next stage's output (chain_dp::tests::next_output_chains_against_exhaustive) and budgets where chain-dp is above the exhaustive optimum (None = reported infeasible)",
-            pairs,
-            serde_json::json!(above),
-        );
-    }
-
-    /// A join of unit chains reading their outputs (Checkmate-style branches), unit sizes.
-    fn join_graph(lengths: &[usize]) -> Graph {
-        join_graph_reading(lengths, false)
-    }
-
-    /// [`join_graph`] whose backward ops also read the next stage's output when `next`
-    /// (Checkmate's Keras rule).
-    fn join_graph_reading(lengths: &[usize], next: bool) -> Graph {
-        let mut nodes = Vec::new();
-        let node = |id: String, inputs: Vec<String>, kind| NodeSpec {
-            id,
-            cost: 1.0,
-            memory: 1,
-            inputs,
-            kind: Some(kind),
-            op: None,
-        };
-        for (b, &l) in lengths.iter().enumerate() {
-            for j in 1..=l {
-                let inputs = if j == 1 {
-                    vec![]
-                } else {
-                    vec![format!("f{b}_{}", j - 1)]
-                };
-                nodes.push(node(format!("f{b}_{j}"), inputs, NodeKind::Forward));
-            }
-        }
-        let ends = lengths
-            .iter()
-            .enumerate()
-            .map(|(b, &l)| format!("f{b}_{l}"))
-            .collect();
-        nodes.push(node("loss".into(), ends, NodeKind::Loss));
-        for (b, &l) in lengths.iter().enumerate() {
-            for j in (1..=l).rev() {
-                let grad = if j == l {
-                    "loss".to_string()
-                } else {
-                    format!("g{b}_{}", j + 1)
-                };
-                let mut inputs = vec![grad, format!("f{b}_{j}")];
-                if next && j < l {
-                    inputs.push(format!("f{b}_{}", j + 1));
-                }
-                nodes.push(node(format!("g{b}_{j}"), inputs, NodeKind::Backward));
-            }
-        }
-        Graph::new(GraphSpec {
-            nodes,
-            ..Default::default()
-        })
-        .unwrap()
+        check_fixture(name, about, pairs, serde_json::json!(above));
     }
 
     #[test]
@@ -1520,7 +1581,7 @@ pub(crate) mod tests {
             vec![2, 1, 1],
             vec![1, 1, 3],
         ] {
-            let g = join_graph(&lengths);
+            let g = join(&lengths);
             assert_eq!(crate::graph::structure::detect(&g).class(), "join");
             for budget in 1..=(g.len() as u64) {
                 let r = solve(
@@ -1570,26 +1631,10 @@ pub(crate) mod tests {
             vec![2, 2, 1],
             vec![3, 1, 1],
         ] {
-            let g = join_graph(&lengths);
+            let g = join(&lengths);
             for budget in 1..=(g.len() as u64) {
-                let r = solve(
-                    &Instance { graph: &g, budget },
-                    "join-dp",
-                    &SolveOptions::default(),
-                )
-                .unwrap();
+                let got = run_dp("join-dp", &g, budget);
                 let opt = exhaustive(&g, budget);
-                let got = match r.status {
-                    Status::Feasible => {
-                        let stats = r.stats.unwrap();
-                        let d = r.details.unwrap();
-                        assert_eq!(d["predicted_cost"].as_f64(), Some(stats.total_cost));
-                        assert_eq!(d["predicted_peak"].as_u64(), Some(stats.peak_memory));
-                        Some(stats.total_cost)
-                    }
-                    Status::Infeasible => None,
-                    other => panic!("{lengths:?} at M = {budget}: {other:?} {:?}", r.message),
-                };
                 if opt.is_some() {
                     pairs += 1;
                 }
@@ -1606,9 +1651,43 @@ pub(crate) mod tests {
         }
         check_fixture(
             "join_dp_above_exhaustive.json",
-            "joins of unit branches (chain_dp::tests::join_graph) and budgets where join-dp is above the exhaustive optimum (None = reported infeasible)",
+            "joins of unit branches (graph::generate::join) and budgets where join-dp is above the exhaustive optimum (None = reported infeasible)",
             pairs,
             serde_json::json!(above),
+        );
+    }
+
+    /// A random join of 2 or 3 branches of 1 to 3 stages and at most 11 nodes: op costs
+    /// 1..=3, sizes 1..=3; on a third of the seeds the backward ops also read the next
+    /// stage's output.
+    fn random_join(seed: u64) -> Graph {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let lengths = loop {
+            let k = rng.random_range(2..=3usize);
+            let l: Vec<usize> = (0..k).map(|_| rng.random_range(1..=3usize)).collect();
+            if l.iter().sum::<usize>() <= 5 {
+                break l;
+            }
+        };
+        join_with(&lengths, seed % 3 == 0, |_| {
+            (
+                rng.random_range(1..=3u32) as f64,
+                rng.random_range(1..=3u64),
+            )
+        })
+    }
+
+    /// Random joins ([`random_join`]), every budget from the least feasible to the
+    /// checkpoint-all peak: join-dp's plan fits with the predicted cost and peak (checked
+    /// in [`run_dp`]), is infeasible only where the oracle is, never below the optimum,
+    /// and the cases above it are those the fixture lists.
+    #[test]
+    fn random_joins_never_below_exhaustive() {
+        against_exhaustive(
+            "join-dp",
+            (0..40u64).map(|seed| (format!("seed {seed}"), random_join(seed))),
+            "join_dp_random_above_exhaustive.json",
+            "random joins (chain_dp::tests::random_join(seed)) and budgets where join-dp is above the exhaustive optimum (None = reported infeasible)",
         );
     }
 
@@ -1624,11 +1703,16 @@ pub(crate) mod tests {
             vec![3, 2],
             vec![2, 1, 1],
         ] {
-            let g = join_graph_reading(&lengths, true);
+            let g = join_with(&lengths, true, |_| (1.0, 1));
             let join = crate::graph::structure::join(&g).unwrap();
             assert!(join.branches.iter().any(|b| b[0].reads_next_output));
             for budget in 1..=(g.len() as u64) {
                 let opt = exhaustive(&g, budget);
+                let got = run_dp("join-dp", &g, budget);
+                assert!(
+                    got.is_none_or(|c| Some(c) >= opt),
+                    "{lengths:?} at M = {budget}"
+                );
                 for solver in ["join-dp", "equiv-chain"] {
                     let r = solve(
                         &Instance { graph: &g, budget },
@@ -1642,11 +1726,6 @@ pub(crate) mod tests {
                             let stats = r.stats.unwrap();
                             assert!(stats.peak_memory <= budget, "{case}");
                             assert!(Some(stats.total_cost) >= opt, "{case}");
-                            if solver == "join-dp" {
-                                let d = r.details.unwrap();
-                                assert_eq!(d["predicted_cost"].as_f64(), Some(stats.total_cost));
-                                assert_eq!(d["predicted_peak"].as_u64(), Some(stats.peak_memory));
-                            }
                         }
                         Status::Infeasible => {
                             assert!(budget < g.len() as u64, "{case}: room for every node")

@@ -1,4 +1,5 @@
-//! The exact oracle: A* over every schedule of a small graph (up to 12 nodes).
+//! The exact oracle: A* over every schedule of a small graph (up to 12 nodes as the
+//! `exhaustive` solver; [`search`] goes to [`SEARCH_LIMIT`] for tests that can wait).
 //!
 //! A state is `(resident, computed)`: the outputs in memory and the nodes computed at
 //! least once. From a state, `compute(v)` is allowed when `v` is not resident, all its
@@ -19,9 +20,11 @@ use std::time::Instant;
 
 pub struct Exhaustive;
 
-/// The largest graph the oracle accepts.
+/// The largest graph the `exhaustive` solver accepts.
 pub const MAX_NODES: usize = 12;
-const BITS: u32 = MAX_NODES as u32;
+/// The largest graph [`search`] accepts: a state is two sets of nodes in one `u32`.
+pub const SEARCH_LIMIT: usize = 16;
+const BITS: u32 = SEARCH_LIMIT as u32;
 
 #[derive(PartialEq)]
 struct Entry {
@@ -59,119 +62,133 @@ impl Solver for Exhaustive {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        let graph = instance.graph;
-        let n = graph.len();
-        if n > MAX_NODES {
-            return Err(SolveError::Unsupported {
-                solver: "exhaustive",
-                reason: format!(
-                    "the graph has {n} nodes and exhaustive search is limited to {MAX_NODES}; \
-                     use another solver (e.g. auto)"
-                ),
-            });
-        }
-        let start = Instant::now();
-        let deadline = options.deadline(start);
-        let all: u32 = (1u32 << n) - 1;
-        let preds: Vec<u32> = (0..n)
-            .map(|v| graph.preds(v).iter().fold(0u32, |m, &u| m | 1 << u))
-            .collect();
-        let mem_of = |set: u32| -> u64 {
-            (0..n)
-                .filter(|&v| set >> v & 1 == 1)
-                .map(|v| graph.memory(v))
-                .sum()
-        };
-        let h = |computed: u32| -> f64 {
-            (0..n)
-                .filter(|&v| computed >> v & 1 == 0)
-                .map(|v| graph.cost(v))
-                .sum()
-        };
-        let key = |resident: u32, computed: u32| resident | computed << BITS;
-        let mask = (1u32 << BITS) - 1;
-
-        let mut best: HashMap<u32, f64> = HashMap::new();
-        let mut parent: HashMap<u32, (u32, Event)> = HashMap::new();
-        let mut heap = BinaryHeap::new();
-        let start_key = key(0, 0);
-        best.insert(start_key, 0.0);
-        heap.push(Entry {
-            f: h(0),
-            g: 0.0,
-            key: start_key,
-        });
-        let mut pops = 0u64;
-        while let Some(Entry { g, key: k, .. }) = heap.pop() {
-            if g > best[&k] {
-                continue;
-            }
-            pops += 1;
-            if pops % 4096 == 0 {
-                if options.is_cancelled() {
-                    return Err(SolveError::Cancelled);
-                }
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    return Ok(Outcome::NoSolution {
-                        solver: "exhaustive",
-                        reason: format!("the time limit passed after {pops} states"),
-                    });
-                }
-            }
-            let (resident, computed) = (k & mask, k >> BITS);
-            if computed == all {
-                let mut events = Vec::new();
-                let mut at = k;
-                while let Some(&(prev, event)) = parent.get(&at) {
-                    events.push(event);
-                    at = prev;
-                }
-                events.reverse();
-                return Ok(Outcome::Plan(Plan {
-                    schedule: Schedule::new(events),
-                    claim: Claim::Optimal,
-                    solver: "exhaustive",
-                    scope: Scope::GlobalOptimum,
-                    lower_bound: Some(g),
-                    message: None,
-                    details: Some(serde_json::json!({ "states_expanded": pops })),
-                }));
-            }
-            let in_use = graph.fixed_memory() + mem_of(resident);
-            for (v, &needs) in preds.iter().enumerate() {
-                let bit = 1u32 << v;
-                let (next, event, cost) = if resident & bit != 0 {
-                    (key(resident & !bit, computed), Event::Free(v), 0.0)
-                } else if needs & !resident == 0 && in_use + graph.memory(v) <= instance.budget {
-                    (
-                        key(resident | bit, computed | bit),
-                        Event::Compute(v),
-                        graph.cost(v),
-                    )
-                } else {
-                    continue;
-                };
-                let g2 = g + cost;
-                if best.get(&next).is_none_or(|&b| g2 < b) {
-                    best.insert(next, g2);
-                    parent.insert(next, (k, event));
-                    heap.push(Entry {
-                        f: g2 + h(next >> BITS),
-                        g: g2,
-                        key: next,
-                    });
-                }
-            }
-        }
-        Ok(Outcome::Infeasible {
-            solver: "exhaustive",
-            proven: true,
-            reason: format!(
-                "no schedule in any order fits in {} bytes ({pops} states searched)",
-                instance.budget
-            ),
-        })
+        search_within(instance, options, MAX_NODES)
     }
+}
+
+/// The A* search on a graph of at most [`SEARCH_LIMIT`] nodes, for callers that accept
+/// its cost beyond the solver's [`MAX_NODES`] (`solve::solve_exhaustive_unbounded`).
+pub(super) fn search(instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
+    search_within(instance, options, SEARCH_LIMIT)
+}
+
+fn search_within(
+    instance: &Instance,
+    options: &SolveOptions,
+    limit: usize,
+) -> Result<Outcome, SolveError> {
+    let graph = instance.graph;
+    let n = graph.len();
+    if n > limit {
+        return Err(SolveError::Unsupported {
+            solver: "exhaustive",
+            reason: format!(
+                "the graph has {n} nodes and exhaustive search is limited to {limit}; \
+                 use another solver (e.g. auto)"
+            ),
+        });
+    }
+    let start = Instant::now();
+    let deadline = options.deadline(start);
+    let all: u32 = (1u32 << n) - 1;
+    let preds: Vec<u32> = (0..n)
+        .map(|v| graph.preds(v).iter().fold(0u32, |m, &u| m | 1 << u))
+        .collect();
+    let mem_of = |set: u32| -> u64 {
+        (0..n)
+            .filter(|&v| set >> v & 1 == 1)
+            .map(|v| graph.memory(v))
+            .sum()
+    };
+    let h = |computed: u32| -> f64 {
+        (0..n)
+            .filter(|&v| computed >> v & 1 == 0)
+            .map(|v| graph.cost(v))
+            .sum()
+    };
+    let key = |resident: u32, computed: u32| resident | computed << BITS;
+    let mask = (1u32 << BITS) - 1;
+
+    let mut best: HashMap<u32, f64> = HashMap::new();
+    let mut parent: HashMap<u32, (u32, Event)> = HashMap::new();
+    let mut heap = BinaryHeap::new();
+    let start_key = key(0, 0);
+    best.insert(start_key, 0.0);
+    heap.push(Entry {
+        f: h(0),
+        g: 0.0,
+        key: start_key,
+    });
+    let mut pops = 0u64;
+    while let Some(Entry { g, key: k, .. }) = heap.pop() {
+        if g > best[&k] {
+            continue;
+        }
+        pops += 1;
+        if pops % 4096 == 0 {
+            if options.is_cancelled() {
+                return Err(SolveError::Cancelled);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(Outcome::NoSolution {
+                    solver: "exhaustive",
+                    reason: format!("the time limit passed after {pops} states"),
+                });
+            }
+        }
+        let (resident, computed) = (k & mask, k >> BITS);
+        if computed == all {
+            let mut events = Vec::new();
+            let mut at = k;
+            while let Some(&(prev, event)) = parent.get(&at) {
+                events.push(event);
+                at = prev;
+            }
+            events.reverse();
+            return Ok(Outcome::Plan(Plan {
+                schedule: Schedule::new(events),
+                claim: Claim::Optimal,
+                solver: "exhaustive",
+                scope: Scope::GlobalOptimum,
+                lower_bound: Some(g),
+                message: None,
+                details: Some(serde_json::json!({ "states_expanded": pops })),
+            }));
+        }
+        let in_use = graph.fixed_memory() + mem_of(resident);
+        for (v, &needs) in preds.iter().enumerate() {
+            let bit = 1u32 << v;
+            let (next, event, cost) = if resident & bit != 0 {
+                (key(resident & !bit, computed), Event::Free(v), 0.0)
+            } else if needs & !resident == 0 && in_use + graph.memory(v) <= instance.budget {
+                (
+                    key(resident | bit, computed | bit),
+                    Event::Compute(v),
+                    graph.cost(v),
+                )
+            } else {
+                continue;
+            };
+            let g2 = g + cost;
+            if best.get(&next).is_none_or(|&b| g2 < b) {
+                best.insert(next, g2);
+                parent.insert(next, (k, event));
+                heap.push(Entry {
+                    f: g2 + h(next >> BITS),
+                    g: g2,
+                    key: next,
+                });
+            }
+        }
+    }
+    Ok(Outcome::Infeasible {
+        solver: "exhaustive",
+        proven: true,
+        reason: format!(
+            "no schedule in any order fits in {} bytes ({pops} states searched)",
+            instance.budget
+        ),
+    })
 }
 
 #[cfg(test)]

@@ -20,6 +20,26 @@
 //! three phases and their checkpoint persistence: a forward checkpoint stays until its
 //! branch has used it (or, for a branch end, until the loss has).
 //!
+//! **The second turn.** Holding the loss output across the inner branches' whole backward
+//! phase can cost more than computing it again. A branch `b_p` whose outer branches all
+//! hold their ends may instead, with F_ck at `L`:
+//!
+//! 1. sweep to `x^{b_p}_L` and run the inner join with `x^{b_p}_L` freed right after the
+//!    loss, the inner join *owning* the loss output: `b_{p+1}` frees it after its `G_L`
+//!    (the branches inside `b_{p+1}` still hold it for `b_{p+1}`);
+//! 2. once the inner join's backward phase is over, recompute the inner branches' ends
+//!    `x^{b_{p+1}}_L, …, x^{b_k}_L` by F∅ sweeps, each end staying resident: `b_{p+1}`,
+//!    which finished last, from its `x_1` when its `G_1` read it (the plan keeps it instead
+//!    of freeing it), the others from their first stage (the *resweep*);
+//! 3. run its own chain from `x_a` again as a chain whose loss stage is the plain loss,
+//!    computed from `x^{b_p}_L` (recomputed from `b_p`'s checkpoints) and the held inner
+//!    ends, which are freed right after it: the second turn. After it, `b_p`'s backward
+//!    phase proceeds as before (holding the loss output for its outer branches, or
+//!    freeing it when `p = 1`).
+//!
+//! The optimal schedules of the unit joins (2, 2) and (3, 2) at 3 slots have exactly this
+//! shape (`… loss g1_2 f1_1 g1_1 f1_2 f0_1 f0_2 loss g0_2 …`).
+//!
 //! # The recurrence
 //!
 //! With `C_p(a, b, m)` the chain DP's table of the branch at position `p`:
@@ -32,36 +52,58 @@
 //!   branches freed. The backward-only sub-problems (`b <= L`) are referenced from those
 //!   that contain the turn with their budget shifted by `h`, and the local needs after
 //!   the turn carry `+h`;
+//! * the second turn is one more option of F_ck at `L` in `C_p(a, L_p+1, m)`, allowed when
+//!   no outer end is freed at the first turn:
+//!   `Σ_{l=a+1..L} fw_l + C^own_{p+1}(0, L_{p+1}+1, m − X_L) + R_p + C'_p(a, L_p+1, m − E_p)`
+//!   when the sweep fits `m` and the resweep's peak `P_{R_p} <= m`. `C^own_{p+1}` is the
+//!   inner join with `x^{b_p}_L` freed at the turn and owning the loss output (`h` without
+//!   `+|loss|`); `R_p` and `E_p` are the resweep's cost and the slots of the inner ends;
+//!   `C'_p` is `b_p`'s chain DP whose loss stage is the plain loss with `E_p` held outside
+//!   until it and freed right after (`h = −E_p`, `+|loss|` for `p >= 2`), which is why it
+//!   is read at `m − E_p`. All three terms are non-increasing in `m`;
 //! * the answer is `min over orders of C_1(0, L_1+1, m)`; every order is tried for `k <= 6`
-//!   (`k!` orders), else the branches are nested longest first; the freed-end variants
-//!   (which double the tables per level) are built for `k <= 4`.
+//!   (`k!` orders), else the branches are nested longest first; the freed-end and
+//!   second-turn variants (which add tables per level) are built for `k <= 4`.
 //!
-//! **Proof sketch (within the family).** Fix the order and the set of ends freed at the
-//! turn. A schedule of the family restricted to branch `b_p` is a persistent schedule of
-//! that chain whose loss stage is an opaque op with a memory-dependent cost: it holds
-//! exactly what the chain DP's sub-problem holds when its base case runs (`x_L` outside,
-//! nothing else of the branch but the checkpoints of enclosing sub-problems, which are
-//! outside its budget by construction). So the inner join is solved optimally for every
-//! budget `m` (induction on `k − p`), its optimal cost is a non-increasing function of
-//! `m`, and substituting that row for the base case keeps the chain DP's
-//! optimal-substructure argument intact. The memory that appears or disappears at the
-//! turn is the same for every state after it, which the shifted rows account for exactly.
+//! **Proof sketch (within the family).** Fix the order, the set of ends freed at the
+//! turn and the branches that take a second turn. A schedule of the family restricted to
+//! branch `b_p` is a persistent schedule of that chain whose loss stage is an opaque op
+//! with a memory-dependent cost: it holds exactly what the chain DP's sub-problem holds
+//! when its base case runs (`x_L` outside, nothing else of the branch but the checkpoints
+//! of enclosing sub-problems, which are outside its budget by construction). So the inner
+//! join is solved optimally for every budget `m` (induction on `k − p`), its optimal cost
+//! is a non-increasing function of `m`, and substituting that row for the base case keeps
+//! the chain DP's optimal-substructure argument intact. The memory that appears or
+//! disappears at the turn is the same for every state after it, which the shifted rows
+//! account for exactly. A second turn splits `b_p`'s schedule at the end of the inner
+//! join into three independent parts: the inner join (optimal by induction), the resweep
+//! (fixed ops, exact peak) and a persistent schedule of `b_p` from `x_a` with a fixed
+//! outside memory that drops at its turn (optimal by the same argument, with `h = −E_p`);
+//! the parts share no state but `x_a` and the ends, so the best sum is the best schedule.
 //!
 //! **Outside the family**: schedules that interleave branches in the backward phase, that
 //! run the first backward op of every branch right at the turn (the captions' "turn"
-//! storing one backward datum per branch), or that compute the loss more than once. The
-//! tests compare the DP with the exhaustive oracle on every join of 2-3 unit branches it
-//! can search (66 feasible (graph, budget) pairs, up to 11 nodes): 64 are equal; the two
-//! others, branches (2, 2) and (3, 2) at 3 slots, are reported infeasible while the
-//! optimum exists: it recomputes the loss (`… loss ga2 … ; … loss gb2 …`), which no
-//! schedule that keeps the loss output from the turn to the last branch can do. They are
-//! listed in `tests/fixtures/join_dp_above_exhaustive.json`. Joins too large for the
-//! oracle (branches of length up to 4) are not compared; the solver reports its answers
-//! as heuristic.
+//! storing one backward datum per branch), that recompute the loss a third time, that take
+//! a second turn after an outer end was freed, or that resweep an inner branch from a
+//! checkpoint other than its `x_1` (or in another order); and, as for the chain DP,
+//! non-persistent ones, which matter with heterogeneous sizes. The tests compare the DP
+//! with the exhaustive oracle on every join of 2-3 unit branches it can search (66 feasible
+//! (graph, budget) pairs, up to 11 nodes): all are equal
+//! (`tests/fixtures/join_dp_above_exhaustive.json` is empty). On 40 random joins with
+//! costs and sizes 1..=3 join-dp is never below the optimum and above it on the pairs
+//! listed in `tests/fixtures/join_dp_random_above_exhaustive.json`. On the unit joins of
+//! 2-3 branches of length <= 4 too large for the oracle, `tests/join_dp.rs` compares it with
+//! the best MILP optimum over the nesting orders (`tests/fixtures/join_dp_vs_milp.json`):
+//! on all 164 (join, budget) pairs (144 feasible, up to 25 nodes) the two agree,
+//! and without the second turn four of them, the 2-branch joins at 3 slots, would be
+//! reported infeasible. The solver reports its answers as heuristic.
 
-use super::chain_dp::{slot_size, DpChain, Nest, Policy, Table, DEFAULT_SLOTS};
+use super::chain_dp::{
+    slot_size, DpChain, Nest, Policy, Resweep, SecondTurn, Table, DEFAULT_SLOTS,
+};
 use super::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo};
-use crate::graph::structure::{self, Chain, Join};
+use crate::graph::structure::{self, Chain, Join, Stage};
+use crate::schedule::Event;
 use serde_json::json;
 use std::time::Instant;
 
@@ -70,60 +112,158 @@ pub struct JoinDp;
 /// The largest number of branches for which every nesting order is tried.
 const ALL_ORDERS: usize = 6;
 
-/// The largest number of branches for which the "free the last output at the turn"
-/// variants are built (they double the tables per nesting level).
+/// The largest number of branches for which the "free the last output at the turn" and
+/// second-turn variants are built (each adds tables per nesting level).
 const RELEASE_VARIANTS: usize = 4;
 
-/// The nested table of the branch at position `p` of `order` and everything inside it;
-/// `released` lists the outer branches' last outputs freed right after the loss (slots,
-/// bytes, nodes). `None` when interrupted.
-fn nest(
-    join: &Join,
-    order: &[usize],
-    p: usize,
-    released: (usize, u64, Vec<usize>),
-    q: u64,
-    m: usize,
-    poll: &mut dyn FnMut() -> bool,
-) -> Option<Table> {
-    let chain = Chain {
-        stages: join.branches[order[p]].clone(),
-        loss: join.loss,
-        loss_cost: join.loss_cost,
-        loss_size: join.loss_size,
-    };
-    let (mut inner, mut inner_released) = (None, None);
-    if p + 1 < order.len() {
-        inner = Some(Box::new(nest(
-            join,
-            order,
-            p + 1,
-            released.clone(),
-            q,
-            m,
-            poll,
-        )?));
-        if order.len() <= RELEASE_VARIANTS {
-            let end = chain.stages.last().expect("a branch has a stage");
-            let (slots, bytes, mut nodes) = released.clone();
-            nodes.push(end.forward);
-            let more = (slots + end.x.div_ceil(q) as usize, bytes + end.x, nodes);
-            inner_released = Some(Box::new(nest(join, order, p + 1, more, q, m, poll)?));
+/// Outer branches' last outputs freed right after the loss: slots, bytes, nodes.
+#[derive(Clone, Default)]
+struct Released {
+    slots: usize,
+    bytes: u64,
+    nodes: Vec<usize>,
+}
+
+impl Released {
+    /// The same with the branch end `end` added.
+    fn with(&self, end: &Stage, q: u64) -> Released {
+        let mut nodes = self.nodes.clone();
+        nodes.push(end.forward);
+        Released {
+            slots: self.slots + end.x.div_ceil(q) as usize,
+            bytes: self.bytes + end.x,
+            nodes,
         }
     }
-    let (slots, bytes, nodes) = released;
-    let placement = Nest {
-        inner,
-        inner_released,
-        holds_loss: p > 0,
-        released: slots,
-        released_bytes: bytes,
-        release_nodes: nodes,
-    };
-    Table::fill_nested(DpChain::new(&chain, q), Policy::ALL, m, placement, |_| {
-        poll()
-    })
-    .ok()
+}
+
+/// One nesting order of a join, the slot size, the budget and the interrupt poll.
+struct Nesting<'a> {
+    join: &'a Join,
+    order: &'a [usize],
+    q: u64,
+    m: usize,
+    poll: &'a mut dyn FnMut() -> bool,
+}
+
+impl Nesting<'_> {
+    /// The branch at position `p`.
+    fn branch(&self, p: usize) -> &[Stage] {
+        &self.join.branches[self.order[p]]
+    }
+
+    /// Fills the table of the branch at position `p` (its loss stage the join's loss)
+    /// placed as `placement` says.
+    fn fill(&mut self, p: usize, placement: Nest) -> Option<Table> {
+        let chain = Chain {
+            stages: self.branch(p).to_vec(),
+            loss: self.join.loss,
+            loss_cost: self.join.loss_cost,
+            loss_size: self.join.loss_size,
+        };
+        let poll = &mut *self.poll;
+        Table::fill_nested(
+            DpChain::new(&chain, self.q),
+            Policy::ALL,
+            self.m,
+            placement,
+            |_| poll(),
+        )
+        .ok()
+    }
+
+    /// The nested table of the branch at position `p` and everything inside it, with
+    /// `released` freed right after the loss; `holds_loss`: the loss output stays after
+    /// this branch's `G_L` (an outer branch uses it). `None` when interrupted.
+    fn nest(&mut self, p: usize, released: &Released, holds_loss: bool) -> Option<Table> {
+        let k = self.order.len();
+        let (mut inner, mut inner_released, mut second) = (None, None, None);
+        if p + 1 < k {
+            inner = Some(Box::new(self.nest(p + 1, released, true)?));
+            if k <= RELEASE_VARIANTS {
+                let end = self.branch(p).last().expect("a branch has a stage");
+                let more = released.with(end, self.q);
+                inner_released = Some(Box::new(self.nest(p + 1, &more, true)?));
+                // The second turn needs every outer end resident at the recomputed loss.
+                if released.nodes.is_empty() {
+                    let inner = Box::new(self.nest(p + 1, &more, false)?);
+                    let resweep = self.resweep(p + 1);
+                    let held = Nest {
+                        holds_loss,
+                        released: resweep.ends,
+                        released_bytes: resweep.ends_bytes,
+                        release_nodes: self.ends(p + 1),
+                        ..Nest::default()
+                    };
+                    let table = Box::new(self.fill(p, held)?);
+                    second = Some(SecondTurn {
+                        inner,
+                        resweep,
+                        table,
+                    });
+                }
+            }
+        }
+        let placement = Nest {
+            inner,
+            inner_released,
+            holds_loss,
+            released: released.slots,
+            released_bytes: released.bytes,
+            release_nodes: released.nodes.clone(),
+            second,
+        };
+        self.fill(p, placement)
+    }
+
+    /// The last outputs of the branches at positions `from..`.
+    fn ends(&self, from: usize) -> Vec<usize> {
+        (from..self.order.len())
+            .map(|p| self.branch(p).last().expect("a stage").forward)
+            .collect()
+    }
+
+    /// The F∅ sweeps that recompute the last outputs of the branches at positions
+    /// `from..` after their backward phase: the branch at `from`, which finished last,
+    /// from its `x_1` when its `G_1` read it, the others from their first stage; each end
+    /// stays resident.
+    fn resweep(&self, from: usize) -> Resweep {
+        let slots = |b: u64| b.div_ceil(self.q) as usize;
+        let mut r = Resweep {
+            cost: 0.0,
+            need: 0,
+            need_bytes: 0,
+            ends: 0,
+            ends_bytes: 0,
+            keep: None,
+            events: Vec::new(),
+        };
+        for p in from..self.order.len() {
+            let stages = self.branch(p);
+            let first = usize::from(p == from && stages[0].reads_output);
+            if first == 1 {
+                r.keep = Some(stages[0].forward);
+                r.need = slots(stages[0].x);
+                r.need_bytes = stages[0].x;
+            }
+            for l in first..stages.len() {
+                let st = &stages[l];
+                let prev = l.checked_sub(1).map(|i| &stages[i]);
+                let (ps, pb) = prev.map_or((0, 0), |pr| (slots(pr.x), pr.x));
+                r.events.push(Event::Compute(st.forward));
+                if let Some(pr) = prev {
+                    r.events.push(Event::Free(pr.forward));
+                }
+                r.cost += st.fw;
+                r.need = r.need.max(r.ends + ps + slots(st.x));
+                r.need_bytes = r.need_bytes.max(r.ends_bytes + pb + st.x);
+            }
+            let end = stages.last().expect("a stage");
+            r.ends += slots(end.x);
+            r.ends_bytes += end.x;
+        }
+        r
+    }
 }
 
 /// Every permutation of `0..k`, in lexicographic order.
@@ -190,7 +330,14 @@ impl Solver for JoinDp {
         };
         let mut best: Option<(f64, Vec<usize>, Table)> = None;
         for order in candidates {
-            let Some(table) = nest(&join, &order, 0, (0, 0, Vec::new()), q, m, &mut poll) else {
+            let mut nesting = Nesting {
+                join: &join,
+                order: &order,
+                q,
+                m,
+                poll: &mut poll,
+            };
+            let Some(table) = nesting.nest(0, &Released::default(), false) else {
                 if cancelled {
                     return Err(SolveError::Cancelled);
                 }

@@ -228,12 +228,36 @@ pub fn solve(
     options: &SolveOptions,
 ) -> Result<SolveResult, SolveError> {
     let solver = find(solver_name)?;
+    drive(instance, solver_name, solver.info().name, |i| {
+        solver.solve(i, options)
+    })
+}
+
+/// [`solve`] with the exhaustive oracle on graphs of up to 16 nodes, beyond the 12 the
+/// `exhaustive` solver accepts (the search grows exponentially; meant for tests).
+pub fn solve_exhaustive_unbounded(
+    instance: &Instance,
+    options: &SolveOptions,
+) -> Result<SolveResult, SolveError> {
+    drive(instance, "exhaustive", "exhaustive", |i| {
+        exhaustive::search(i, options)
+    })
+}
+
+/// Runs `run` unless the budget is below the trivial lower bound, and judges its outcome
+/// in the simulator as the answer of `solver` (asked for as `solver_name`).
+fn drive(
+    instance: &Instance,
+    solver_name: &str,
+    solver: &'static str,
+    run: impl FnOnce(&Instance) -> Result<Outcome, SolveError>,
+) -> Result<SolveResult, SolveError> {
     let start = Instant::now();
     let graph = instance.graph;
     let (min_budget, widest) = graph.min_feasible_budget();
     let outcome = if instance.budget < min_budget {
         Outcome::Infeasible {
-            solver: solver.info().name,
+            solver,
             proven: true,
             reason: format!(
                 "no schedule fits: computing node '{}' alone needs {} bytes (its inputs, its output and \
@@ -245,7 +269,7 @@ pub fn solve(
             ),
         }
     } else {
-        solver.solve(instance, options)?
+        run(instance)?
     };
     let elapsed = start.elapsed().as_secs_f64();
     Ok(SolveResult::judge(instance, solver_name, outcome, elapsed))
