@@ -93,6 +93,10 @@ fn infeasible_exits_1_and_bad_input_exits_2() {
             vec!["gen", "linear", "--layers", "0"],
             "--layers must be at least 1",
         ),
+        (
+            vec!["gen", "join", "--branches", "2,0"],
+            "branch 2 has length 0",
+        ),
     ] {
         let o = remat(&args);
         assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));
@@ -189,6 +193,29 @@ fn gen_linear_writes_checkmates_graph() {
     let o = remat(&["gen", "random-layered", "--nodes", "31", "--seed", "3"]);
     let g: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(g["nodes"].as_array().unwrap().len(), 31);
+}
+
+#[test]
+fn gen_join_writes_a_join_that_join_dp_solves() {
+    let dir = std::env::temp_dir().join(format!("remat-gen-join-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("join-3-2.json");
+    let file = path.to_str().unwrap();
+    let o = remat(&["gen", "join", "--branches", "3,2", "-o", file]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let g: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    // Two forward chains, the loss, two backward chains.
+    assert_eq!(g["nodes"].as_array().unwrap().len(), 2 * (3 + 2) + 1);
+    let o = remat(&["inspect", file]);
+    assert!(out(&o).contains("join"), "{}", out(&o));
+    let o = remat(&[
+        "solve", file, "--budget", "4", "--solver", "join-dp", "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(r["stats"]["peak_memory"].as_u64().unwrap() <= 4);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A chain of 40 stages with a storage tier (copies take 4 op).

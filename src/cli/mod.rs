@@ -145,6 +145,15 @@ enum GenKind {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// A join graph (Beaumont et al.): chains of the given lengths meeting at the loss,
+    /// with their backward chains; unit costs and sizes (the shape `join-dp` solves).
+    Join {
+        /// Branch lengths, e.g. `3,2,4`.
+        #[arg(long, value_delimiter = ',', required = true)]
+        branches: Vec<usize>,
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
     /// A random layered training graph (forward layers, loss, mirrored backward).
     RandomLayered {
         #[arg(long)]
@@ -296,6 +305,15 @@ fn execute(command: Command) -> Result<i32, CliError> {
                         return Err(bad("--layers must be at least 1"));
                     }
                     (generate::linear(layers), output)
+                }
+                GenKind::Join { branches, output } => {
+                    if let Some(b) = branches.iter().position(|&l| l == 0) {
+                        return Err(bad(format!(
+                            "--branches: branch {} has length 0; every branch needs a stage",
+                            b + 1
+                        )));
+                    }
+                    (generate::join(&branches), output)
                 }
                 GenKind::RandomLayered {
                     nodes,
