@@ -10,9 +10,11 @@
 //!   rounds it (at most half of the time limit), then runs branch and bound from the
 //!   best verified schedule for the rest. It returns the cheapest verified schedule with
 //!   the best proven lower bound. Without a caller's time limit it stops after
-//!   [`DEFAULT_TIME_LIMIT`] (use `milp` to run to optimality).
+//!   [`DEFAULT_TIME_LIMIT`] (use `milp` to run to optimality). When it finds no schedule
+//!   in time (large random graphs), DTR's greedy schedule is returned if it fits.
 
 use super::checkmate::solve_milp;
+use super::dtr::Dtr;
 use super::exhaustive::{Exhaustive, MAX_NODES};
 use super::structured::exact_solver_for;
 use super::{Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
@@ -29,7 +31,8 @@ impl Solver for Auto {
             name: "auto",
             description: "Picks for the graph: exhaustive search up to 12 nodes, the exact chain DP \
                           (Revolve or the persistent chain DP) on chains, else the MILP started from \
-                          the LP rounding, within the time limit (60 s by default).",
+                          the LP rounding, within the time limit (60 s by default), and DTR's \
+                          schedule when the MILP finds none.",
             scope: Scope::OptimalForOrder,
             accepts: "any graph",
         }
@@ -44,12 +47,31 @@ impl Solver for Auto {
                 return Ok(plan);
             }
         }
-        if options.time_limit.is_none() {
+        let outcome = if options.time_limit.is_none() {
             let mut limited = options.clone();
             limited.time_limit = Some(DEFAULT_TIME_LIMIT);
-            solve_milp(instance, &limited)
+            solve_milp(instance, &limited)?
         } else {
-            solve_milp(instance, options)
+            solve_milp(instance, options)?
+        };
+        let why = match &outcome {
+            Outcome::NoSolution { reason, .. }
+            | Outcome::Infeasible {
+                proven: false,
+                reason,
+                ..
+            } => reason.clone(),
+            _ => return Ok(outcome),
+        };
+        match Dtr.solve(instance, options)? {
+            Outcome::Plan(mut plan) => {
+                plan.message = Some(format!(
+                    "the MILP found no schedule within the budget ({why}); this is DTR's greedy \
+                     schedule"
+                ));
+                Ok(Outcome::Plan(plan))
+            }
+            _ => Ok(outcome),
         }
     }
 }

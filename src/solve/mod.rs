@@ -15,6 +15,7 @@ pub mod bptt;
 pub mod chain_dp;
 mod checkmate;
 mod chen;
+mod dtr;
 mod exhaustive;
 mod join_dp;
 mod report;
@@ -188,6 +189,7 @@ pub fn registry() -> &'static [&'static dyn Solver] {
         &baseline::RecomputeAll,
         &chen::ChenSqrt,
         &chen::ChenGreedy,
+        &dtr::Dtr,
         &checkmate::Milp,
         &checkmate::LpBound,
         &checkmate::LpRounding,

@@ -70,6 +70,7 @@ pub use milp::Milp;
 
 use super::baseline::recompute_all;
 use super::chen::{ChenGreedy, ChenSqrt};
+use super::dtr;
 use super::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver};
 use crate::graph::Graph;
 use crate::schedule::stages::{empty_s, Stages};
@@ -457,7 +458,8 @@ impl Candidate {
 }
 
 /// The cheapest baseline stage schedule within the budget, among checkpoint-all (every
-/// output kept until its last use, as stages), Chen's greedy and √n, and recompute-all.
+/// output kept until its last use, as stages), Chen's greedy and √n, recompute-all and
+/// the stage form of DTR's schedule.
 pub(crate) fn best_baseline(
     instance: &Instance,
     options: &SolveOptions,
@@ -483,6 +485,9 @@ pub(crate) fn best_baseline(
     }
     if let Some(stages) = recompute_all(graph).stages {
         found.push(("recompute-all".into(), stages));
+    }
+    if let Some(stages) = dtr::stages(graph, instance.budget) {
+        found.push(("dtr".into(), stages));
     }
     Ok(found
         .into_iter()

@@ -1,0 +1,339 @@
+//! `dtr`: Dynamic Tensor Rematerialization (Kirisame, Lyubomirsky, Haan, Brennan, He,
+//! Roesch, Chen, Tatlock, ICLR 2021; `reference/anchors.md` §9), run ahead of time on the
+//! graph instead of at run time in the framework.
+//!
+//! DTR is online and greedy. The ops run in solver order; before an op runs, each input
+//! that is not resident is *rematerialised* (recomputed, recursively, from whatever of its
+//! own inputs is resident); before any output is allocated, resident tensors are *evicted*
+//! until the output fits. The victim is the unpinned resident tensor `t` of least
+//!
+//! ```text
+//! h_DTR(t) = (c_0(t) + Σ_{t' ∈ e*(t)} c_0(t')) / (m(t) · s(t))
+//! ```
+//!
+//! where `c_0` is an op's cost, `m(t)` the tensor's size, `s(t)` its staleness (ops since
+//! its last use, plus one) and `e*(t)` the evicted neighbourhood that a rematerialisation
+//! of `t` would also have to recompute. Here `e*(t)` is taken upstream only: the
+//! non-resident ancestors reachable from `t` through non-resident tensors (the paper's
+//! `e*` also counts evicted descendants, whose recomputation would need `t`). The inputs
+//! of the op being computed are pinned; a tensor whose consumers have all run once is
+//! freed as in checkpoint-all.
+//!
+//! Scope: a heuristic. It gives a schedule at most budgets where one exists, in a time
+//! linear in the events it emits (times the resident set per eviction), which is what the
+//! MILP and the LP rounding lack on large random graphs; Theorem 3.2 of the paper shows
+//! that any such deterministic heuristic can be forced to `Ω(N/B)` times the optimal
+//! number of operations. Its resident sets at the start of each op also give a Checkmate
+//! stage schedule ([`stages`]), one of the MIP starts of [`super::checkmate`].
+
+use super::{fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
+use crate::graph::Graph;
+use crate::schedule::stages::Stages;
+use crate::schedule::{Event, Schedule};
+use fixedbitset::FixedBitSet;
+
+pub struct Dtr;
+
+impl Solver for Dtr {
+    fn info(&self) -> SolverInfo {
+        SolverInfo {
+            name: "dtr",
+            description: "Dynamic Tensor Rematerialization (Kirisame et al.) run ahead of time: \
+                          ops in order, inputs rematerialised on demand, the tensor of least \
+                          cost / (size x staleness) evicted when memory runs out.",
+            scope: Scope::Heuristic,
+            accepts: "any graph",
+        }
+    }
+
+    fn solve(&self, instance: &Instance, _: &SolveOptions) -> Result<Outcome, SolveError> {
+        let graph = instance.graph;
+        match run(graph, instance.budget) {
+            Ok(run) => fit(
+                instance,
+                "dtr",
+                Schedule::new(run.events),
+                Some(serde_json::json!({ "evictions": run.evictions })),
+            ),
+            Err(Stuck::NoRoom(v)) => Ok(Outcome::Infeasible {
+                solver: "dtr",
+                proven: false,
+                reason: format!(
+                    "DTR could not make room for '{}': its pinned inputs and the other tensors it \
+                     cannot evict fill the budget of {} bytes",
+                    graph.id(v),
+                    instance.budget
+                ),
+            }),
+            Err(Stuck::Thrashing(v)) => Ok(Outcome::Infeasible {
+                solver: "dtr",
+                proven: false,
+                reason: format!(
+                    "DTR gave up at '{}': its rematerialisations cascade past {EVENTS_PER_NODE} \
+                     events per node in {} bytes",
+                    graph.id(v),
+                    instance.budget
+                ),
+            }),
+        }
+    }
+}
+
+/// The Checkmate stages of DTR's schedule: `S[t]` is what is resident when op `t` runs for
+/// the first time; R is rebuilt as the minimal recomputation for that S, so its cost is at
+/// most DTR's, though its peak may differ (values are kept to their last use in a stage).
+/// `None` when DTR finds no schedule.
+pub(crate) fn stages(graph: &Graph, budget: u64) -> Option<Stages> {
+    run(graph, budget)
+        .ok()
+        .map(|run| Stages::from_s(graph, run.entering))
+}
+
+/// What a run of DTR produced.
+struct Run {
+    events: Vec<Event>,
+    /// The resident set entering each op's first computation (the Checkmate `S[t]`).
+    entering: Vec<FixedBitSet>,
+    evictions: usize,
+}
+
+/// The state of one run: what is resident and pinned, and what the solver order still
+/// needs.
+struct Dtr0<'g> {
+    graph: &'g Graph,
+    /// Bytes available for outputs: the budget less `fixed_memory`.
+    capacity: u64,
+    used: u64,
+    resident: Vec<bool>,
+    pins: Vec<u32>,
+    /// Consumers of each node not yet computed for the first time.
+    pending: Vec<usize>,
+    computed: Vec<bool>,
+    last_use: Vec<u64>,
+    clock: u64,
+    events: Vec<Event>,
+    evictions: usize,
+    /// A thousandth of the mean op cost, added to every op that `h_DTR` counts: free ops
+    /// (inputs, reshapes) still cost events, and a neighbourhood of them is no free
+    /// eviction (without it, zero-cost tensors are evicted and rematerialised in cascades).
+    unit: f64,
+}
+
+/// Why a run of DTR stopped without a schedule, at which op.
+#[derive(Debug)]
+enum Stuck {
+    /// Its pinned inputs and the tensors that cannot be evicted fill the budget.
+    NoRoom(usize),
+    /// Rematerialisations cascade: more than [`EVENTS_PER_NODE`] events per node.
+    Thrashing(usize),
+}
+
+/// The most events a run may emit per node before it counts as thrashing (on tight
+/// budgets, rematerialising one tensor can evict the ancestors of the next, and so on).
+const EVENTS_PER_NODE: usize = 16;
+
+/// The most non-resident ancestors `h_DTR` visits per candidate: beyond it the evicted
+/// neighbourhood is cut short (its cost only grows, so the cut favours deep tensors).
+const NEIGHBOURHOOD: usize = 64;
+
+/// Runs DTR.
+fn run(graph: &Graph, budget: u64) -> Result<Run, Stuck> {
+    let n = graph.len();
+    let capacity = budget
+        .checked_sub(graph.fixed_memory())
+        .ok_or(Stuck::NoRoom(0))?;
+    let mut state = Dtr0 {
+        graph,
+        capacity,
+        used: 0,
+        resident: vec![false; n],
+        pins: vec![0; n],
+        pending: (0..n).map(|v| graph.succs(v).len()).collect(),
+        computed: vec![false; n],
+        last_use: vec![0; n],
+        clock: 0,
+        events: Vec::new(),
+        evictions: 0,
+        unit: match graph.total_cost() / n as f64 * 1e-3 {
+            u if u > 0.0 => u,
+            _ => 1.0,
+        },
+    };
+    let mut entering = Vec::with_capacity(n);
+    for v in 0..n {
+        let mut row = FixedBitSet::with_capacity(n);
+        row.extend((0..n).filter(|&u| state.resident[u]));
+        entering.push(row);
+        state.materialize(v)?;
+        state.release_if_done(v);
+    }
+    Ok(Run {
+        events: state.events,
+        entering,
+        evictions: state.evictions,
+    })
+}
+
+impl Dtr0<'_> {
+    /// Makes `w` resident: its inputs first (each pinned once resident), then room for its
+    /// output, then the computation.
+    fn materialize(&mut self, w: usize) -> Result<(), Stuck> {
+        if self.resident[w] {
+            return Ok(());
+        }
+        if self.events.len() > EVENTS_PER_NODE * self.graph.len() {
+            return Err(Stuck::Thrashing(w));
+        }
+        let graph = self.graph;
+        for &u in graph.preds(w) {
+            self.materialize(u)?;
+            self.pins[u] += 1;
+            self.last_use[u] = self.clock;
+        }
+        self.make_room(graph.memory(w), w)?;
+        self.events.push(Event::Compute(w));
+        self.resident[w] = true;
+        self.used += graph.memory(w);
+        self.last_use[w] = self.clock;
+        self.clock += 1;
+        let first = !self.computed[w];
+        self.computed[w] = true;
+        for &u in graph.preds(w) {
+            self.pins[u] -= 1;
+            if first {
+                self.pending[u] -= 1;
+            }
+            self.release_if_done(u);
+        }
+        Ok(())
+    }
+
+    /// Frees `u` when the solver order no longer reads it and nothing pins it.
+    fn release_if_done(&mut self, u: usize) {
+        if self.resident[u] && self.pending[u] == 0 && self.pins[u] == 0 {
+            self.free(u);
+        }
+    }
+
+    fn free(&mut self, u: usize) {
+        self.events.push(Event::Free(u));
+        self.resident[u] = false;
+        self.used -= self.graph.memory(u);
+    }
+
+    /// Evicts by least `h_DTR` until `need` more bytes fit, for op `w`.
+    fn make_room(&mut self, need: u64, w: usize) -> Result<(), Stuck> {
+        while self.used + need > self.capacity {
+            let victim = (0..self.graph.len())
+                .filter(|&t| self.resident[t] && self.pins[t] == 0 && self.graph.memory(t) > 0)
+                .map(|t| (self.score(t), t))
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+                .ok_or(Stuck::NoRoom(w))?
+                .1;
+            self.free(victim);
+            self.evictions += 1;
+        }
+        Ok(())
+    }
+
+    /// `h_DTR(t)`: the cost of rematerialising `t` (its op and the non-resident ancestors
+    /// that would be recomputed with it) over its size times its staleness.
+    fn score(&self, t: usize) -> f64 {
+        let graph = self.graph;
+        let mut cost = graph.cost(t) + self.unit;
+        let mut seen = FixedBitSet::with_capacity(graph.len());
+        let mut stack: Vec<usize> = graph.preds(t).to_vec();
+        let mut visited = 0;
+        while let Some(u) = stack.pop() {
+            if self.resident[u] || seen.put(u) {
+                continue;
+            }
+            cost += graph.cost(u) + self.unit;
+            visited += 1;
+            if visited == NEIGHBOURHOOD {
+                break;
+            }
+            stack.extend_from_slice(graph.preds(u));
+        }
+        let staleness = (self.clock - self.last_use[t] + 1) as f64;
+        cost / (graph.memory(t) as f64 * staleness)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::generate;
+    use crate::schedule::simulate;
+    use crate::solve::exhaustive::Exhaustive;
+
+    /// On Checkmate's linear graphs, at every budget from the least feasible to the
+    /// checkpoint-all peak: every DTR schedule passes the simulator within the budget, costs
+    /// at least the exhaustive optimum, and its stage form costs no more than itself.
+    #[test]
+    fn linear_graphs_fit_and_never_beat_the_optimum() {
+        for layers in 1..=5 {
+            let g = generate::linear(layers);
+            let (min_budget, _) = g.min_feasible_budget();
+            let peak = crate::solve::baseline::checkpoint_all_peak(&g);
+            let mut misses = 0;
+            for budget in min_budget..=peak {
+                let instance = Instance { graph: &g, budget };
+                let optimum = match Exhaustive.solve(&instance, &SolveOptions::default()) {
+                    Ok(Outcome::Plan(p)) => simulate(&g, &p.schedule).unwrap().total_cost,
+                    other => panic!("linear-{layers} @ {budget}: {other:?}"),
+                };
+                let Ok(run) = run(&g, budget) else {
+                    assert!(budget < peak, "linear-{layers}: no schedule at the peak");
+                    misses += 1;
+                    continue;
+                };
+                let stats = simulate(&g, &Schedule::new(run.events)).unwrap();
+                assert!(stats.peak_memory <= budget, "linear-{layers} @ {budget}");
+                assert!(
+                    stats.total_cost >= optimum - 1e-9,
+                    "linear-{layers} @ {budget}"
+                );
+                let staged = Stages::from_s(&g, run.entering).cost(&g);
+                assert!(
+                    staged <= stats.total_cost + 1e-9,
+                    "linear-{layers} @ {budget}"
+                );
+            }
+            // DTR pins a whole rematerialisation chain: at the tightest budgets it may find
+            // nothing.
+            eprintln!("linear-{layers}: no DTR schedule at {misses} budgets from {min_budget}");
+            assert!(
+                misses <= 2,
+                "linear-{layers}: {misses} budgets without a schedule"
+            );
+        }
+    }
+
+    /// With the whole checkpoint-all peak, DTR never evicts and is checkpoint-all.
+    #[test]
+    fn at_the_checkpoint_all_peak_nothing_is_evicted() {
+        let g = generate::random_layered(60, 7);
+        let peak = crate::solve::baseline::checkpoint_all_peak(&g);
+        let run = run(&g, peak).unwrap();
+        assert_eq!(run.evictions, 0);
+        let stats = simulate(&g, &Schedule::new(run.events)).unwrap();
+        assert_eq!(stats.total_cost, g.total_cost());
+        assert_eq!(stats.peak_memory, peak);
+    }
+
+    /// Below the checkpoint-all peak DTR recomputes, stays within the budget, and finds
+    /// schedules down to well under it on a random training graph.
+    #[test]
+    fn random_graphs_fit_below_the_peak() {
+        let g = generate::random_layered(100, 3);
+        let peak = crate::solve::baseline::checkpoint_all_peak(&g);
+        for percent in [90, 80, 70, 60] {
+            let budget = peak * percent / 100;
+            let run = run(&g, budget).unwrap_or_else(|e| panic!("{percent}%: {e:?}"));
+            let stats = simulate(&g, &Schedule::new(run.events)).unwrap();
+            assert!(stats.peak_memory <= budget, "{percent}%");
+            assert!(stats.total_cost >= g.total_cost(), "{percent}%");
+        }
+    }
+}
