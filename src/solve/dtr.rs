@@ -188,9 +188,24 @@ impl Dtr0<'_> {
             return Err(Stuck::Thrashing(w));
         }
         let graph = self.graph;
+        // The resident inputs are pinned first, so that rematerialising the others cannot
+        // evict them.
+        let missing: Vec<usize> = graph
+            .preds(w)
+            .iter()
+            .copied()
+            .filter(|&u| !self.resident[u])
+            .collect();
         for &u in graph.preds(w) {
+            if self.resident[u] {
+                self.pins[u] += 1;
+            }
+        }
+        for &u in &missing {
             self.materialize(u)?;
             self.pins[u] += 1;
+        }
+        for &u in graph.preds(w) {
             self.last_use[u] = self.clock;
         }
         self.make_room(graph.memory(w), w)?;
