@@ -102,7 +102,7 @@ struct Run {
 
 /// The state of one run: what is resident and pinned, and what the solver order still
 /// needs.
-struct Dtr0<'g> {
+struct State<'g> {
     graph: &'g Graph,
     /// Bytes available for outputs: the budget less `fixed_memory`.
     capacity: u64,
@@ -145,7 +145,7 @@ fn run(graph: &Graph, budget: u64) -> Result<Run, Stuck> {
     let capacity = budget
         .checked_sub(graph.fixed_memory())
         .ok_or(Stuck::NoRoom(0))?;
-    let mut state = Dtr0 {
+    let mut state = State {
         graph,
         capacity,
         used: 0,
@@ -177,7 +177,7 @@ fn run(graph: &Graph, budget: u64) -> Result<Run, Stuck> {
     })
 }
 
-impl Dtr0<'_> {
+impl State<'_> {
     /// Makes `w` resident: its inputs first (each pinned once resident), then room for its
     /// output, then the computation.
     fn materialize(&mut self, w: usize) -> Result<(), Stuck> {
