@@ -3,6 +3,8 @@
 
 use remat::graph::load::{load_graph, Format};
 use remat::graph::{Graph, GraphSpec, NodeSpec};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The repository root.
@@ -77,4 +79,81 @@ pub fn random_dag(n: usize, seed: u64) -> Graph {
         nodes,
     })
     .expect("random DAGs are valid")
+}
+
+/// Whether the full sweeps run: `REMAT_FULL=1` (CI sets it). Without it every sweep runs
+/// its fast subset, so that `cargo test` stays quick on a developer's machine.
+pub fn full() -> bool {
+    std::env::var_os("REMAT_FULL").is_some_and(|v| v != "0")
+}
+
+/// Whether stored fixtures are rewritten from what the tests compute: `REMAT_BLESS=1`
+/// (the only regeneration switch; it implies the full sweep).
+pub fn bless() -> bool {
+    std::env::var_os("REMAT_BLESS").is_some_and(|v| v != "0")
+}
+
+/// `items` in full (under [`full`] or [`bless`]), else every `keep_one_in`-th of them,
+/// the first included: the fast subset of a sweep.
+pub fn subset<T>(items: impl IntoIterator<Item = T>, keep_one_in: usize) -> Vec<T> {
+    let all = full() || bless();
+    items
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| all || i % keep_one_in.max(1) == 0)
+        .map(|(_, x)| x)
+        .collect()
+}
+
+/// The one shape of every stored fixture in `tests/fixtures/`: what it lists, how many
+/// cases the full sweep checked to find them, and the cases.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fixture<T> {
+    pub about: String,
+    pub checked: usize,
+    pub cases: Vec<T>,
+}
+
+/// Compares the `cases` a sweep found with `tests/fixtures/{name}`. Under the full sweep
+/// the whole fixture must match (`REMAT_BLESS=1` rewrites it first); under the fast
+/// subset, the stored cases for which `in_subset` holds must equal `cases`.
+pub fn check_fixture<T>(
+    name: &str,
+    about: &str,
+    checked: usize,
+    cases: Vec<T>,
+    in_subset: impl Fn(&T) -> bool,
+) where
+    T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let path = root().join("tests/fixtures").join(name);
+    let found = Fixture {
+        about: about.to_string(),
+        checked,
+        cases,
+    };
+    let text = serde_json::to_string_pretty(&found).expect("fixtures serialise") + "\n";
+    if bless() {
+        std::fs::write(&path, &text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+    let stored: Fixture<T> = serde_json::from_str(
+        &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    if full() || bless() {
+        assert!(
+            stored == found,
+            "{} changed ({checked} cases checked); REMAT_BLESS=1 rewrites it; got:\n{text}",
+            path.display()
+        );
+    } else {
+        let expected: Vec<&T> = stored.cases.iter().filter(|c| in_subset(c)).collect();
+        let got: Vec<&T> = found.cases.iter().collect();
+        assert!(
+            expected == got,
+            "{}: the fast subset differs from the stored cases; got:\n{text}",
+            path.display()
+        );
+    }
 }
