@@ -8,7 +8,7 @@ mod common;
 
 use remat::budget::Budget;
 use remat::graph::structure::chain;
-use remat::solve::structured::exact_solver_for;
+use remat::solve::dp::structured::exact_solver_for;
 use remat::solve::{self, checkpoint_all_peak, Instance, Scope, SolveOptions, Status};
 
 #[test]

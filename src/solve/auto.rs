@@ -14,9 +14,9 @@
 //!   in time (large random graphs), DTR's greedy schedule is returned if it fits.
 
 use super::checkmate::solve_milp;
+use super::dp::structured::exact_solver_for;
 use super::dtr::Dtr;
 use super::exhaustive::{Exhaustive, MAX_NODES};
-use super::structured::exact_solver_for;
 use super::{Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 use std::time::Duration;
 

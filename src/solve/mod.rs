@@ -11,20 +11,18 @@
 
 mod auto;
 mod baseline;
-pub mod bptt;
-pub mod chain_dp;
 mod checkmate;
 mod chen;
+pub mod dp;
 mod dtr;
 mod exhaustive;
-mod join_dp;
 mod report;
 mod result;
-pub mod revolve;
-pub mod structured;
-pub mod two_level;
 
 pub use baseline::{checkpoint_all, checkpoint_all_peak};
+// The dynamic programs keep their paths under `solve::` for their callers.
+use dp::{bptt, join_dp};
+pub use dp::{chain_dp, revolve, two_level};
 pub use report::{report, GraphReport, KindCounts};
 pub use result::{SolveResult, Status};
 

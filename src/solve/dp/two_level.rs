@@ -77,12 +77,12 @@
 //! estimate; the simulator's figures are the answer.
 
 use super::revolve::{revolve_steps, ChainView, Revolve};
-use super::{
-    internal, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
-};
 use crate::graph::structure::{chain, Chain};
 use crate::graph::{Graph, Storage};
 use crate::schedule::{simulate, Event, Schedule, SimStats};
+use crate::solve::{
+    internal, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
+};
 use serde::Serialize;
 use serde_json::json;
 

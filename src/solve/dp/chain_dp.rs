@@ -74,9 +74,11 @@
 //! no-recomputation cost (a lower bound) are skipped. No choice table is kept: the plan is
 //! rebuilt by re-evaluating the options of the `O(L)` sub-problems it visits.
 
-use super::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 use crate::graph::structure::{self, Chain, Join, Stage};
 use crate::schedule::{Event, Schedule};
+use crate::solve::{
+    Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
+};
 use serde_json::json;
 use std::time::Instant;
 

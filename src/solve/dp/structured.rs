@@ -8,9 +8,9 @@
 
 use super::chain_dp::ChainDp;
 use super::revolve::{homogeneous, Revolve};
-use super::{Scope, Solver};
 use crate::graph::structure::{detect, Structure};
 use crate::graph::Graph;
+use crate::solve::{Scope, Solver};
 
 /// The exact DP for `graph` and the scope of its optimality, when its structure allows one.
 pub fn exact_solver_for(graph: &Graph) -> Option<(&'static dyn Solver, Scope)> {

@@ -55,11 +55,11 @@
 //! `t(L + 1, s) + L + 1`: the `t` advances are forward computations, and the `L + 1`
 //! turns are the loss and the `L` backward ops.
 
-use super::{
-    internal, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
-};
 use crate::graph::structure::{self, Chain};
 use crate::schedule::{simulate, Event, Schedule};
+use crate::solve::{
+    internal, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
+};
 use serde::Serialize;
 
 /// `(r, β(s, r))` for the smallest `r` with `β(s, r) >= l`; `s >= 1`, `l >= 1`.

@@ -36,7 +36,7 @@
 
 use super::chain_dp::{solve_graph, Policy};
 use super::revolve::revolve_steps;
-use super::{Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
+use crate::solve::{Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 
 /// BPTT-HSM's cost `C(t, m)` (forward operations), by the closed form; `None` when no
 /// schedule exists (`m = 0`, `t >= 2`).

@@ -101,9 +101,11 @@
 use super::chain_dp::{
     slot_size, DpChain, Nest, Policy, Resweep, SecondTurn, Table, DEFAULT_SLOTS,
 };
-use super::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 use crate::graph::structure::{self, Chain, Join, Stage};
 use crate::schedule::Event;
+use crate::solve::{
+    Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
+};
 use serde_json::json;
 use std::time::Instant;
 
