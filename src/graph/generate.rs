@@ -1,5 +1,7 @@
-//! Generated training graphs: Checkmate's linear graph, join graphs of chains meeting at the
-//! loss, and random layered training graphs.
+//! Generated training graphs: Checkmate's linear graph, chains with chosen costs, sizes and
+//! backward reads, join graphs of chains meeting at the loss, random layered training
+//! graphs, and the seeded random chains and joins the dynamic programs are tested on (unit
+//! tests, integration tests and benchmarks share them).
 
 use super::{Graph, GraphSpec, NodeKind, NodeSpec};
 use rand::{Rng, SeedableRng};
@@ -40,6 +42,172 @@ pub fn linear(layers: usize) -> Graph {
         nodes,
     })
     .expect("the linear graph is valid")
+}
+
+/// One stage of [`chain_graph`]: the costs of its forward op `f{j}` and backward op `g{j}`,
+/// the sizes of their outputs `x_j` and `δ_j`, and which forward values `g{j}` reads
+/// besides the incoming gradient: its input `x_{j−1}` (ignored for the first stage, whose
+/// input is nothing) and its output `x_j`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StageSpec {
+    pub fw: f64,
+    pub bw: f64,
+    pub x: u64,
+    pub delta: u64,
+    pub reads_input: bool,
+    pub reads_output: bool,
+}
+
+/// A chain training graph: `f1..fL`, `loss` (cost and size `loss`), `gL..g1`, with
+/// `fixed_memory` `fixed`. `f{j}` reads `f{j−1}`; `g{j}` reads `g{j+1}` (the loss for
+/// `j = L`) and the forward values its [`StageSpec`] names.
+pub fn chain_graph(stages: &[StageSpec], loss: (f64, u64), fixed: u64) -> Graph {
+    chain_graph_reading(stages, &[], loss, fixed)
+}
+
+/// [`chain_graph`] where `g{j}` also reads `f{j+1}`, the next stage's output, for each `j`
+/// in `next` (Checkmate's Keras rule reads it for every `j < L`).
+pub fn chain_graph_reading(
+    stages: &[StageSpec],
+    next: &[usize],
+    loss: (f64, u64),
+    fixed: u64,
+) -> Graph {
+    let l = stages.len();
+    let mut nodes = Vec::new();
+    for (i, st) in stages.iter().enumerate() {
+        nodes.push(NodeSpec {
+            id: format!("f{}", i + 1),
+            cost: st.fw,
+            memory: st.x,
+            inputs: if i == 0 {
+                vec![]
+            } else {
+                vec![format!("f{i}")]
+            },
+            kind: Some(NodeKind::Forward),
+            op: None,
+        });
+    }
+    nodes.push(NodeSpec {
+        id: "loss".into(),
+        cost: loss.0,
+        memory: loss.1,
+        inputs: vec![format!("f{l}")],
+        kind: Some(NodeKind::Loss),
+        op: None,
+    });
+    for j in (1..=l).rev() {
+        let st = stages[j - 1];
+        let mut inputs = vec![if j == l {
+            "loss".to_string()
+        } else {
+            format!("g{}", j + 1)
+        }];
+        if st.reads_input && j > 1 {
+            inputs.push(format!("f{}", j - 1));
+        }
+        if st.reads_output {
+            inputs.push(format!("f{j}"));
+        }
+        if next.contains(&j) {
+            inputs.push(format!("f{}", j + 1));
+        }
+        nodes.push(NodeSpec {
+            id: format!("g{j}"),
+            cost: st.bw,
+            memory: st.delta,
+            inputs,
+            kind: Some(NodeKind::Backward),
+            op: None,
+        });
+    }
+    Graph::new(GraphSpec {
+        name: None,
+        fixed_memory: fixed,
+        cost_unit: None,
+        nodes,
+    })
+    .expect("the chain graph is valid")
+}
+
+/// A random heterogeneous chain from a seed: 1 to 5 stages with costs 1..=5, sizes 1..=4
+/// and random backward reads (its input, its output, both or neither), a loss of cost
+/// 1..=3 and size 1..=4; at most 11 nodes, within the exhaustive oracle's reach.
+pub fn random_chain(seed: u64) -> Graph {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let l = rng.random_range(1..=5usize);
+    let stages: Vec<StageSpec> = (0..l)
+        .map(|i| {
+            let pattern = rng.random_range(0..4u8);
+            StageSpec {
+                fw: rng.random_range(1..=5u32) as f64,
+                bw: rng.random_range(1..=5u32) as f64,
+                x: rng.random_range(1..=4u64),
+                delta: rng.random_range(1..=4u64),
+                reads_input: i > 0 && pattern & 1 == 1,
+                reads_output: pattern & 2 == 2 || (i == 0 && pattern == 1),
+            }
+        })
+        .collect();
+    chain_graph(
+        &stages,
+        (
+            rng.random_range(1..=3u32) as f64,
+            rng.random_range(1..=4u64),
+        ),
+        0,
+    )
+}
+
+/// A random chain whose backward ops read the next stage's output, and the `j` whose
+/// `g{j}` reads `f{j+1}`: on even seeds Checkmate's Keras rule (checkmate.md §4.3: every
+/// `g{j}` reads `f{j}` and, for `j < L`, `f{j+1}`), on odd seeds random read patterns with
+/// `f{j+1}` read for a random subset of `j`. Costs and sizes as [`random_chain`]'s, at most
+/// 5 stages (11 nodes).
+pub fn next_reading_chain(seed: u64) -> (Graph, Vec<usize>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let l = rng.random_range(1..=5usize);
+    let mixed = seed % 2 == 1;
+    let stages: Vec<StageSpec> = (0..l)
+        .map(|i| {
+            let pattern = if mixed { rng.random_range(0..4u8) } else { 2 };
+            StageSpec {
+                fw: rng.random_range(1..=5u32) as f64,
+                bw: rng.random_range(1..=5u32) as f64,
+                x: rng.random_range(1..=4u64),
+                delta: rng.random_range(1..=4u64),
+                reads_input: i > 0 && pattern & 1 == 1,
+                reads_output: pattern & 2 == 2,
+            }
+        })
+        .collect();
+    let next: Vec<usize> = (1..l).filter(|_| !mixed || rng.random_bool(0.5)).collect();
+    let loss = (
+        rng.random_range(1..=3u32) as f64,
+        rng.random_range(1..=4u64),
+    );
+    (chain_graph_reading(&stages, &next, loss, 0), next)
+}
+
+/// A random join from a seed ([`join_with`]): 2 or 3 branches of 1 to 3 stages, 5 stages in
+/// all at most (11 nodes), op costs 1..=3 and sizes 1..=3; on a third of the seeds the
+/// backward ops also read the next stage's output.
+pub fn random_join(seed: u64) -> Graph {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let lengths = loop {
+        let k = rng.random_range(2..=3usize);
+        let l: Vec<usize> = (0..k).map(|_| rng.random_range(1..=3usize)).collect();
+        if l.iter().sum::<usize>() <= 5 {
+            break l;
+        }
+    };
+    join_with(&lengths, seed % 3 == 0, |_| {
+        (
+            rng.random_range(1..=3u32) as f64,
+            rng.random_range(1..=3u64),
+        )
+    })
 }
 
 /// A join graph of unit chains (Beaumont et al. 2020): branch `b` has `lengths[b]` stages,

@@ -99,7 +99,7 @@
 //! reported infeasible. The solver reports its answers as heuristic.
 
 use super::chain_dp::{
-    slot_size, DpChain, Nest, Policy, Resweep, SecondTurn, Table, DEFAULT_SLOTS,
+    slot_size, DpChain, Mem, Nest, Policy, Resweep, SecondTurn, Table, DEFAULT_SLOTS,
 };
 use crate::graph::structure::{self, Chain, Join, Stage};
 use crate::schedule::Event;
@@ -118,11 +118,10 @@ const ALL_ORDERS: usize = 6;
 /// second-turn variants are built (each adds tables per nesting level).
 const RELEASE_VARIANTS: usize = 4;
 
-/// Outer branches' last outputs freed right after the loss: slots, bytes, nodes.
+/// Outer branches' last outputs freed right after the loss: their memory and nodes.
 #[derive(Clone, Default)]
 struct Released {
-    slots: usize,
-    bytes: u64,
+    mem: Mem,
     nodes: Vec<usize>,
 }
 
@@ -132,8 +131,7 @@ impl Released {
         let mut nodes = self.nodes.clone();
         nodes.push(end.forward);
         Released {
-            slots: self.slots + end.x.div_ceil(q) as usize,
-            bytes: self.bytes + end.x,
+            mem: self.mem + Mem::of_bytes(end.x, q),
             nodes,
         }
     }
@@ -193,7 +191,6 @@ impl Nesting<'_> {
                     let held = Nest {
                         holds_loss,
                         released: resweep.ends,
-                        released_bytes: resweep.ends_bytes,
                         release_nodes: self.ends(p + 1),
                         ..Nest::default()
                     };
@@ -210,8 +207,7 @@ impl Nesting<'_> {
             inner,
             inner_released,
             holds_loss,
-            released: released.slots,
-            released_bytes: released.bytes,
+            released: released.mem,
             release_nodes: released.nodes.clone(),
             second,
         };
@@ -230,13 +226,11 @@ impl Nesting<'_> {
     /// from its `x_1` when its `G_1` read it, the others from their first stage; each end
     /// stays resident.
     fn resweep(&self, from: usize) -> Resweep {
-        let slots = |b: u64| b.div_ceil(self.q) as usize;
+        let size = |st: &Stage| Mem::of_bytes(st.x, self.q);
         let mut r = Resweep {
             cost: 0.0,
-            need: 0,
-            need_bytes: 0,
-            ends: 0,
-            ends_bytes: 0,
+            need: Mem::ZERO,
+            ends: Mem::ZERO,
             keep: None,
             events: Vec::new(),
         };
@@ -245,24 +239,19 @@ impl Nesting<'_> {
             let first = usize::from(p == from && stages[0].reads_output);
             if first == 1 {
                 r.keep = Some(stages[0].forward);
-                r.need = slots(stages[0].x);
-                r.need_bytes = stages[0].x;
+                r.need = size(&stages[0]);
             }
             for l in first..stages.len() {
                 let st = &stages[l];
                 let prev = l.checked_sub(1).map(|i| &stages[i]);
-                let (ps, pb) = prev.map_or((0, 0), |pr| (slots(pr.x), pr.x));
                 r.events.push(Event::Compute(st.forward));
                 if let Some(pr) = prev {
                     r.events.push(Event::Free(pr.forward));
                 }
                 r.cost += st.fw;
-                r.need = r.need.max(r.ends + ps + slots(st.x));
-                r.need_bytes = r.need_bytes.max(r.ends_bytes + pb + st.x);
+                r.need = r.need.max(r.ends + prev.map_or(Mem::ZERO, size) + size(st));
             }
-            let end = stages.last().expect("a stage");
-            r.ends += slots(end.x);
-            r.ends_bytes += end.x;
+            r.ends = r.ends + size(stages.last().expect("a stage"));
         }
         r
     }

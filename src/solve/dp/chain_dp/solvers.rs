@@ -1,0 +1,238 @@
+//! The chain DP's entry points: the solvers `chain-dp` and `equiv-chain`, the policy-restricted
+//! runs the BPTT solvers make ([`solve_graph`]), and [`solve_chain`], which other solvers and
+//! benchmarks call on a chain they hold. Each splits the budget into slots, fills the
+//! [`Table`] and turns its answer into an [`Outcome`].
+
+use super::model::{capped_slots, slot_size, DpChain, Policy, DEFAULT_SLOTS};
+use super::table::Table;
+use crate::graph::structure::{self, Chain};
+use crate::schedule::Schedule;
+use crate::solve::{
+    Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
+};
+use serde_json::json;
+use std::time::Instant;
+
+pub struct ChainDp;
+
+impl Solver for ChainDp {
+    fn info(&self) -> SolverInfo {
+        SolverInfo {
+            name: "chain-dp",
+            description: "Optimal persistent checkpointing of a heterogeneous chain (Butt / rotor \
+                          DP), budget discretised into 500 slots.",
+            scope: Scope::OptimalAmongPersistent,
+            accepts: "chain graphs",
+        }
+    }
+
+    fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
+        solve_graph(
+            "chain-dp",
+            Policy::ALL,
+            Scope::OptimalAmongPersistent,
+            instance,
+            options,
+        )
+    }
+}
+
+/// Runs the DP restricted to `policy` on a chain instance, as solver `solver` whose
+/// answers are optimal within `scope`.
+pub(crate) fn solve_graph(
+    solver: &'static str,
+    policy: Policy,
+    scope: Scope,
+    instance: &Instance,
+    options: &SolveOptions,
+) -> Result<Outcome, SolveError> {
+    let chain = structure::chain(instance.graph).map_err(|e| SolveError::Unsupported {
+        solver,
+        reason: format!("the graph is not a chain: {e}"),
+    })?;
+    run(solver, policy, scope, instance, options, |q| {
+        DpChain::new(&chain, q)
+    })
+}
+
+/// Splits the budget, runs the DP on the chain `build` makes for a slot size, and turns
+/// the answer into an outcome.
+fn run(
+    solver: &'static str,
+    policy: Policy,
+    scope: Scope,
+    instance: &Instance,
+    options: &SolveOptions,
+    build: impl Fn(u64) -> DpChain,
+) -> Result<Outcome, SolveError> {
+    let k = instance.graph.fixed_memory();
+    let Some(w) = instance.budget.checked_sub(k) else {
+        return Ok(Outcome::Infeasible {
+            solver,
+            proven: true,
+            reason: format!("fixed_memory {k} exceeds the budget {}", instance.budget),
+        });
+    };
+    solve_dp(build, policy, w, DEFAULT_SLOTS, options).map(|o| o.into_outcome(solver, scope, k))
+}
+
+/// `equiv-chain`: the chain DP on a join graph's Equiv-Chain ([`DpChain::equiv_chain`]).
+/// A heuristic: the branches advance in lockstep, level by level, and memory is charged
+/// per level (its predicted peak bounds the simulated one from above).
+pub struct EquivChain;
+
+impl Solver for EquivChain {
+    fn info(&self) -> SolverInfo {
+        SolverInfo {
+            name: "equiv-chain",
+            description:
+                "Beaumont et al.'s Equiv-Chain heuristic: a join graph's branches, aligned at \
+                          the loss, solved as one chain by the chain DP.",
+            scope: Scope::Heuristic,
+            accepts: "join graphs and chains",
+        }
+    }
+
+    fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
+        let join = structure::join(instance.graph).map_err(|e| SolveError::Unsupported {
+            solver: "equiv-chain",
+            reason: format!("the graph is not a join graph: {e}"),
+        })?;
+        run(
+            "equiv-chain",
+            Policy::ALL,
+            Scope::Heuristic,
+            instance,
+            options,
+            |q| DpChain::equiv_chain(&join, q),
+        )
+    }
+}
+
+/// A chain DP answer before it becomes an [`Outcome`].
+pub struct ChainAnswer {
+    pub plan: Option<(Schedule, f64, u64)>,
+    pub slot_size: u64,
+    pub slots: usize,
+    pub min_slots: Option<usize>,
+    pub time_s: f64,
+    pub interrupted: bool,
+}
+
+impl ChainAnswer {
+    /// The outcome for `solver`, whose optimality holds within `scope`.
+    pub fn into_outcome(self, solver: &'static str, scope: Scope, k: u64) -> Outcome {
+        let details = json!({
+            "slot_size": self.slot_size,
+            "slots": self.slots,
+            "predicted_cost": self.plan.as_ref().map(|p| p.1),
+            "predicted_peak": self.plan.as_ref().map(|p| p.2 + k),
+            "table_time_s": self.time_s,
+        });
+        match self.plan {
+            Some((schedule, _, _)) => Outcome::Plan(Plan {
+                schedule,
+                claim: if scope == Scope::Heuristic {
+                    Claim::Feasible
+                } else {
+                    Claim::Optimal
+                },
+                solver,
+                scope,
+                lower_bound: None,
+                message: (self.slot_size > 1).then(|| {
+                    format!(
+                        "sizes rounded up to slots of {} bytes; optimal for the rounded sizes",
+                        self.slot_size
+                    )
+                }),
+                details: Some(details),
+            }),
+            None if self.interrupted => Outcome::NoSolution {
+                solver,
+                reason: "the time limit passed while filling the DP table".into(),
+            },
+            None => Outcome::Infeasible {
+                solver,
+                proven: false,
+                reason: format!(
+                    "no schedule of {solver}'s policy fits {} slots of {} bytes{}",
+                    self.slots,
+                    self.slot_size,
+                    self.min_slots
+                        .map(|s| format!(" (the chain needs {s} slots)"))
+                        .unwrap_or_default()
+                ),
+            },
+        }
+    }
+}
+
+/// Runs the chain DP on `chain` with a working budget of `w` bytes (`K` excluded) split
+/// into `slots` slots. The plan carries (schedule, predicted cost, predicted peak bytes
+/// excluding `K`).
+pub fn solve_chain(
+    chain: &Chain,
+    policy: Policy,
+    w: u64,
+    slots: u64,
+    options: &SolveOptions,
+) -> Result<ChainAnswer, SolveError> {
+    solve_dp(|q| DpChain::new(chain, q), policy, w, slots, options)
+}
+
+/// [`solve_chain`] for the chain `build` makes for a slot size.
+fn solve_dp(
+    build: impl Fn(u64) -> DpChain,
+    policy: Policy,
+    w: u64,
+    slots: u64,
+    options: &SolveOptions,
+) -> Result<ChainAnswer, SolveError> {
+    let start = Instant::now();
+    let deadline = options.deadline(start);
+    let mut q = slot_size(w, slots);
+    let mut chain = build(q);
+    let capped = capped_slots(chain.l, slots);
+    if capped < slots {
+        q = slot_size(w, capped);
+        chain = build(q);
+    }
+    let m = (w / q) as usize;
+    let mut cancelled = false;
+    let mut reported = -1.0;
+    let table = Table::fill(chain, policy, m, |f| {
+        if f > reported {
+            reported = f;
+            options.report("chain-dp: filling the table", Some(f));
+        }
+        cancelled = options.is_cancelled();
+        !cancelled && deadline.is_none_or(|d| Instant::now() < d)
+    });
+    if cancelled {
+        return Err(SolveError::Cancelled);
+    }
+    let time_s = start.elapsed().as_secs_f64();
+    let Ok(table) = table else {
+        return Ok(ChainAnswer {
+            plan: None,
+            slot_size: q,
+            slots: m,
+            min_slots: None,
+            time_s,
+            interrupted: true,
+        });
+    };
+    let plan = table.cost().is_finite().then(|| {
+        let (schedule, peak) = table.schedule();
+        (schedule, table.cost(), peak)
+    });
+    Ok(ChainAnswer {
+        plan,
+        slot_size: q,
+        slots: m,
+        min_slots: table.min_slots(),
+        time_s,
+        interrupted: false,
+    })
+}

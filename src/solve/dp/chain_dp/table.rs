@@ -1,0 +1,239 @@
+//! The DP table of one chain and one slot budget: [`Table::fill`] computes every row
+//! `C(a, b, ·)` bottom-up from the options of the recurrence
+//! ([`super::recurrence`]), [`Table::cost`] reads the answer, and [`Table::schedule`]
+//! rebuilds the optimal plan by asking, sub-problem by sub-problem, which option attains
+//! its value and emitting that option's events.
+
+use super::model::{DpChain, Mem, Policy};
+use super::nest::{Nest, Placement};
+use super::recurrence::{Def, Step};
+use super::row::{apply_tails, combine, settle, Row};
+use crate::schedule::{Event, Schedule};
+use std::ops::ControlFlow;
+
+/// The DP table for one chain and one slot budget.
+pub struct Table {
+    pub(super) chain: DpChain,
+    pub(super) policy: Policy,
+    /// The join DP's nesting (see [`crate::solve::dp::join_dp`]): a plain chain by default.
+    pub(super) nest: Placement,
+    pub(super) m: usize,
+    /// `rows[b][a]` for `0 <= a < b <= L+1`.
+    rows: Vec<Vec<Row>>,
+}
+
+/// Cancelled or out of time while filling the table.
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl Table {
+    /// Fills `C(a, b, m')` for every `m' <= m`. `poll` is called before each row and stops
+    /// the fill when it returns false.
+    pub fn fill(
+        chain: DpChain,
+        policy: Policy,
+        m: usize,
+        poll: impl FnMut(f64) -> bool,
+    ) -> Result<Table, Interrupted> {
+        Table::fill_nested(chain, policy, m, Nest::default(), poll)
+    }
+
+    /// [`Table::fill`] for a branch of a join placed as `nest` says.
+    pub fn fill_nested(
+        mut chain: DpChain,
+        policy: Policy,
+        m: usize,
+        nest: Nest,
+        poll: impl FnMut(f64) -> bool,
+    ) -> Result<Table, Interrupted> {
+        let n = chain.l + 1; // stages 1..=n
+        let nest = Placement::new(nest, chain.x(n), m);
+        if nest.holds_loss {
+            chain.hold_loss_outside();
+        }
+        let mut table = Table {
+            chain,
+            policy,
+            nest,
+            m,
+            rows: (0..=n).map(|b| vec![Row::default(); b]).collect(),
+        };
+        table.fill_rows(poll)?;
+        Ok(table)
+    }
+
+    /// Fills the rows by increasing length `b − a`: each row is the minimum over the
+    /// options of `(a, b)` of their cost plus their sub-problems' rows, shifted.
+    fn fill_rows(&mut self, mut poll: impl FnMut(f64) -> bool) -> Result<(), Interrupted> {
+        let n = self.chain.l + 1;
+        let mut full = vec![f64::INFINITY; self.m + 1];
+        let mut tails = Vec::new();
+        let zero = Row::zero();
+        for len in 1..=n {
+            for a in 0..=n - len {
+                if !poll(len as f64 / n as f64) {
+                    return Err(Interrupted);
+                }
+                let b = a + len;
+                full.fill(f64::INFINITY);
+                // No option beats computing every op of the segment once: where `full`
+                // reaches that bound it is final, and later options skip it.
+                let lb = if len == 1 || (b == n && self.nest.inner.is_some()) {
+                    f64::NEG_INFINITY
+                } else {
+                    self.chain.no_recompute_cost(a, b)
+                };
+                let mut settled = full.len();
+                let _: ControlFlow<()> = self.options(a, b, |def| {
+                    let (first, shift) = def
+                        .first
+                        .as_ref()
+                        .map_or((&zero, 0), |p| (p.row(), p.shift.slots as usize));
+                    combine(
+                        &mut full[..settled],
+                        &mut tails,
+                        def.need.slots as usize,
+                        def.cost,
+                        first,
+                        shift,
+                        def.second.as_ref().map(|p| (p.row(), p.shift.slots)),
+                    );
+                    settle(&full, &mut settled, lb);
+                    ControlFlow::Continue(())
+                });
+                apply_tails(&mut full, &mut tails);
+                self.rows[b][a] = Row::from_full(&full);
+            }
+        }
+        Ok(())
+    }
+
+    /// `C(0, L+1, m')` for `m' <= m` as a row.
+    pub(super) fn top_row(&self, m: usize) -> Row {
+        let full: Vec<f64> = (0..=m).map(|mm| self.c(0, self.chain.l + 1, mm)).collect();
+        Row::from_full(&full)
+    }
+
+    /// The row `C(a, b, ·)`, `a < b`.
+    pub(super) fn row(&self, a: usize, b: usize) -> &Row {
+        &self.rows[b][a]
+    }
+
+    pub(super) fn c(&self, a: usize, b: usize, m: usize) -> f64 {
+        if a == b {
+            0.0
+        } else {
+            self.rows[b][a].get(m)
+        }
+    }
+
+    /// The optimal cost `C(0, L+1, m)`, infinite when infeasible.
+    pub fn cost(&self) -> f64 {
+        self.c(0, self.chain.l + 1, self.m)
+    }
+
+    /// The smallest slot budget at which the chain is feasible, if any `<= m`.
+    pub fn min_slots(&self) -> Option<usize> {
+        self.rows[self.chain.l + 1][0].first_feasible()
+    }
+
+    /// The option that attains `C(a, b, m)`: the first, in the order of
+    /// [`Table::options`], whose value is the table's.
+    fn choice(&self, a: usize, b: usize, m: usize) -> Def<'_> {
+        let target = self.c(a, b, m);
+        match self.options(a, b, |def| {
+            if def.value(m) == target {
+                ControlFlow::Break(def)
+            } else {
+                ControlFlow::Continue(())
+            }
+        }) {
+            ControlFlow::Break(def) => def,
+            ControlFlow::Continue(()) => {
+                unreachable!("a finite C(a, b, m) is attained by one of its options")
+            }
+        }
+    }
+
+    /// The schedule of the optimal plan, and its peak in bytes (excluding `K`).
+    pub fn schedule(&self) -> (Schedule, u64) {
+        let mut events = Vec::new();
+        let peak = self.emit(0, self.chain.l + 1, self.m, &mut events);
+        (Schedule::new(events), peak)
+    }
+
+    /// Emits the plan of `(a, b, m)`: the events of the option that attains it, its parts'
+    /// plans in between; returns its peak in bytes (`δ_{b+1}` included, `x_a` not).
+    pub(super) fn emit(&self, a: usize, b: usize, m: usize, ev: &mut Vec<Event>) -> u64 {
+        let m = m.min(self.m);
+        let def = self.choice(a, b, m);
+        let mut peak = def.need.bytes as u64;
+        if let Some(step) = def.before {
+            self.run(step, ev);
+        }
+        if let Some(part) = &def.first {
+            peak = peak.max(part.emit(m, ev));
+        }
+        if let Some(step) = def.between {
+            self.run(step, ev);
+        }
+        if let Some(part) = &def.second {
+            peak = peak.max(part.emit(m, ev));
+        }
+        peak
+    }
+
+    /// Appends the events of one of an option's own steps.
+    fn run(&self, step: Step, ev: &mut Vec<Event>) {
+        let c = &self.chain;
+        let n = c.l + 1;
+        let compute = |ev: &mut Vec<Event>, nodes: &[usize]| {
+            ev.extend(nodes.iter().map(|&v| Event::Compute(v)));
+        };
+        let free = |ev: &mut Vec<Event>, nodes: &[usize]| {
+            ev.extend(nodes.iter().map(|&v| Event::Free(v)));
+        };
+        match step {
+            Step::Forward(j) => compute(ev, &c.fnode[j]),
+            Step::Sweep(a, k) => {
+                for l in a + 1..=k {
+                    compute(ev, &c.fnode[l]);
+                    if l - 1 > a {
+                        free(ev, &c.fnode[l - 1]);
+                    }
+                }
+            }
+            Step::Backward { j, free_x } => {
+                compute(ev, &c.gnode[j]);
+                // x_j after G_j, unless it is kept for G_{j−1}.
+                if free_x && !c.kept[j] {
+                    free(ev, &c.fnode[j]);
+                }
+                // δ'_{j+1} after its last reader G_j: δ_{j+1}, and x_{j+1} when kept. The
+                // loss output is freed here unless an outer branch still needs it.
+                if j + 1 < n || (j + 1 == n && !self.nest.holds_loss) {
+                    free(ev, &c.gnode[j + 1]);
+                }
+                if c.kept[j + 1] {
+                    free(ev, &c.fnode[j + 1]);
+                }
+            }
+            Step::Drop(k) => free(ev, &c.fnode[k]),
+            Step::Release => free(ev, &self.nest.release_nodes),
+            Step::Resweep => {
+                let second = self.nest.second.as_ref().expect("a second turn");
+                second.resweep.emit(ev);
+            }
+        }
+    }
+
+    /// The change of memory at the turn for sub-problems `(·, b)`: the nesting's offset
+    /// when `b = L + 1`, else none.
+    pub(super) fn turn(&self, b: usize) -> Mem {
+        if b == self.chain.l + 1 {
+            self.nest.offset
+        } else {
+            Mem::ZERO
+        }
+    }
+}

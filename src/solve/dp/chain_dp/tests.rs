@@ -1,0 +1,188 @@
+//! Unit tests of the chain DP: the slot cap, the option list each policy allows, and
+//! small chains against Revolve's closed form, the simulator and the oracle. The oracle
+//! sweeps whose exceptions fixtures list are in `tests/chain_dp.rs`.
+
+use super::model::{capped_slots, MAX_TABLE_BYTES};
+use super::recurrence::Opt;
+use super::{DpChain, Policy, Table};
+use crate::graph::generate::{chain_graph, linear, StageSpec};
+use crate::graph::structure::chain;
+use crate::graph::Graph;
+use crate::schedule::simulate;
+use crate::solve::dp::revolve::revolve_steps;
+use crate::solve::{solve, Instance, SolveOptions, Status};
+use std::ops::ControlFlow;
+
+/// chain-dp's cost through the driver (`None`: infeasible); its plan fits the budget.
+fn dp(g: &Graph, budget: u64) -> Option<f64> {
+    let r = solve(
+        &Instance { graph: g, budget },
+        "chain-dp",
+        &SolveOptions::default(),
+    )
+    .unwrap();
+    match r.status {
+        Status::Optimal => {
+            let stats = r.stats.unwrap();
+            assert!(stats.peak_memory <= budget);
+            Some(stats.total_cost)
+        }
+        Status::Infeasible => None,
+        other => panic!("chain-dp at M = {budget}: {other:?} {:?}", r.message),
+    }
+}
+
+fn exhaustive(g: &Graph, budget: u64) -> Option<f64> {
+    let r = solve(
+        &Instance { graph: g, budget },
+        "exhaustive",
+        &SolveOptions::default(),
+    )
+    .unwrap();
+    (r.status == Status::Optimal).then(|| r.stats.unwrap().total_cost)
+}
+
+/// The table of `g`'s chain with unit slots and `m` slots.
+fn table(g: &Graph, policy: Policy, m: usize) -> Table {
+    let c = chain(g).unwrap();
+    Table::fill(DpChain::new(&c, 1), policy, m, |_| true).unwrap()
+}
+
+/// The options of `(a, b)` in the order the DP reads them.
+fn options(t: &Table, a: usize, b: usize) -> Vec<Opt> {
+    let mut out = Vec::new();
+    let _: ControlFlow<()> = t.options(a, b, |def| {
+        out.push(def.opt);
+        ControlFlow::Continue(())
+    });
+    out
+}
+
+#[test]
+fn long_chains_get_fewer_slots() {
+    assert_eq!(capped_slots(200, 1000), 1000);
+    let s = capped_slots(2000, 500);
+    assert!(
+        s < 500 && 2002 * 2001 / 2 * 8 * (s + 1) <= MAX_TABLE_BYTES,
+        "{s}"
+    );
+}
+
+/// On `linear(3)` every backward op reads its own output and no input: each option of
+/// `C(0, 4, ·)` appears exactly where its policy allows it, in the fixed order.
+#[test]
+fn options_follow_the_policy() {
+    let g = linear(3);
+    let hsm = Policy {
+        ck: true,
+        keep: false,
+    };
+    let ism = Policy {
+        ck: false,
+        keep: true,
+    };
+    use Opt::*;
+    let all = [FAll, Ck(1), Ck(2), CkKeep(2), Ck(3), CkKeep(3)];
+    assert_eq!(options(&table(&g, Policy::ALL, 8), 0, 4), all);
+    assert_eq!(options(&table(&g, hsm, 8), 0, 4), [Ck(1), Ck(2), Ck(3)]);
+    assert_eq!(
+        options(&table(&g, ism, 8), 0, 4),
+        [FAll, CkKeep(2), CkKeep(3)]
+    );
+    // One stage: the base case only, whatever the policy.
+    for policy in [Policy::ALL, hsm, ism] {
+        let t = table(&g, policy, 8);
+        for a in 0..4 {
+            assert_eq!(options(&t, a, a + 1), [Base], "{policy:?}");
+        }
+    }
+}
+
+/// The plan the table emits has the cost the table predicts, and its peak in the
+/// simulator is the emitted peak: the options' needs and costs agree with their events.
+#[test]
+fn emitted_plans_have_the_predicted_cost_and_peak() {
+    let stages = [
+        StageSpec {
+            fw: 2.0,
+            bw: 3.0,
+            x: 2,
+            delta: 1,
+            reads_input: false,
+            reads_output: true,
+        },
+        StageSpec {
+            fw: 1.0,
+            bw: 1.0,
+            x: 1,
+            delta: 3,
+            reads_input: true,
+            reads_output: false,
+        },
+        StageSpec {
+            fw: 4.0,
+            bw: 2.0,
+            x: 3,
+            delta: 2,
+            reads_input: true,
+            reads_output: true,
+        },
+    ];
+    let g = chain_graph(&stages, (1.0, 2), 0);
+    let mut feasible = 0;
+    for m in 0..=20 {
+        let t = table(&g, Policy::ALL, m);
+        if !t.cost().is_finite() {
+            assert!(t.min_slots().is_none_or(|s| s > m), "M = {m}");
+            continue;
+        }
+        feasible += 1;
+        let (schedule, peak) = t.schedule();
+        let stats = simulate(&g, &schedule).unwrap();
+        assert_eq!(stats.total_cost, t.cost(), "M = {m}");
+        assert_eq!(stats.peak_memory, peak, "M = {m}");
+        assert!(peak <= m as u64, "M = {m}");
+    }
+    assert!(feasible > 10);
+}
+
+/// chain-dp against Revolve's closed form on Checkmate's uniform chains;
+/// `tests/dp_vs_milp.rs` adds the MILP and the oracle through the driver.
+#[test]
+fn uniform_chains_equal_revolve() {
+    for n in 1..=6usize {
+        let g = linear(n);
+        for budget in 1..=(2 * n as u64 + 3) {
+            let revolve = budget
+                .checked_sub(2)
+                .filter(|&s| s >= 1)
+                .and_then(|s| revolve_steps(n as u64 + 1, s))
+                .map(|t| (t + n as u64 + 1) as f64);
+            assert_eq!(dp(&g, budget), revolve, "linear({n}) at M = {budget}");
+        }
+    }
+}
+
+/// Backward ops reading their input instead, sizes 2, fixed memory 3: chain-dp is the
+/// oracle's optimum at every budget.
+#[test]
+fn input_reading_chains_equal_exhaustive() {
+    let stage = StageSpec {
+        fw: 1.0,
+        bw: 1.0,
+        x: 2,
+        delta: 2,
+        reads_input: true,
+        reads_output: false,
+    };
+    for n in 1..=5usize {
+        let g = chain_graph(&vec![stage; n], (1.0, 2), 3);
+        for budget in 3..=(3 + 2 * (n as u64 + 3)) {
+            assert_eq!(
+                dp(&g, budget),
+                exhaustive(&g, budget),
+                "input-reading n = {n}, M = {budget}"
+            );
+        }
+    }
+}
