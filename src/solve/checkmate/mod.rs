@@ -553,7 +553,8 @@ mod tests {
         let free: usize = g.edges().map(|(_, k)| n - k).sum();
         assert_eq!(model.free.len(), free);
         assert_eq!(model.num_variables(), r + s + n * (n + 1) / 2 + free);
-        assert!(checkpoint_all_peak(&g) > 5);
+        // The budget of 5 is below the checkpoint-all peak.
+        assert_eq!(checkpoint_all_peak(&g), 6);
     }
 
     #[test]
