@@ -29,6 +29,7 @@
 //! at the start of each op also give a Checkmate stage schedule ([`stages`]), one of the
 //! MIP starts of [`super::checkmate`].
 
+use super::details::{Details, DtrDetails};
 use super::{fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 use crate::graph::Graph;
 use crate::schedule::stages::Stages;
@@ -56,7 +57,9 @@ impl Solver for Dtr {
                 instance,
                 "dtr",
                 Schedule::new(run.events),
-                Some(serde_json::json!({ "evictions": run.evictions })),
+                Some(Details::Dtr(DtrDetails {
+                    evictions: run.evictions,
+                })),
             ),
             Err(Stuck::NoRoom(v)) => Ok(Outcome::Infeasible {
                 solver: "dtr",
