@@ -1,33 +1,35 @@
 //! Solvers, their registry, and the driver that makes every answer go through the
 //! simulator.
 //!
-//! * [`core`](self::core) is the ground floor: the types every solver reads and writes
+//! * [`core`] is the ground floor: the types every solver reads and writes
 //!   ([`Instance`], [`SolveOptions`], [`Stop`], [`Plan`], [`Outcome`], [`Scope`]) and
-//!   [`details`](self::details) the typed figures solvers report beside a schedule.
-//! * [`driver`](self::driver) names every solver ([`registry`], [`find`]) and runs one
+//!   [`details`] the typed figures solvers report beside a schedule.
+//! * `driver` names every solver ([`registry`], [`find`]) and runs one
 //!   ([`solve`]): it replays every plan in the simulator, checks it against the budget and
 //!   builds the [`SolveResult`] from the simulator's numbers (`result`).
-//! * The solvers, one file or folder per algorithm.
+//! * The solvers, one file or folder per algorithm, grouped by family: `exact` (the
+//!   oracle and the Checkmate MILP), `heuristic` (baselines, Chen, DTR), the dynamic
+//!   programs, and `auto`, the portfolio that picks among them.
 //!
 //! This module knows nothing of HTTP or the CLI; HiGHS stays inside the MILP solvers.
 
 mod auto;
-mod baseline;
 pub mod bptt;
 pub mod chain_dp;
-mod checkmate;
-mod chen;
 pub mod core;
 pub mod details;
 mod driver;
-mod dtr;
-mod exhaustive;
+mod exact;
+mod heuristic;
 mod join_dp;
 mod report;
 mod result;
 pub mod revolve;
 pub mod structured;
 pub mod two_level;
+
+use exact::{checkmate, exhaustive};
+use heuristic::{baseline, chen, dtr};
 
 pub use self::core::{
     Claim, Instance, Outcome, Plan, Progress, ProgressSink, Scope, SolveError, SolveOptions,

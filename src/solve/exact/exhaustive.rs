@@ -12,11 +12,11 @@
 //! computed once) and consistent (a first computation of `v` lowers it by exactly `c_v`),
 //! so the first goal popped is optimal. An empty frontier proves infeasibility.
 
-use super::details::{Details, ExhaustiveDetails};
-use super::{
+use crate::schedule::{Event, Schedule};
+use crate::solve::details::{Details, ExhaustiveDetails};
+use crate::solve::{
     Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
 };
-use crate::schedule::{Event, Schedule};
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -70,7 +70,7 @@ impl Solver for Exhaustive {
 
 /// The A* search on a graph of at most [`SEARCH_LIMIT`] nodes, for callers that accept
 /// its cost beyond the solver's [`MAX_NODES`] (`solve::solve_exhaustive_unbounded`).
-pub(super) fn search(instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
+pub(crate) fn search(instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
     search_within(instance, options, SEARCH_LIMIT)
 }
 

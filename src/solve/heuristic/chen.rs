@@ -24,13 +24,13 @@
 //! each value kept through its last use in that epoch. The minimal-R closure of
 //! [`Stages::from_s`] performs the recomputation.
 
-use super::details::{ChenDetails, Details};
-use super::{
-    fit, internal, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
-};
 use crate::graph::{Graph, NodeKind};
 use crate::schedule::simulate;
 use crate::schedule::stages::{empty_s, Stages};
+use crate::solve::details::{ChenDetails, Details};
+use crate::solve::{
+    fit, internal, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+};
 use std::collections::HashMap;
 
 pub struct ChenSqrt;
