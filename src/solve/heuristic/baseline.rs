@@ -8,10 +8,10 @@
 //!   output of the previous stage's node (`S[t, t−1] = 1`) and recompute everything else
 //!   from the graph's sources; quadratic cost, little memory.
 
-use super::{fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 use crate::graph::Graph;
 use crate::schedule::stages::{empty_s, Stages};
 use crate::schedule::{simulate, Event, Schedule};
+use crate::solve::{fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 
 pub struct CheckpointAll;
 pub struct RecomputeAll;
