@@ -35,7 +35,7 @@ async fn solve_matches_the_library_and_repeats_hit_the_cache() {
     let got = first.json();
 
     let graph = graph_from_value(&linear5(), Format::Auto).unwrap();
-    let budget = Budget::OfPeak(0.7).resolve(checkpoint_all_peak(&graph));
+    let budget = Budget::OfPeak(0.7).resolve(&graph);
     let instance = Instance {
         graph: &graph,
         budget,

@@ -18,14 +18,12 @@ mod chen;
 mod dtr;
 mod exhaustive;
 mod join_dp;
-mod report;
 mod result;
 pub mod revolve;
 pub mod structured;
 pub mod two_level;
 
 pub use baseline::{checkpoint_all, checkpoint_all_peak};
-pub use report::{report, GraphReport, KindCounts};
 pub use result::{SolveResult, Status};
 
 use crate::graph::Graph;
