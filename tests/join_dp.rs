@@ -74,7 +74,7 @@ fn run(g: &Graph, budget: u64, solver: &str) -> Option<f64> {
         Some(stats) if r.status == expected => {
             assert!(stats.peak_memory <= budget, "{solver} over budget");
             if solver == "join-dp" {
-                let d = r.details.as_ref().unwrap();
+                let d = serde_json::to_value(r.details.as_ref().unwrap()).unwrap();
                 assert_eq!(d["predicted_cost"].as_f64(), Some(stats.total_cost));
                 assert_eq!(d["predicted_peak"].as_u64(), Some(stats.peak_memory));
             }

@@ -55,7 +55,7 @@ fn keras_sequential_networks_are_chains_chain_dp_solves() {
             }
             assert_eq!(dp.status, Status::Optimal, "{case}: {:?}", dp.message);
             let stats = dp.stats.unwrap();
-            let details = dp.details.unwrap();
+            let details = serde_json::to_value(dp.details.unwrap()).unwrap();
             assert!(stats.peak_memory <= budget, "{case}");
             // Equal up to the order of the float sums.
             let predicted = details["predicted_cost"].as_f64().unwrap();

@@ -9,6 +9,7 @@ use super::{bad, CliError};
 use crate::budget::Budget;
 use crate::front::{graph_files, OptionsInput};
 use crate::graph::load::{load_graph, Format};
+use crate::solve::details::{CheckmateDetails, Details};
 use crate::solve::{self, Instance, SolveResult};
 use std::path::Path;
 
@@ -20,8 +21,12 @@ fn short_name(path: &Path) -> String {
     stem.chars().take(24).collect()
 }
 
-fn detail(result: &SolveResult, key: &str) -> Option<f64> {
-    result.details.as_ref()?.get(key)?.as_f64()
+/// The MILP/LP model's figures, for solvers that build one.
+fn model(result: &SolveResult) -> Option<&CheckmateDetails> {
+    match result.details.as_ref()? {
+        Details::Checkmate(d) => Some(d),
+        _ => None,
+    }
 }
 
 pub(super) fn run(args: &BenchArgs) -> Result<i32, CliError> {
@@ -90,9 +95,15 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32, CliError> {
                 format!("{}@{fraction}", short_name(&file)),
                 graph.len(),
                 graph.edge_count(),
-                cell(detail(&result, "variables"), 0),
-                cell(detail(&result, "constraints"), 0),
-                cell(detail(&result, "build_time_s"), 2),
+                cell(
+                    model(&result).and_then(|m| m.variables).map(|v| v as f64),
+                    0
+                ),
+                cell(
+                    model(&result).and_then(|m| m.constraints).map(|v| v as f64),
+                    0
+                ),
+                cell(model(&result).and_then(|m| m.build_time_s), 2),
                 format!("{:.2}", result.solve_time_s),
                 result.status.as_str(),
                 cell(cost, 0),

@@ -74,11 +74,12 @@
 //! no-recomputation cost (a lower bound) are skipped. No choice table is kept: the plan is
 //! rebuilt by re-evaluating the options of the `O(L)` sub-problems it visits.
 
-use super::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo};
+use super::details::{Details, SlotDetails};
+use super::{
+    Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+};
 use crate::graph::structure::{self, Chain, Join, Stage};
 use crate::schedule::{Event, Schedule};
-use serde_json::json;
-use std::time::Instant;
 
 /// The default number of memory slots the budget is discretised into.
 pub const DEFAULT_SLOTS: u64 = 500;
@@ -1095,12 +1096,12 @@ pub struct ChainAnswer {
 impl ChainAnswer {
     /// The outcome for `solver`, whose optimality holds within `scope`.
     pub fn into_outcome(self, solver: &'static str, scope: Scope, k: u64) -> Outcome {
-        let details = json!({
-            "slot_size": self.slot_size,
-            "slots": self.slots,
-            "predicted_cost": self.plan.as_ref().map(|p| p.1),
-            "predicted_peak": self.plan.as_ref().map(|p| p.2 + k),
-            "table_time_s": self.time_s,
+        let details = Details::Slots(SlotDetails {
+            predicted_cost: self.plan.as_ref().map(|p| p.1),
+            predicted_peak: self.plan.as_ref().map(|p| p.2 + k),
+            slot_size: self.slot_size,
+            slots: self.slots,
+            table_time_s: self.time_s,
         });
         match self.plan {
             Some((schedule, _, _)) => Outcome::Plan(Plan {
@@ -1162,8 +1163,7 @@ fn solve_dp(
     slots: u64,
     options: &SolveOptions,
 ) -> Result<ChainAnswer, SolveError> {
-    let start = Instant::now();
-    let deadline = options.deadline(start);
+    let stop = Stop::start(options);
     let mut q = slot_size(w, slots);
     let mut chain = build(q);
     let capped = capped_slots(chain.l, slots);
@@ -1179,13 +1179,13 @@ fn solve_dp(
             reported = f;
             options.report("chain-dp: filling the table", Some(f));
         }
-        cancelled = options.is_cancelled();
-        !cancelled && deadline.is_none_or(|d| Instant::now() < d)
+        cancelled = stop.cancelled();
+        !stop.should_stop()
     });
     if cancelled {
         return Err(SolveError::Cancelled);
     }
-    let time_s = start.elapsed().as_secs_f64();
+    let time_s = stop.elapsed().as_secs_f64();
     let Ok(table) = table else {
         return Ok(ChainAnswer {
             plan: None,
@@ -1310,7 +1310,7 @@ pub(crate) mod tests {
         match r.status {
             Status::Optimal | Status::Feasible => {
                 let stats = r.stats.unwrap();
-                let d = r.details.unwrap();
+                let d = serde_json::to_value(r.details.unwrap()).unwrap();
                 assert!(stats.peak_memory <= budget);
                 assert_eq!(d["predicted_cost"].as_f64(), Some(stats.total_cost));
                 assert_eq!(d["predicted_peak"].as_u64(), Some(stats.peak_memory));

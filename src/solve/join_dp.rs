@@ -101,11 +101,12 @@
 use super::chain_dp::{
     slot_size, DpChain, Nest, Policy, Resweep, SecondTurn, Table, DEFAULT_SLOTS,
 };
-use super::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo};
+use super::details::{Details, JoinDpDetails};
+use super::{
+    Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+};
 use crate::graph::structure::{self, Chain, Join, Stage};
 use crate::schedule::Event;
-use serde_json::json;
-use std::time::Instant;
 
 pub struct JoinDp;
 
@@ -313,12 +314,11 @@ impl Solver for JoinDp {
         };
         let q = slot_size(w, DEFAULT_SLOTS);
         let m = (w / q) as usize;
-        let start = Instant::now();
-        let deadline = options.deadline(start);
+        let stop = Stop::start(options);
         let mut cancelled = false;
         let mut poll = || {
-            cancelled = options.is_cancelled();
-            !cancelled && deadline.is_none_or(|d| Instant::now() < d)
+            cancelled = stop.cancelled();
+            !stop.should_stop()
         };
         let k = join.branches.len();
         let candidates = if k <= ALL_ORDERS {
@@ -368,13 +368,13 @@ impl Solver for JoinDp {
             scope: Scope::Heuristic,
             lower_bound: None,
             message: None,
-            details: Some(json!({
-                "slot_size": q,
-                "slots": m,
-                "branch_order": order,
-                "predicted_cost": cost,
-                "predicted_peak": peak + k_mem,
-                "table_time_s": start.elapsed().as_secs_f64(),
+            details: Some(Details::JoinDp(JoinDpDetails {
+                branch_order: order,
+                predicted_cost: cost,
+                predicted_peak: peak + k_mem,
+                slot_size: q,
+                slots: m,
+                table_time_s: stop.elapsed().as_secs_f64(),
             })),
         }))
     }

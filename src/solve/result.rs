@@ -1,7 +1,7 @@
 //! The result of a solve, as `remat solve --json` prints it and `POST /solve` returns it.
 //! Every figure in it comes from the simulator.
 
-use super::{Claim, Instance, Outcome, Scope};
+use super::{Claim, Details, Instance, Outcome, Scope};
 use crate::schedule::{simulate, ScheduleJson, SimStats};
 use serde::Serialize;
 use std::fmt;
@@ -96,7 +96,7 @@ pub struct SolveResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub details: Option<serde_json::Value>,
+    pub details: Option<Details>,
     pub solve_time_s: f64,
 }
 

@@ -55,6 +55,7 @@
 //! `t(L + 1, s) + L + 1`: the `t` advances are forward computations, and the `L + 1`
 //! turns are the loss and the `L` backward ops.
 
+use super::details::{Details, RevolveDetails};
 use super::{
     internal, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
 };
@@ -413,11 +414,12 @@ impl Solver for Revolve {
             },
             lower_bound: None,
             message: None,
-            details: Some(serde_json::json!({
-                "steps": l,
-                "snapshots": s,
-                "extra_forward_steps": revolve_steps(l as u64, s as u64),
-                "slot_convention": "snapshots include the initial state x_0 (virtual, size 0 in the graph view)",
+            details: Some(Details::Revolve(RevolveDetails {
+                extra_forward_steps: revolve_steps(l as u64, s as u64),
+                slot_convention:
+                    "snapshots include the initial state x_0 (virtual, size 0 in the graph view)",
+                snapshots: s,
+                steps: l,
             })),
         }))
     }

@@ -76,6 +76,7 @@
 //! stage costs, `T_T` is the time to store the largest state, and the model is an
 //! estimate; the simulator's figures are the answer.
 
+use super::details::{Details, TwoLevelDetails};
 use super::revolve::{revolve_steps, ChainView, Revolve};
 use super::{
     internal, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
@@ -84,7 +85,6 @@ use crate::graph::structure::{chain, Chain};
 use crate::graph::{Graph, Storage};
 use crate::schedule::{simulate, Event, Schedule, SimStats};
 use serde::Serialize;
-use serde_json::json;
 
 pub struct TwoLevel;
 
@@ -489,11 +489,10 @@ impl Solver for TwoLevel {
             Outcome::Plan(plan) => {
                 let stats =
                     simulate(graph, &plan.schedule).map_err(|e| internal("two-level", e))?;
-                let s = plan
-                    .details
-                    .as_ref()
-                    .and_then(|d| d["snapshots"].as_u64())
-                    .unwrap_or_default();
+                let s = match &plan.details {
+                    Some(Details::Revolve(d)) => d.snapshots as u64,
+                    _ => 0,
+                };
                 Some((s, plan.schedule, stats))
             }
             _ => None,
@@ -503,7 +502,7 @@ impl Solver for TwoLevel {
             (Some(_), None) => true,
             _ => false,
         };
-        let mut details = json!({ "assessment": &assessment });
+
         let (mode, (s, schedule, stats)) = match (pick_two_level, two_level, revolve) {
             (true, Some(chosen), _) => ("two-level", chosen),
             (false, _, Some(chosen)) => ("revolve", chosen),
@@ -524,17 +523,17 @@ impl Solver for TwoLevel {
         let model = t_async(&chain, &intervals, s);
         let paper = recompute_factor(intervals.interval, s)
             .map(|r| paper_time(&assessment.times, intervals.steps, r));
-        details["mode"] = json!(mode);
-        details["snapshots"] = json!(s);
-        details["simulated_makespan"] = json!(makespan(&stats));
-        if mode == "two-level" {
-            details["t_async"] = json!(model);
-            details["t_async_paper"] = json!(paper);
-        }
-        if let Some(tiers) = &stats.tiers {
-            details["stall_time"] = json!(tiers.stall_time);
-            details["stalls"] = json!(tiers.stalls.len());
-        }
+        let two_level = mode == "two-level";
+        let details = TwoLevelDetails {
+            assessment: assessment.clone(),
+            mode,
+            simulated_makespan: makespan(&stats),
+            snapshots: s,
+            stall_time: stats.tiers.as_ref().map(|t| t.stall_time),
+            stalls: stats.tiers.as_ref().map(|t| t.stalls.len()),
+            t_async: two_level.then_some(model),
+            t_async_paper: two_level.then_some(paper),
+        };
         let message = match mode {
             "two-level" => format!(
                 "two-level: I = {}, {} intervals, {} bases stored, s = {s}; simulated makespan {} \
@@ -569,7 +568,7 @@ impl Solver for TwoLevel {
             scope: Scope::Heuristic,
             lower_bound: None,
             message: Some(message),
-            details: Some(details),
+            details: Some(Details::TwoLevel(Box::new(details))),
         }))
     }
 }
@@ -682,7 +681,7 @@ mod tests {
     }
 
     fn detail(r: &SolveResult, key: &str) -> serde_json::Value {
-        r.details.as_ref().unwrap()[key].clone()
+        serde_json::to_value(r.details.as_ref().unwrap()).unwrap()[key].clone()
     }
 
     #[test]

@@ -10,10 +10,10 @@
 //!   output of the previous stage's node (`S[t, t−1] = 1`) and recompute everything else
 //!   from the graph's sources; quadratic cost, little memory.
 
-use super::{fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 use crate::graph::Graph;
 use crate::schedule::stages::{empty_s, Stages};
 use crate::schedule::Schedule;
+use crate::solve::{fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 // Re-exported where the solvers and tests have always found them.
 pub use crate::schedule::{checkpoint_all, checkpoint_all_peak};
 

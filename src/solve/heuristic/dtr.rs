@@ -27,12 +27,13 @@
 //! layered graphs, rematerialising one input evicts the ancestors of the next and the
 //! run cascades, so it gives up past [`EVENTS_PER_NODE`] events per node. Its resident sets
 //! at the start of each op also give a Checkmate stage schedule ([`stages`]), one of the
-//! MIP starts of [`super::checkmate`].
+//! MIP starts of [`crate::solve::exact::checkmate`].
 
-use super::{fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 use crate::graph::Graph;
 use crate::schedule::stages::Stages;
 use crate::schedule::{Event, Schedule};
+use crate::solve::details::{Details, DtrDetails};
+use crate::solve::{fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 use fixedbitset::FixedBitSet;
 
 pub struct Dtr;
@@ -56,7 +57,9 @@ impl Solver for Dtr {
                 instance,
                 "dtr",
                 Schedule::new(run.events),
-                Some(serde_json::json!({ "evictions": run.evictions })),
+                Some(Details::Dtr(DtrDetails {
+                    evictions: run.evictions,
+                })),
             ),
             Err(Stuck::NoRoom(v)) => Ok(Outcome::Infeasible {
                 solver: "dtr",
