@@ -9,7 +9,7 @@ mod common;
 use remat::budget::Budget;
 use remat::graph::structure::chain;
 use remat::solve::structured::exact_solver_for;
-use remat::solve::{self, checkpoint_all_peak, Instance, Scope, SolveOptions, Status};
+use remat::solve::{self, Instance, Scope, SolveOptions, Status};
 
 #[test]
 fn keras_sequential_networks_are_chains_chain_dp_solves() {
@@ -40,9 +40,8 @@ fn keras_sequential_networks_are_chains_chain_dp_solves() {
             (exact.info().name, scope),
             ("chain-dp", Scope::OptimalAmongPersistent)
         );
-        let peak = checkpoint_all_peak(&graph);
         for fraction in fractions {
-            let budget = Budget::OfPeak(fraction).resolve(peak);
+            let budget = Budget::OfPeak(fraction).resolve(&graph);
             let instance = Instance {
                 graph: &graph,
                 budget,

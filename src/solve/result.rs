@@ -4,6 +4,7 @@
 use super::{Claim, Details, Instance, Outcome, Scope};
 use crate::schedule::{simulate, ScheduleJson, SimStats};
 use serde::Serialize;
+use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -18,6 +19,44 @@ pub enum Status {
     NoSolution,
     /// The solver failed; `message` says how.
     Error,
+}
+
+/// The JSON names, written once for tables, summaries and metrics (a test in
+/// `crate::front` checks them against serde's).
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Optimal => "optimal",
+            Status::Feasible => "feasible",
+            Status::Infeasible => "infeasible",
+            Status::NoSolution => "no_solution",
+            Status::Error => "error",
+        }
+    }
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::GlobalOptimum => "global_optimum",
+            Scope::OptimalForOrder => "optimal_for_order",
+            Scope::OptimalAmongPersistent => "optimal_among_persistent",
+            Scope::Heuristic => "heuristic",
+            Scope::LowerBound => "lower_bound",
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
