@@ -8,6 +8,7 @@ use super::details::Details;
 use crate::graph::Graph;
 use crate::schedule::Schedule;
 use serde::Serialize;
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -161,6 +162,25 @@ pub enum Scope {
     Heuristic,
     /// The answer is a lower bound on the optimal cost, not a schedule.
     LowerBound,
+}
+
+/// The JSON names, written once (a test in `crate::front` checks them against serde's).
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::GlobalOptimum => "global_optimum",
+            Scope::OptimalForOrder => "optimal_for_order",
+            Scope::OptimalAmongPersistent => "optimal_among_persistent",
+            Scope::Heuristic => "heuristic",
+            Scope::LowerBound => "lower_bound",
+        }
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// What a solver says of the schedule it returns.

@@ -35,25 +35,7 @@ impl Status {
     }
 }
 
-impl Scope {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::GlobalOptimum => "global_optimum",
-            Scope::OptimalForOrder => "optimal_for_order",
-            Scope::OptimalAmongPersistent => "optimal_among_persistent",
-            Scope::Heuristic => "heuristic",
-            Scope::LowerBound => "lower_bound",
-        }
-    }
-}
-
 impl fmt::Display for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl fmt::Display for Scope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
