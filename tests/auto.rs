@@ -55,7 +55,7 @@ fn chains_go_to_the_exact_dp_which_the_milp_does_not_beat() {
 #[test]
 fn other_graphs_go_to_the_milp_within_the_time_limit() {
     let g = random_layered(30, 7);
-    let budget = solve::checkpoint_all_peak(&g) * 9 / 10;
+    let budget = remat::schedule::checkpoint_all_peak(&g) * 9 / 10;
     let auto = run(&g, budget, "auto", Some(20));
     assert_eq!(auto.solver, "milp");
     assert!(matches!(auto.status, Status::Optimal | Status::Feasible));

@@ -6,8 +6,9 @@
 mod common;
 
 use remat::budget::Budget;
+use remat::schedule::checkpoint_all_peak;
 use remat::schedule::{simulate, ScheduleJson};
-use remat::solve::{self, checkpoint_all_peak, Instance, SolveOptions, Status};
+use remat::solve::{self, Instance, SolveOptions, Status};
 use std::process::Command;
 
 const BASELINES: [&str; 4] = [

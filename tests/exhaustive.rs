@@ -5,8 +5,9 @@
 
 use proptest::prelude::*;
 use remat::graph::generate::{random_dag, DagShape};
+use remat::schedule::checkpoint_all_peak;
 use remat::schedule::simulate;
-use remat::solve::{self, checkpoint_all_peak, Instance, SolveOptions, Status};
+use remat::solve::{self, Instance, SolveOptions, Status};
 
 const BASELINES: [&str; 4] = [
     "checkpoint-all",

@@ -5,7 +5,8 @@ mod server;
 
 use remat::budget::Budget;
 use remat::graph::load::{graph_from_value, Format};
-use remat::solve::{self, checkpoint_all_peak, Instance, SolveOptions};
+use remat::schedule::checkpoint_all_peak;
+use remat::solve::{self, Instance, SolveOptions};
 use serde_json::{json, Value};
 use server::{config, fixture, long_graph, receive, request, send, Server};
 use std::time::{Duration, Instant};

@@ -296,7 +296,7 @@ mod tests {
         for layers in 1..=5 {
             let g = generate::linear(layers);
             let (min_budget, _) = g.min_feasible_budget();
-            let peak = crate::solve::baseline::checkpoint_all_peak(&g);
+            let peak = crate::schedule::checkpoint_all_peak(&g);
             let mut misses = 0;
             for budget in min_budget..=peak {
                 let instance = Instance { graph: &g, budget };
@@ -335,7 +335,7 @@ mod tests {
     #[test]
     fn at_the_checkpoint_all_peak_nothing_is_evicted() {
         let g = generate::random_layered(60, 7);
-        let peak = crate::solve::baseline::checkpoint_all_peak(&g);
+        let peak = crate::schedule::checkpoint_all_peak(&g);
         let run = run(&g, peak).unwrap();
         assert_eq!(run.evictions, 0);
         let stats = simulate(&g, &Schedule::new(run.events)).unwrap();
@@ -348,7 +348,7 @@ mod tests {
     #[test]
     fn random_graphs_fit_below_the_peak() {
         let g = generate::random_layered(100, 3);
-        let peak = crate::solve::baseline::checkpoint_all_peak(&g);
+        let peak = crate::schedule::checkpoint_all_peak(&g);
         for percent in [90, 80, 70, 60] {
             let budget = peak * percent / 100;
             let run = run(&g, budget).unwrap_or_else(|e| panic!("{percent}%: {e:?}"));

@@ -538,7 +538,7 @@ fn failed(solver: &'static str, e: backend::HighsError) -> SolveError {
 mod tests {
     use super::*;
     use crate::graph::generate::linear;
-    use crate::solve::baseline::checkpoint_all_peak;
+    use crate::schedule::checkpoint_all_peak;
 
     #[test]
     fn model_has_only_the_lower_triangle() {
