@@ -1,7 +1,12 @@
 //! Memory budgets as users write them: bytes (`17179869184`), a size with a unit
 //! (`"6GiB"`, `"512MB"`, `"1.5 GB"`), or a percentage of the checkpoint-all peak (`"80%"`).
 //! The budget always includes the graph's `fixed_memory` (seed digest §6.8 item 2).
+//! [`Budget::resolve`] turns one into bytes for a graph, computing the checkpoint-all peak
+//! (`crate::schedule::checkpoint_all_peak`) when the budget is a percentage: the one place
+//! a budget is resolved, for the CLI and the service alike.
 
+use crate::graph::Graph;
+use crate::schedule::checkpoint_all_peak;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -34,12 +39,12 @@ const UNITS: &[(&str, u64)] = &[
 ];
 
 impl Budget {
-    /// The budget in bytes for a graph whose checkpoint-all peak is `peak`. Fractions
-    /// round down, so the resolved budget never exceeds what was asked.
-    pub fn resolve(self, peak: u64) -> u64 {
+    /// The budget in bytes for `graph`: a percentage is of its checkpoint-all peak.
+    /// Fractions round down, so the resolved budget never exceeds what was asked.
+    pub fn resolve(self, graph: &Graph) -> u64 {
         match self {
             Budget::Bytes(b) => b,
-            Budget::OfPeak(f) => (f * peak as f64).floor() as u64,
+            Budget::OfPeak(f) => (f * checkpoint_all_peak(graph) as f64).floor() as u64,
         }
     }
 }
@@ -164,7 +169,15 @@ mod tests {
             Budget::Bytes(1_500_000_000)
         );
         assert_eq!("80%".parse::<Budget>().unwrap(), Budget::OfPeak(0.8));
-        assert_eq!(Budget::OfPeak(0.5).resolve(17), 8);
+    }
+
+    #[test]
+    fn resolves_against_the_checkpoint_all_peak() {
+        let g = crate::graph::generate::linear(4);
+        let peak = checkpoint_all_peak(&g);
+        assert_eq!(Budget::OfPeak(1.0).resolve(&g), peak);
+        assert_eq!(Budget::OfPeak(0.5).resolve(&g), peak / 2);
+        assert_eq!(Budget::Bytes(17).resolve(&g), 17);
     }
 
     #[test]

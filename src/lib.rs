@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod cli;
+pub mod front;
 pub mod graph;
 pub mod schedule;
 pub mod service;

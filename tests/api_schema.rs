@@ -68,7 +68,8 @@ fn graph_schema_matches_the_native_format() {
 fn schedule_schema_matches_the_event_format() {
     let s = schema("schedule.schema.json");
     let graph = remat::graph::generate::linear(2);
-    let json = serde_json::to_value(remat::solve::checkpoint_all(&graph).to_json(&graph)).unwrap();
+    let json =
+        serde_json::to_value(remat::schedule::checkpoint_all(&graph).to_json(&graph)).unwrap();
     let event = &s["properties"]["events"]["items"];
     let ops = strings(&event["properties"]["op"]["enum"]);
     for e in json["events"].as_array().unwrap() {

@@ -28,8 +28,8 @@ fn tiny_graphs_go_to_the_exhaustive_oracle() {
     assert_eq!(auto.solver, "exhaustive");
     assert_eq!(auto.requested_solver.as_deref(), Some("auto"));
     assert_eq!(auto.status, Status::Optimal);
-    // Checkmate's recompute-all figure on linear-4 at 3 slots is 19; the optimum is lower.
-    assert!(cost(&auto) < 19.0);
+    // Checkmate's recompute-all figure on linear-4 at 3 slots is 19; the optimum is 15.
+    assert_eq!(cost(&auto), 15.0);
 }
 
 #[test]
@@ -46,19 +46,16 @@ fn chains_go_to_the_exact_dp_which_the_milp_does_not_beat() {
         assert_eq!(auto.status, Status::Optimal, "budget {budget}");
         let milp = run(&g, budget, "milp", None);
         assert_eq!(milp.status, Status::Optimal, "budget {budget}");
-        assert!(
-            cost(&auto) <= cost(&milp) + 1e-9,
-            "budget {budget}: DP {} above the MILP {}",
-            cost(&auto),
-            cost(&milp)
-        );
+        // Both are optimal on a chain: the DP over all schedules, the MILP over stage
+        // schedules in solver order, which include an optimal one here.
+        assert_eq!(cost(&auto), cost(&milp), "budget {budget}");
     }
 }
 
 #[test]
 fn other_graphs_go_to_the_milp_within_the_time_limit() {
     let g = random_layered(30, 7);
-    let budget = solve::checkpoint_all_peak(&g) * 9 / 10;
+    let budget = remat::schedule::checkpoint_all_peak(&g) * 9 / 10;
     let auto = run(&g, budget, "auto", Some(20));
     assert_eq!(auto.solver, "milp");
     assert!(matches!(auto.status, Status::Optimal | Status::Feasible));

@@ -6,8 +6,9 @@
 mod common;
 
 use remat::budget::Budget;
+use remat::schedule::checkpoint_all_peak;
 use remat::schedule::{simulate, ScheduleJson};
-use remat::solve::{self, checkpoint_all_peak, Instance, SolveOptions, Status};
+use remat::solve::{self, Instance, SolveOptions, Status};
 use std::process::Command;
 
 const BASELINES: [&str; 4] = [
@@ -23,9 +24,8 @@ fn every_baseline_fits_or_says_infeasible() {
     let mut infeasible = 0;
     for path in common::all_graph_files() {
         let graph = common::load(&path);
-        let peak = checkpoint_all_peak(&graph);
         for fraction in [1.0, 0.8, 0.5] {
-            let budget = Budget::OfPeak(fraction).resolve(peak);
+            let budget = Budget::OfPeak(fraction).resolve(&graph);
             for solver in BASELINES {
                 let instance = Instance {
                     graph: &graph,
@@ -53,6 +53,11 @@ fn every_baseline_fits_or_says_infeasible() {
                     }
                     Status::Infeasible => {
                         assert!(r.schedule.is_none() && r.message.is_some(), "{case}");
+                        // Proven only below the trivial bound, where no solver runs.
+                        let below = budget < graph.min_feasible_budget().0;
+                        assert_eq!(r.proven, Some(below), "{case}");
+                        // Checkpoint-all peaks at the checkpoint-all peak: it fits at 100%.
+                        assert!(fraction < 1.0 || solver != "checkpoint-all", "{case}");
                         infeasible += 1;
                     }
                     other => panic!("{case}: status {other:?}: {:?}", r.message),
@@ -102,12 +107,14 @@ fn checkpoint_all_costs_the_sum_and_peaks_where_inspect_says() {
 
 #[test]
 fn chen_recomputes_less_than_recompute_all_on_real_graphs() {
-    // A sanity ordering on the training graphs: at the checkpoint-all peak, Chen's
-    // schedules never cost more than keeping nothing.
-    for path in common::all_graph_files()
-        .iter()
+    // A sanity ordering on the training graphs: at the checkpoint-all peak, both have a
+    // schedule and Chen's greedy one costs less than keeping nothing.
+    let train: Vec<_> = common::all_graph_files()
+        .into_iter()
         .filter(|p| p.to_string_lossy().contains("train"))
-    {
+        .collect();
+    assert!(!train.is_empty(), "no training graph among the benchmarks");
+    for path in &train {
         let graph = common::load(path);
         let budget = checkpoint_all_peak(&graph);
         let cost = |s| {
@@ -124,12 +131,17 @@ fn chen_recomputes_less_than_recompute_all_on_real_graphs() {
             .map(|s| s.total_cost)
         };
         let (greedy, all) = (cost("chen-greedy"), cost("recompute-all"));
-        if let (Some(g), Some(a)) = (greedy, all) {
-            assert!(
-                g <= a,
-                "{}: chen-greedy {g} > recompute-all {a}",
+        let (Some(g), Some(a)) = (greedy, all) else {
+            panic!(
+                "{}: no schedule at the checkpoint-all peak: chen-greedy {greedy:?}, \
+                 recompute-all {all:?}",
                 path.display()
             );
-        }
+        };
+        assert!(
+            g < a,
+            "{}: chen-greedy {g} >= recompute-all {a}",
+            path.display()
+        );
     }
 }

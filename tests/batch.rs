@@ -207,3 +207,94 @@ fn an_interrupted_or_killed_run_leaves_no_partial_file_and_resumes() {
     std::fs::remove_dir_all(&out).unwrap();
     std::fs::remove_dir_all(&inputs).unwrap();
 }
+
+fn succeeded(o: &Output) {
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{said}");
+}
+
+/// `bench` and `batch` expand the same arguments to the same graph list: directories to
+/// their `*.json` files, the whole list sorted, a file named twice taken once, and a
+/// missing path refused with exit 2 by both (bench used to keep the arguments' order,
+/// repeat files and skip empty directories).
+#[test]
+fn bench_and_batch_see_the_same_graphs_for_the_same_paths() {
+    let inputs = tempdir("same-list");
+    for (name, layers) in [("b-linear3.json", 3), ("a-linear2.json", 2)] {
+        let spec = remat::graph::generate::linear(layers).to_spec();
+        std::fs::write(inputs.join(name), serde_json::to_vec(&spec).unwrap()).unwrap();
+    }
+    std::fs::write(inputs.join("notes.txt"), "not a graph").unwrap();
+    let explicit = inputs.join("b-linear3.json");
+    let paths = [explicit.to_str().unwrap(), inputs.to_str().unwrap()];
+    let bench = run(&[
+        &[
+            "bench",
+            "--solver",
+            "checkpoint-all",
+            "--fractions",
+            "1",
+            "--json",
+        ][..],
+        &paths,
+    ]
+    .concat());
+    succeeded(&bench);
+    let benched: Vec<String> = String::from_utf8_lossy(&bench.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["file"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let out = tempdir("same-list-out");
+    let batch = run(&[
+        &[
+            "batch",
+            "--solver",
+            "checkpoint-all",
+            "--budgets",
+            "100%",
+            "--out",
+            out.to_str().unwrap(),
+            "--graphs",
+        ][..],
+        &paths,
+    ]
+    .concat());
+    succeeded(&batch);
+    let batched: Vec<String> = summary(&out)
+        .iter()
+        .map(|r| r["graph"].as_str().unwrap().to_string())
+        .collect();
+    let want: Vec<String> = ["a-linear2.json", "b-linear3.json"]
+        .iter()
+        .map(|n| inputs.join(n).display().to_string())
+        .collect();
+    assert_eq!(benched, want);
+    assert_eq!(batched, want);
+
+    let missing = inputs.join("nope.json");
+    let missing = missing.to_str().unwrap();
+    let bench = run(&["bench", "--solver", "checkpoint-all", missing]);
+    let batch = run(&[
+        "batch",
+        "--budgets",
+        "100%",
+        "--out",
+        out.to_str().unwrap(),
+        "--graphs",
+        missing,
+    ]);
+    for o in [&bench, &batch] {
+        assert_eq!(o.status.code(), Some(2));
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr).trim(),
+            format!("error: {missing}: no such file or directory")
+        );
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_dir_all(&inputs).unwrap();
+}

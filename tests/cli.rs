@@ -324,3 +324,87 @@ fn bench_tiers_prints_the_figure_3_table() {
         "{out}"
     );
 }
+
+/// The solver options are validated by the one front-door validator: every command
+/// refuses a bad value with exit 2 and names its flag (`--mip-gap` used to reach the
+/// solver unchecked).
+#[test]
+fn bad_option_values_exit_2_naming_the_flag() {
+    let solve = ["solve", "graphs/linear-8.json", "--budget", "90%"];
+    for (flag, value, says) in [
+        (
+            "--mip-gap",
+            "-1",
+            "--mip-gap must be a non-negative number, got -1",
+        ),
+        (
+            "--mip-gap",
+            "NaN",
+            "--mip-gap must be a non-negative number, got NaN",
+        ),
+        (
+            "--mip-gap",
+            "inf",
+            "--mip-gap must be a non-negative number, got inf",
+        ),
+        (
+            "--time-limit",
+            "0",
+            "--time-limit must be a positive number of seconds, got 0",
+        ),
+        (
+            "--time-limit",
+            "-2",
+            "--time-limit must be a positive number of seconds, got -2",
+        ),
+    ] {
+        let o = remat(&[&solve[..], &[flag, value]].concat());
+        assert_eq!(code(&o), 2, "{flag} {value}: {}", stderr(&o));
+        assert_eq!(stderr(&o).trim(), format!("error: {says}"));
+    }
+    let bench = ["bench", "graphs/linear-8.json", "--time-limit", "NaN"];
+    let batch = [
+        "batch",
+        "--graphs",
+        "graphs/linear-8.json",
+        "--budgets",
+        "90%",
+        "--out",
+        "/nonexistent",
+        "--time-limit",
+        "-1",
+    ];
+    for args in [&bench[..], &batch[..]] {
+        let o = remat(args);
+        assert_eq!(code(&o), 2, "{args:?}");
+        let said = stderr(&o);
+        assert!(
+            said.contains("--time-limit must be a positive number"),
+            "{said}"
+        );
+    }
+}
+
+/// A schedule file that holds no schedule: a result without one, or the wrong shape;
+/// the message lists every event kind of the contract.
+#[test]
+fn simulate_names_what_the_schedule_file_lacks() {
+    let dir = temp_dir("no-schedule");
+    let path = dir.join("result.json");
+    let file = path.to_str().unwrap();
+    std::fs::write(&path, r#"{"status": "infeasible", "schedule": null}"#).unwrap();
+    let o = remat(&["simulate", "graphs/linear-8.json", file]);
+    assert_eq!(code(&o), 2);
+    assert_eq!(
+        stderr(&o).trim(),
+        format!("error: {file}: the result holds no schedule")
+    );
+    std::fs::write(&path, r#"{"steps": []}"#).unwrap();
+    let o = remat(&["simulate", "graphs/linear-8.json", file]);
+    assert_eq!(code(&o), 2);
+    assert!(
+        stderr(&o).contains(r#""compute"|"free"|"store"|"load""#),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -8,7 +8,8 @@
 
 use remat::graph::generate::linear;
 use remat::graph::Graph;
-use remat::solve::{self, checkpoint_all_peak, Instance, SolveOptions, SolveResult, Status};
+use remat::schedule::checkpoint_all_peak;
+use remat::solve::{self, Instance, SolveOptions, SolveResult, Status};
 
 fn options() -> SolveOptions {
     SolveOptions {

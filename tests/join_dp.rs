@@ -28,7 +28,8 @@ use common::{bless, check_fixture, full, subset, Fixture};
 use dp::{against_exhaustive, exhaustive, feasible_budgets, run_dp};
 use remat::graph::generate::{join, join_with, random_join};
 use remat::graph::Graph;
-use remat::solve::{self, checkpoint_all_peak, Instance, SolveOptions, Status};
+use remat::schedule::checkpoint_all_peak;
+use remat::solve::{self, Instance, SolveOptions, Status};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 

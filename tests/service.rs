@@ -5,7 +5,8 @@ mod server;
 
 use remat::budget::Budget;
 use remat::graph::load::{graph_from_value, Format};
-use remat::solve::{self, checkpoint_all_peak, Instance, SolveOptions};
+use remat::schedule::checkpoint_all_peak;
+use remat::solve::{self, Instance, SolveOptions};
 use serde_json::{json, Value};
 use server::{config, fixture, long_graph, receive, request, send, Server};
 use std::time::{Duration, Instant};
@@ -35,7 +36,7 @@ async fn solve_matches_the_library_and_repeats_hit_the_cache() {
     let got = first.json();
 
     let graph = graph_from_value(&linear5(), Format::Auto).unwrap();
-    let budget = Budget::OfPeak(0.7).resolve(checkpoint_all_peak(&graph));
+    let budget = Budget::OfPeak(0.7).resolve(&graph);
     let instance = Instance {
         graph: &graph,
         budget,
@@ -547,4 +548,133 @@ fn the_binary_serves_and_exits_cleanly_on_sigterm() {
         lines.iter().any(|l| l["fields"]["message"] == "stopped"),
         "{logs}"
     );
+}
+
+/// Runs the `remat` binary from the crate's directory.
+fn remat_cli(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_remat"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap()
+}
+
+/// A JSON file of the crate (`api/examples/...`, `graphs/...`).
+fn crate_json(path: &str) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// The saved simulate example's graph and a schedule (the example's when `schedule` is
+/// null), written to files for the CLI: their paths, and the graph and schedule.
+fn simulate_example(dir: &std::path::Path, schedule: Value) -> (String, String, Value, Value) {
+    let example = crate_json("api/examples/simulate.request.json");
+    std::fs::create_dir_all(dir).unwrap();
+    let (graph, events) = (dir.join("graph.json"), dir.join("schedule.json"));
+    std::fs::write(&graph, example["graph"].to_string()).unwrap();
+    let schedule = if schedule.is_null() {
+        example["schedule"].clone()
+    } else {
+        schedule
+    };
+    std::fs::write(&events, schedule.to_string()).unwrap();
+    (
+        graph.display().to_string(),
+        events.display().to_string(),
+        example["graph"].clone(),
+        schedule,
+    )
+}
+
+/// `remat simulate --json` and `POST /v1/simulate` give the same report for the same
+/// graph and schedule (the contract's, without the CLI's old `memory_after`), and the same
+/// message for a schedule that breaks a rule or holds none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_and_the_service_simulate_alike() {
+    let server = Server::start(config(1, 1)).await;
+    let dir = std::env::temp_dir().join(format!("remat-sim-parity-{}", std::process::id()));
+    let (graph, file, graph_json, schedule) = simulate_example(&dir, Value::Null);
+    for budget in ["100%", "60%"] {
+        let cli = remat_cli(&["simulate", &graph, &file, "--budget", budget, "--json"]);
+        let http = server
+            .post(
+                "/v1/simulate",
+                &json!({"graph": graph_json, "schedule": schedule, "budget": budget}),
+            )
+            .await;
+        assert_eq!(http.status, 200);
+        let printed: Value = serde_json::from_slice(&cli.stdout).unwrap();
+        assert_eq!(printed, http.json(), "{budget}");
+        assert!(printed.get("memory_after").is_none());
+        assert_eq!(
+            cli.status.code(),
+            Some(if budget == "100%" { 0 } else { 1 })
+        );
+    }
+    let saved = crate_json("api/examples/simulate.response.json");
+    let cli = remat_cli(&["simulate", &graph, &file, "--budget", "100%", "--json"]);
+    assert_eq!(serde_json::from_slice::<Value>(&cli.stdout).unwrap(), saved);
+
+    for bad in [
+        json!([{"op": "compute", "node": "x"}, {"op": "compute", "node": "loss"}]),
+        json!({"status": "infeasible", "schedule": null}),
+        json!({"steps": []}),
+    ] {
+        let (graph, file, _, _) = simulate_example(&dir, bad.clone());
+        let cli = remat_cli(&["simulate", &graph, &file, "--json"]);
+        assert_eq!(cli.status.code(), Some(2));
+        let p = server
+            .post(
+                "/v1/simulate",
+                &json!({"graph": graph_json, "schedule": bad}),
+            )
+            .await
+            .assert_problem(422, "invalid-schedule");
+        let detail = p["detail"].as_str().unwrap();
+        let said = String::from_utf8_lossy(&cli.stderr);
+        assert!(said.trim().ends_with(detail), "{said} vs {detail}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    server.stop().await.unwrap();
+}
+
+/// A percentage budget resolves to the same bytes through the CLI, the service and
+/// `Budget::resolve`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_percentage_budget_resolves_alike_in_the_cli_and_the_service() {
+    let server = Server::start(config(1, 1)).await;
+    let path = "graphs/resnet18.json";
+    let graph_json = crate_json(path);
+    let graph = graph_from_value(&graph_json, Format::Auto).unwrap();
+    for budget in ["80%", "33.3%", "100%"] {
+        let want = budget.parse::<Budget>().unwrap().resolve(&graph);
+        let cli = remat_cli(&[
+            "solve",
+            path,
+            "--budget",
+            budget,
+            "--solver",
+            "checkpoint-all",
+            "--json",
+        ]);
+        let printed: Value = serde_json::from_slice(&cli.stdout).unwrap();
+        assert_eq!(printed["budget"], want, "{budget}");
+        let sweep = server
+            .post(
+                "/v1/sweep",
+                &json!({"graph": graph_json, "budgets": [budget], "solver": "checkpoint-all"}),
+            )
+            .await
+            .json();
+        assert_eq!(sweep["results"][0]["budget"], want, "{budget}");
+        let solved = server
+            .post(
+                "/v1/solve",
+                &json!({"graph": graph_json, "budget": budget, "solver": "checkpoint-all"}),
+            )
+            .await
+            .json();
+        assert_eq!(solved["budget"], want, "{budget}");
+    }
+    server.stop().await.unwrap();
 }

@@ -148,17 +148,21 @@ fn every_problem_is_reported_not_only_the_first() {
             {"id": "b", "cost": 1, "memory": 1, "inputs": ["zzz", "b"]},
             {"id": "a", "cost": 1, "memory": 1}]}"#,
     );
-    let kinds: Vec<ProblemKind> = p.iter().map(|p| p.kind).collect();
-    for k in [
-        ProblemKind::InvalidMemory,
-        ProblemKind::InvalidCost,
-        ProblemKind::UnknownInput,
-        ProblemKind::SelfLoop,
-        ProblemKind::DuplicateId,
-    ] {
-        assert!(kinds.contains(&k), "{k:?} missing from {p:?}");
-    }
-    assert!(p.iter().any(|p| p.field == "fixed_memory"));
+    let found: Vec<(ProblemKind, Option<&str>, &str)> = p
+        .iter()
+        .map(|p| (p.kind, p.node.as_deref(), p.field.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (ProblemKind::InvalidMemory, None, "fixed_memory"),
+            (ProblemKind::InvalidCost, Some("a"), "cost"),
+            (ProblemKind::InvalidMemory, Some("a"), "memory"),
+            (ProblemKind::DuplicateId, Some("a"), "id"),
+            (ProblemKind::UnknownInput, Some("b"), "inputs"),
+            (ProblemKind::SelfLoop, Some("b"), "inputs"),
+        ]
+    );
     let text = GraphError::Invalid(p).to_string();
     assert!(text.starts_with("the graph has 6 problems"), "{text}");
 }

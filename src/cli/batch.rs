@@ -12,65 +12,19 @@
 //!   limit without a schedule or an error writes nothing, so a later run retries it.
 //! - SIGINT/SIGTERM cancel the solves in flight and stop the run before any new item.
 
-use super::{bad, write_atomic, CliError};
+use super::args::{BatchArgs, Shard};
+use super::{bad, write_atomic, write_file, CliError};
 use crate::budget::Budget;
-use crate::graph::load::{load_graph, Format};
-use crate::solve::{self, checkpoint_all_peak, Instance, SolveOptions, SolveResult, Status};
+use crate::front::{graph_files, OptionsInput};
+use crate::graph::load::load_graph;
+use crate::solve::{self, Instance, SolveOptions, SolveResult, Status};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-#[derive(clap::Args, Debug)]
-pub struct BatchArgs {
-    /// Graph files, or directories whose `*.json` files are graphs.
-    #[arg(long, num_args = 1.., required = true)]
-    graphs: Vec<PathBuf>,
-    /// Budgets, comma-separated: shares of the checkpoint-all peak (90%,80%,70%), bytes or sizes.
-    #[arg(long, value_delimiter = ',', num_args = 1.., required = true)]
-    budgets: Vec<String>,
-    /// Directory for the result files and the summaries (created if missing).
-    #[arg(long)]
-    out: PathBuf,
-    /// Solver name (see `remat solvers`).
-    #[arg(short, long, default_value = "auto")]
-    solver: String,
-    /// Solves run at once.
-    #[arg(long, env = "REMAT_JOBS", default_value_t = 1)]
-    jobs: usize,
-    /// Time limit of each solve, in seconds.
-    #[arg(long)]
-    time_limit: Option<f64>,
-    /// Solve only slice K of N (K from 0 to N-1), e.g. 0/4.
-    #[arg(long, value_parser = parse_shard)]
-    shard: Option<Shard>,
-    /// Input format of the graphs: auto, native or node-link.
-    #[arg(long, default_value = "auto", value_parser = super::parse_format)]
-    format: Format,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shard {
-    k: usize,
-    n: usize,
-}
-
-fn parse_shard(s: &str) -> Result<Shard, String> {
-    let err = || format!("expected K/N with 0 <= K < N, e.g. 0/4; got '{s}'");
-    let (k, n) = s.split_once('/').ok_or_else(err)?;
-    let (k, n) = (
-        k.trim().parse().map_err(|_| err())?,
-        n.trim().parse().map_err(|_| err())?,
-    );
-    if k < n {
-        Ok(Shard { k, n })
-    } else {
-        Err(err())
-    }
-}
+use std::time::Instant;
 
 /// One (graph, budget) pair.
 struct Item {
@@ -101,7 +55,7 @@ struct Row {
 
 impl Row {
     fn ok(&self) -> bool {
-        self.status == "optimal" || self.status == "feasible"
+        self.status == Status::Optimal.as_str() || self.status == Status::Feasible.as_str()
     }
 }
 
@@ -121,37 +75,9 @@ fn budget_label(budget: &str) -> String {
         .collect()
 }
 
-fn graph_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
-    let mut files = Vec::new();
-    for input in inputs {
-        if input.is_dir() {
-            let entries = std::fs::read_dir(input)
-                .map_err(|e| bad(format!("cannot read {}: {e}", input.display())))?;
-            let mut found: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
-                .collect();
-            if found.is_empty() {
-                return Err(bad(format!("{} holds no .json graph", input.display())));
-            }
-            files.append(&mut found);
-        } else if input.is_file() {
-            files.push(input.clone());
-        } else {
-            return Err(bad(format!(
-                "{}: no such file or directory",
-                input.display()
-            )));
-        }
-    }
-    files.sort();
-    files.dedup();
-    Ok(files)
-}
-
 fn plan(args: &BatchArgs) -> Result<Vec<Item>, CliError> {
     for b in &args.budgets {
-        b.parse::<Budget>().map_err(bad)?;
+        b.parse::<Budget>()?;
     }
     let files = graph_files(&args.graphs)?;
     let mut stems = std::collections::HashMap::new();
@@ -216,13 +142,6 @@ fn finished(item: &Item) -> Option<Row> {
     })
 }
 
-fn status_name(s: Status) -> String {
-    serde_json::to_value(s)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 /// Solves one item and writes its result file. `None` when cancelled.
 fn run_item(item: &Item, args: &BatchArgs, options: &SolveOptions) -> Option<Row> {
     let mut row = Row {
@@ -230,7 +149,7 @@ fn run_item(item: &Item, args: &BatchArgs, options: &SolveOptions) -> Option<Row
         budget: item.budget.clone(),
         budget_bytes: None,
         solver: args.solver.clone(),
-        status: "error".into(),
+        status: Status::Error.as_str().into(),
         cost: None,
         overhead: None,
         peak: None,
@@ -251,7 +170,7 @@ fn run_item(item: &Item, args: &BatchArgs, options: &SolveOptions) -> Option<Row
         .budget
         .parse::<Budget>()
         .expect("budgets are checked before the run")
-        .resolve(checkpoint_all_peak(&graph));
+        .resolve(&graph);
     row.budget_bytes = Some(budget);
     let result = match solve::solve(
         &Instance {
@@ -277,7 +196,7 @@ fn run_item(item: &Item, args: &BatchArgs, options: &SolveOptions) -> Option<Row
         match write_atomic(&item.output, &text) {
             Ok(()) => row.output = Some(item.output.display().to_string()),
             Err(e) => {
-                row.status = "error".into();
+                row.status = Status::Error.as_str().into();
                 row.message = Some(format!("cannot write {}: {e}", item.output.display()));
             }
         }
@@ -287,7 +206,7 @@ fn run_item(item: &Item, args: &BatchArgs, options: &SolveOptions) -> Option<Row
 
 fn fill(row: &mut Row, r: &SolveResult) {
     row.solver = r.solver.clone();
-    row.status = status_name(r.status);
+    row.status = r.status.as_str().into();
     row.cost = r.stats.as_ref().map(|s| s.total_cost);
     row.overhead = r.stats.as_ref().map(|s| s.overhead);
     row.peak = r.stats.as_ref().map(|s| s.peak_memory);
@@ -349,24 +268,20 @@ fn watch_signals(cancel: Arc<AtomicBool>) -> Option<tokio::sync::oneshot::Sender
     Some(tx)
 }
 
-pub fn run(args: BatchArgs) -> Result<i32, CliError> {
+pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
     solve::find(&args.solver)?;
-    if let Some(t) = args.time_limit.filter(|t| !(t.is_finite() && *t > 0.0)) {
-        return Err(bad(format!(
-            "--time-limit must be a positive number of seconds, got {t}"
-        )));
+    let mut options = OptionsInput {
+        time_limit_s: args.time_limit,
+        ..OptionsInput::default()
     }
+    .validate()?;
     let items = plan(&args)?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| bad(format!("cannot create {}: {e}", args.out.display())))?;
     remove_stale_temporaries(&items);
     let cancel = Arc::new(AtomicBool::new(false));
     let _signals = watch_signals(cancel.clone());
-    let options = SolveOptions {
-        time_limit: args.time_limit.map(Duration::from_secs_f64),
-        cancel: cancel.clone(),
-        ..SolveOptions::default()
-    };
+    options.cancel = cancel.clone();
     let bar = ProgressBar::new(items.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}")
@@ -430,9 +345,7 @@ pub fn run(args: BatchArgs) -> Result<i32, CliError> {
             summary_csv(&rows).into_bytes(),
         ),
     ] {
-        let path = args.out.join(name);
-        write_atomic(&path, &bytes)
-            .map_err(|e| bad(format!("cannot write {}: {e}", path.display())))?;
+        write_file(&args.out.join(name), &bytes)?;
     }
     let skipped = rows.iter().filter(|r| r.skipped).count();
     let failed: Vec<&Row> = rows.iter().filter(|r| !r.ok()).collect();
@@ -479,6 +392,8 @@ fn remove_stale_temporaries(items: &[Item]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::args::parse_shard;
+    use crate::graph::load::Format;
     use std::path::Path;
 
     #[test]

@@ -3,56 +3,15 @@
 //! peak/budget. Model figures come from the result's `details` when the solver reports
 //! them (the MILP and LP solvers do).
 
+use super::args::BenchArgs;
+use super::render::cell;
 use super::{bad, CliError};
 use crate::budget::Budget;
+use crate::front::{graph_files, OptionsInput};
 use crate::graph::load::{load_graph, Format};
-use crate::solve::{self, checkpoint_all_peak, Instance, SolveOptions, SolveResult};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-#[derive(clap::Args, Debug)]
-pub struct BenchArgs {
-    /// Graph files, or directories whose `*.json` files are all benchmarked.
-    #[arg(required = true)]
-    paths: Vec<PathBuf>,
-    /// Solver name (see `remat solvers`).
-    #[arg(short, long, default_value = "milp")]
-    solver: String,
-    /// Budgets as fractions of the checkpoint-all peak.
-    #[arg(long, value_delimiter = ',', default_value = "0.9,0.8")]
-    fractions: Vec<f64>,
-    /// Time limit per case, in seconds.
-    #[arg(long)]
-    time_limit: Option<f64>,
-    /// Threads for the MILP solver.
-    #[arg(long)]
-    threads: Option<u32>,
-    /// Skip graphs with more nodes than this.
-    #[arg(long)]
-    max_nodes: Option<usize>,
-    /// Print one JSON result per line instead of the table.
-    #[arg(long)]
-    json: bool,
-}
-
-/// The graph files named by `paths`, directories expanded, in a stable order.
-fn graph_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
-    let mut files = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-                .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?
-                .filter_map(|entry| entry.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "json"))
-                .collect();
-            found.sort();
-            files.extend(found);
-        } else {
-            files.push(path.clone());
-        }
-    }
-    Ok(files)
-}
+use crate::solve::details::{CheckmateDetails, Details};
+use crate::solve::{self, Instance, SolveResult};
+use std::path::Path;
 
 fn short_name(path: &Path) -> String {
     let stem = path
@@ -62,20 +21,21 @@ fn short_name(path: &Path) -> String {
     stem.chars().take(24).collect()
 }
 
-fn detail(result: &SolveResult, key: &str) -> Option<f64> {
-    result.details.as_ref()?.get(key)?.as_f64()
-}
-
-fn cell(value: Option<f64>, digits: usize) -> String {
-    value.map_or("-".into(), |v| format!("{v:.digits$}"))
-}
-
-pub fn run(args: &BenchArgs) -> Result<i32, CliError> {
-    if let Some(t) = args.time_limit.filter(|t| !(t.is_finite() && *t > 0.0)) {
-        return Err(bad(format!(
-            "--time-limit must be a positive number of seconds, got {t}"
-        )));
+/// The MILP/LP model's figures, for solvers that build one.
+fn model(result: &SolveResult) -> Option<&CheckmateDetails> {
+    match result.details.as_ref()? {
+        Details::Checkmate(d) => Some(d),
+        _ => None,
     }
+}
+
+pub(super) fn run(args: &BenchArgs) -> Result<i32, CliError> {
+    let options = OptionsInput {
+        time_limit_s: args.time_limit,
+        threads: args.threads,
+        ..OptionsInput::default()
+    }
+    .validate()?;
     if let Some(f) = args
         .fractions
         .iter()
@@ -86,11 +46,7 @@ pub fn run(args: &BenchArgs) -> Result<i32, CliError> {
         )));
     }
     solve::find(&args.solver)?;
-    let options = SolveOptions {
-        time_limit: args.time_limit.map(Duration::from_secs_f64),
-        threads: args.threads,
-        ..SolveOptions::default()
-    };
+    let files = graph_files(&args.paths)?;
     if !args.json {
         println!(
             "{:<24} {:>5} {:>5} {:>8} {:>8} {:>7} {:>8} {:<11} {:>14} {:>14} {:>7} {:>7}",
@@ -108,15 +64,14 @@ pub fn run(args: &BenchArgs) -> Result<i32, CliError> {
             "peak/B"
         );
     }
-    for file in graph_files(&args.paths)? {
+    for file in files {
         let graph =
             load_graph(&file, Format::Auto).map_err(|e| bad(format!("{}: {e}", file.display())))?;
         if args.max_nodes.is_some_and(|m| graph.len() > m) {
             continue;
         }
-        let peak = checkpoint_all_peak(&graph);
         for &fraction in &args.fractions {
-            let budget = Budget::OfPeak(fraction).resolve(peak);
+            let budget = Budget::OfPeak(fraction).resolve(&graph);
             let instance = Instance {
                 graph: &graph,
                 budget,
@@ -130,10 +85,6 @@ pub fn run(args: &BenchArgs) -> Result<i32, CliError> {
                 println!("{line}");
                 continue;
             }
-            let status = serde_json::to_value(result.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
             let cost = result.stats.as_ref().map(|s| s.total_cost);
             let peak_ratio = result
                 .stats
@@ -144,11 +95,17 @@ pub fn run(args: &BenchArgs) -> Result<i32, CliError> {
                 format!("{}@{fraction}", short_name(&file)),
                 graph.len(),
                 graph.edge_count(),
-                cell(detail(&result, "variables"), 0),
-                cell(detail(&result, "constraints"), 0),
-                cell(detail(&result, "build_time_s"), 2),
+                cell(
+                    model(&result).and_then(|m| m.variables).map(|v| v as f64),
+                    0
+                ),
+                cell(
+                    model(&result).and_then(|m| m.constraints).map(|v| v as f64),
+                    0
+                ),
+                cell(model(&result).and_then(|m| m.build_time_s), 2),
                 format!("{:.2}", result.solve_time_s),
-                status,
+                result.status.as_str(),
                 cell(cost, 0),
                 cell(result.lower_bound, 0),
                 result

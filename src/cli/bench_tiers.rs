@@ -1,6 +1,8 @@
 //! `remat bench-tiers`: the table behind Kukreja et al.'s Figure 3, recompute factors of
 //! plain Revolve and of two-level checkpointing against the sequence length (SEED L86).
 
+use super::args::BenchTiersArgs;
+use super::render::print_json;
 use super::CliError;
 use crate::solve::two_level::{figure3, simulated_factor};
 use std::time::Instant;
@@ -9,12 +11,8 @@ use std::time::Instant;
 pub const DEFAULT_LENGTHS: &[u64] = &[10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000];
 
 /// Prints the table (or its JSON).
-pub fn run(
-    snapshots: u64,
-    intervals: &[u64],
-    lengths: &[u64],
-    json: bool,
-) -> Result<i32, CliError> {
+pub(super) fn run(args: &BenchTiersArgs) -> Result<i32, CliError> {
+    let (snapshots, intervals, lengths) = (args.snapshots, &args.intervals, &args.lengths);
     let bad = |m: String| CliError::BadInput(m);
     if snapshots == 0 {
         return Err(bad("--snapshots must be at least 1".into()));
@@ -26,11 +24,8 @@ pub fn run(
     }
     let rows = figure3(snapshots, intervals, lengths)
         .ok_or_else(|| bad("a Revolve count overflows 64 bits; use shorter lengths".into()))?;
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rows).expect("rows serialise")
-        );
+    if args.json {
+        print_json(&rows);
         return Ok(0);
     }
     println!(

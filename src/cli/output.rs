@@ -41,6 +41,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
+/// [`write_atomic`], its failure a bad-input error naming the file.
+pub(super) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), super::CliError> {
+    write_atomic(path, bytes)
+        .map_err(|e| super::bad(format!("cannot write {}: {e}", path.display())))
+}
+
 #[cfg(test)]
 mod tests {
     use super::write_atomic;

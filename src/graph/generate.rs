@@ -1,11 +1,13 @@
 //! Generated training graphs: Checkmate's linear graph, chains with chosen costs, sizes and
 //! backward reads, join graphs of chains meeting at the loss, random layered training
-//! graphs, and the seeded random chains and joins the dynamic programs are tested on (unit
-//! tests, integration tests and benchmarks share them).
+//! graphs, small random DAGs for the oracle sweeps, and the seeded random chains and joins
+//! the dynamic programs are tested on (unit tests, integration tests and benchmarks share
+//! them).
 
 use super::{Graph, GraphSpec, NodeKind, NodeSpec};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::ops::RangeInclusive;
 
 /// Checkmate's `gen_linear_graph(n)`: nodes `0..=2n` in order, unit costs and sizes,
 /// edges `i-1 -> i` for every `i >= 1` and `i -> 2n-i` for every `i < n`. Node `n` is the
@@ -377,9 +379,117 @@ pub fn random_layered(nodes: usize, seed: u64) -> Graph {
     .expect("the random layered graph is valid")
 }
 
+// Random DAGs: the small graphs the exhaustive oracle checks other solvers against.
+
+/// The shape of a [`random_dag`]: how many nodes, how many inputs each reads, and the
+/// ranges its costs, sizes and `fixed_memory` are drawn from (uniformly, bounds included).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DagShape {
+    /// The node count.
+    pub nodes: RangeInclusive<usize>,
+    /// Node `v > 0` reads `k` distinct earlier nodes, `k` uniform in `1..=min(max_inputs, v)`.
+    pub max_inputs: usize,
+    /// Each node's cost (whole numbers).
+    pub costs: RangeInclusive<u32>,
+    /// Each node's output size in bytes.
+    pub sizes: RangeInclusive<u64>,
+    /// The graph's `fixed_memory`.
+    pub fixed_memory: RangeInclusive<u64>,
+}
+
+impl DagShape {
+    /// Sparse DAGs of 2 to 12 nodes (all within the oracle's reach): up to 3 inputs per
+    /// node, costs 1..=4, sizes 1..=3, `fixed_memory` 0 or 1.
+    pub fn sparse() -> DagShape {
+        DagShape {
+            nodes: 2..=12,
+            max_inputs: 3,
+            costs: 1..=4,
+            sizes: 1..=3,
+            fixed_memory: 0..=1,
+        }
+    }
+
+    /// Exactly `n` nodes, each reading any number of earlier ones; costs 0..=4 (free ops
+    /// included), sizes 1..=4, `fixed_memory` 0..=2.
+    pub fn dense(n: usize) -> DagShape {
+        DagShape {
+            nodes: n..=n,
+            max_inputs: usize::MAX,
+            costs: 0..=4,
+            sizes: 1..=4,
+            fixed_memory: 0..=2,
+        }
+    }
+}
+
+/// A random DAG of the given shape, the same for the same `(shape, seed)`: nodes `"0"`,
+/// `"1"`, ... in solver order, node `v > 0` reading earlier nodes (listed ascending), so
+/// that every node but the first has an input. Named `random-dag-n{n}-s{seed}`.
+///
+/// Panics when a range of `shape` is empty or allows 0 nodes.
+pub fn random_dag(shape: &DagShape, seed: u64) -> Graph {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n = rng.random_range(shape.nodes.clone());
+    let nodes = (0..n)
+        .map(|v| {
+            let mut inputs = Vec::new();
+            if v > 0 {
+                let k = rng.random_range(1..=shape.max_inputs.clamp(1, v));
+                inputs = rand::seq::index::sample(&mut rng, v, k).into_vec();
+                inputs.sort_unstable();
+            }
+            NodeSpec {
+                id: v.to_string(),
+                cost: f64::from(rng.random_range(shape.costs.clone())),
+                memory: rng.random_range(shape.sizes.clone()),
+                inputs: inputs.iter().map(usize::to_string).collect(),
+                kind: None,
+                op: None,
+            }
+        })
+        .collect();
+    Graph::new(GraphSpec {
+        name: Some(format!("random-dag-n{n}-s{seed}")),
+        fixed_memory: rng.random_range(shape.fixed_memory.clone()),
+        cost_unit: None,
+        nodes,
+    })
+    .expect("random DAGs are valid")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn random_dags_are_deterministic_and_keep_their_shape() {
+        for seed in 0..50 {
+            let g = random_dag(&DagShape::sparse(), seed);
+            assert_eq!(g.to_spec(), random_dag(&DagShape::sparse(), seed).to_spec());
+            assert!((2..=12).contains(&g.len()), "seed {seed}");
+            assert!(g.fixed_memory() <= 1);
+            for v in 0..g.len() {
+                let inputs = g.preds(v).len();
+                assert!(if v == 0 {
+                    inputs == 0
+                } else {
+                    (1..=3).contains(&inputs)
+                });
+                assert!((1.0..=4.0).contains(&g.cost(v)) && (1..=3).contains(&g.memory(v)));
+            }
+            let dense = random_dag(&DagShape::dense(7), seed);
+            assert_eq!(dense.len(), 7);
+            assert_eq!(
+                dense.name(),
+                Some(format!("random-dag-n7-s{seed}").as_str())
+            );
+        }
+        assert_ne!(
+            random_dag(&DagShape::sparse(), 1).to_spec(),
+            random_dag(&DagShape::sparse(), 2).to_spec()
+        );
+    }
 
     #[test]
     fn linear_matches_checkmate() {

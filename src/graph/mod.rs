@@ -92,7 +92,6 @@ pub struct Graph {
     /// Successors (consumers) of each node, ascending.
     succs: Vec<Vec<usize>>,
     index: HashMap<String, usize>,
-    dag: DiGraph<usize, ()>,
     /// The slow tier, when the graph (or the solve request) describes one.
     storage: Option<Storage>,
 }
@@ -212,14 +211,9 @@ impl Graph {
             preds.push(p);
         }
         let mut succs = vec![Vec::new(); n];
-        let mut dag = DiGraph::with_capacity(n, preds.iter().map(Vec::len).sum());
-        for i in 0..n {
-            dag.add_node(i);
-        }
         for (v, ps) in preds.iter().enumerate() {
             for &u in ps {
                 succs[u].push(v);
-                dag.add_edge(NodeIndex::new(u), NodeIndex::new(v), ());
             }
         }
         let index = nodes
@@ -235,7 +229,6 @@ impl Graph {
             preds,
             succs,
             index,
-            dag,
             storage: None,
         }
     }
@@ -268,7 +261,7 @@ impl Graph {
         self.nodes.is_empty()
     }
     pub fn edge_count(&self) -> usize {
-        self.dag.edge_count()
+        self.preds.iter().map(Vec::len).sum()
     }
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
@@ -296,10 +289,6 @@ impl Graph {
     /// Index of the node with this id.
     pub fn index_of(&self, id: &str) -> Option<usize> {
         self.index.get(id).copied()
-    }
-    /// The petgraph view (node weights are solver-order indices), for graph algorithms.
-    pub fn petgraph(&self) -> &DiGraph<usize, ()> {
-        &self.dag
     }
     /// Every edge `(u, v)`: `v` reads the output of `u`; sorted by `(v, u)`.
     pub fn edges(&self) -> impl Iterator<Item = (usize, usize)> + '_ {

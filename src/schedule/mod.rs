@@ -6,12 +6,15 @@
 //! [`simulate`] replays it against the graph and is the single source of peak memory and
 //! cost; for schedules with copies it runs the timed replay of [`timeline`] (makespan,
 //! stalls, fast-tier peak). Solvers that think in Checkmate stages attach their (R, S)
-//! matrices ([`Stages`]), built and turned into events by [`stages`].
+//! matrices ([`Stages`]), built and turned into events by [`stages`]. The checkpoint-all
+//! schedule ([`checkpoint_all`]) and its peak, the 100% of percentage budgets, live here too.
 
+mod checkpoint_all;
 mod simulate;
 pub mod stages;
 pub mod timeline;
 
+pub use checkpoint_all::{checkpoint_all, checkpoint_all_peak};
 pub use simulate::{simulate, Rule, SimError, SimStats};
 pub use stages::Stages;
 pub use timeline::{Stall, TierStats};

@@ -13,14 +13,19 @@
 //! queue (`pool`); a client that disconnects cancels its solve. On SIGTERM the server
 //! stops accepting connections, lets in-flight solves finish for `--grace` seconds, then
 //! cancels what is left. The server knows nothing of any solver's internals.
+//!
+//! `request` reads bodies field by field (through the front door, `crate::front`, for
+//! options, budgets and schedules, as the command line does); `endpoints` holds the
+//! handlers, one file per group.
 
 mod cache;
 mod config;
-mod handlers;
+mod endpoints;
 mod jobs;
 mod metrics;
 mod pool;
 mod problem;
+mod request;
 
 pub use config::{Config, LogFormat};
 pub use problem::PROBLEM_JSON;
@@ -76,23 +81,23 @@ impl AppState {
 pub fn router(state: Arc<AppState>) -> Router {
     let max_body = state.config.max_body;
     Router::new()
-        .route("/solve", post(handlers::solve))
-        .route("/v1/solve", post(handlers::solve))
-        .route("/v1/jobs", post(handlers::create_job))
+        .route("/solve", post(endpoints::solve))
+        .route("/v1/solve", post(endpoints::solve))
+        .route("/v1/jobs", post(endpoints::create_job))
         .route(
             "/v1/jobs/{id}",
-            get(handlers::get_job).delete(handlers::delete_job),
+            get(endpoints::get_job).delete(endpoints::delete_job),
         )
-        .route("/v1/sweep", post(handlers::sweep))
-        .route("/v1/simulate", post(handlers::simulate_schedule))
-        .route("/v1/inspect", post(handlers::inspect))
-        .route("/v1/solvers", get(handlers::solvers))
-        .route("/healthz", get(handlers::healthz))
-        .route("/readyz", get(handlers::readyz))
-        .route("/metrics", get(handlers::metrics))
-        .route("/openapi.json", get(handlers::openapi))
-        .fallback(handlers::not_found)
-        .method_not_allowed_fallback(handlers::method_not_allowed)
+        .route("/v1/sweep", post(endpoints::sweep))
+        .route("/v1/simulate", post(endpoints::simulate_schedule))
+        .route("/v1/inspect", post(endpoints::inspect))
+        .route("/v1/solvers", get(endpoints::solvers))
+        .route("/healthz", get(endpoints::healthz))
+        .route("/readyz", get(endpoints::readyz))
+        .route("/metrics", get(endpoints::metrics))
+        .route("/openapi.json", get(endpoints::openapi))
+        .fallback(endpoints::not_found)
+        .method_not_allowed_fallback(endpoints::method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -244,4 +249,17 @@ pub fn run(config: Config) -> i32 {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::{header, StatusCode};
+
+    #[test]
+    fn a_handler_panic_becomes_a_problem_document() {
+        let response = panic_response(Box::new("oops"));
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], PROBLEM_JSON);
+    }
 }

@@ -3,6 +3,7 @@
 //! class, a `title` for people, the HTTP `status`, a `detail` for this occurrence and the
 //! same node/field-level list (`problems`) that the CLI prints for a bad graph.
 
+use crate::front::{InvalidOption, ScheduleInputError};
 use crate::graph::{GraphError, Problem};
 use crate::schedule::SimError;
 use crate::solve::{SolveError, SolveResult};
@@ -184,6 +185,21 @@ impl From<SolveError> for ApiProblem {
             SolveError::Cancelled => ApiProblem::new(Kind::Draining, e.to_string()),
             SolveError::Failed { .. } => ApiProblem::new(Kind::Internal, e.to_string()),
         }
+    }
+}
+
+/// An option out of range, named by its request field.
+impl From<InvalidOption> for ApiProblem {
+    fn from(e: InvalidOption) -> ApiProblem {
+        let field = e.option.field();
+        ApiProblem::new(Kind::InvalidRequest, e.message(field)).with_field(field)
+    }
+}
+
+/// A `schedule` field that holds no schedule.
+impl From<ScheduleInputError> for ApiProblem {
+    fn from(e: ScheduleInputError) -> ApiProblem {
+        ApiProblem::new(Kind::InvalidSchedule, e.to_string()).with_field("schedule")
     }
 }
 

@@ -42,7 +42,7 @@ impl Solver for Auto {
         if instance.graph.len() <= MAX_NODES {
             return Exhaustive.solve(instance, options);
         }
-        if let Some((dp, _)) = exact_solver_for(instance.graph) {
+        if let Some(dp) = exact_solver_for(instance.graph) {
             if let plan @ Outcome::Plan(_) = dp.solve(instance, options)? {
                 return Ok(plan);
             }

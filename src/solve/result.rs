@@ -1,9 +1,10 @@
 //! The result of a solve, as `remat solve --json` prints it and `POST /solve` returns it.
 //! Every figure in it comes from the simulator.
 
-use super::{Claim, Instance, Outcome, Scope};
+use super::{Claim, Details, Instance, Outcome, Scope};
 use crate::schedule::{simulate, ScheduleJson, SimStats};
 use serde::Serialize;
+use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -18,6 +19,26 @@ pub enum Status {
     NoSolution,
     /// The solver failed; `message` says how.
     Error,
+}
+
+/// The JSON names, written once for tables, summaries and metrics (a test in
+/// `crate::front` checks them against serde's).
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Optimal => "optimal",
+            Status::Feasible => "feasible",
+            Status::Infeasible => "infeasible",
+            Status::NoSolution => "no_solution",
+            Status::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -57,7 +78,7 @@ pub struct SolveResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub details: Option<serde_json::Value>,
+    pub details: Option<Details>,
     pub solve_time_s: f64,
 }
 

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use remat::graph::load::{load_graph, Format};
-use remat::graph::{Graph, GraphSpec, NodeSpec};
+use remat::graph::Graph;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -41,50 +41,11 @@ pub fn load(path: &Path) -> Graph {
     load_graph(path, Format::Auto).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// A random DAG from a seed: `n` nodes in order, each reading earlier nodes with
-/// probability 0.35 (at least one when it is not the first), costs 0..=4, sizes 1..=4.
-pub fn random_dag(n: usize, seed: u64) -> Graph {
-    let mut state = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    let mut next = move |m: u64| {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (state >> 33) % m
-    };
-    let nodes = (0..n)
-        .map(|v| {
-            let mut inputs: Vec<String> = (0..v)
-                .filter(|_| next(100) < 35)
-                .map(|u| u.to_string())
-                .collect();
-            if inputs.is_empty() && v > 0 {
-                inputs.push(next(v as u64).to_string());
-            }
-            NodeSpec {
-                id: v.to_string(),
-                cost: next(5) as f64,
-                memory: 1 + next(4),
-                inputs,
-                kind: None,
-                op: None,
-            }
-        })
-        .collect();
-    Graph::new(GraphSpec {
-        name: Some(format!("random-dag-{n}-{seed}")),
-        fixed_memory: next(3),
-        cost_unit: None,
-        nodes,
-    })
-    .expect("random DAGs are valid")
-}
-
-/// Whether the full sweeps run: `REMAT_FULL=1` (CI sets it). Without it every sweep runs
-/// its fast subset, so that `cargo test` stays quick on a developer's machine.
+/// Whether the full sweeps run: `REMAT_FULL=1` (CI sets it), or `REMAT_BLESS=1`, which
+/// needs the full sweep to rewrite fixtures. Without either every sweep runs its fast
+/// subset, so that `cargo test` stays quick on a developer's machine.
 pub fn full() -> bool {
-    std::env::var_os("REMAT_FULL").is_some_and(|v| v != "0")
+    std::env::var_os("REMAT_FULL").is_some_and(|v| v != "0") || bless()
 }
 
 /// Whether stored fixtures are rewritten from what the tests compute: `REMAT_BLESS=1`
@@ -93,10 +54,10 @@ pub fn bless() -> bool {
     std::env::var_os("REMAT_BLESS").is_some_and(|v| v != "0")
 }
 
-/// `items` in full (under [`full`] or [`bless`]), else every `keep_one_in`-th of them,
-/// the first included: the fast subset of a sweep.
+/// `items` in full under [`full`], else every `keep_one_in`-th of them, the first
+/// included: the fast subset of a sweep.
 pub fn subset<T>(items: impl IntoIterator<Item = T>, keep_one_in: usize) -> Vec<T> {
-    let all = full() || bless();
+    let all = full();
     items
         .into_iter()
         .enumerate()
@@ -141,7 +102,7 @@ pub fn check_fixture<T>(
         &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
     )
     .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    if full() || bless() {
+    if full() {
         assert!(
             stored == found,
             "{} changed ({checked} cases checked); REMAT_BLESS=1 rewrites it; got:\n{text}",

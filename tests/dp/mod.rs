@@ -6,7 +6,8 @@
 
 use super::common::check_fixture;
 use remat::graph::Graph;
-use remat::solve::{self, checkpoint_all_peak, Instance, SolveOptions, Status};
+use remat::schedule::checkpoint_all_peak;
+use remat::solve::{self, Instance, SolveOptions, Status};
 use std::fmt::Display;
 use std::ops::RangeInclusive;
 

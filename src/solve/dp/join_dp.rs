@@ -103,11 +103,10 @@ use super::chain_dp::{
 };
 use crate::graph::structure::{self, Chain, Join, Stage};
 use crate::schedule::Event;
+use crate::solve::details::{Details, JoinDpDetails};
 use crate::solve::{
-    Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
+    Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
 };
-use serde_json::json;
-use std::time::Instant;
 
 pub struct JoinDp;
 
@@ -304,12 +303,11 @@ impl Solver for JoinDp {
         };
         let q = slot_size(w, DEFAULT_SLOTS);
         let m = (w / q) as usize;
-        let start = Instant::now();
-        let deadline = options.deadline(start);
-        let mut cancelled = false;
+        let stop = Stop::start(options);
+        let mut stopped = None;
         let mut poll = || {
-            cancelled = options.is_cancelled();
-            !cancelled && deadline.is_none_or(|d| Instant::now() < d)
+            stopped = stop.poll().err();
+            stopped.is_none()
         };
         let k = join.branches.len();
         let candidates = if k <= ALL_ORDERS {
@@ -329,13 +327,8 @@ impl Solver for JoinDp {
                 poll: &mut poll,
             };
             let Some(table) = nesting.nest(0, &Released::default(), false) else {
-                if cancelled {
-                    return Err(SolveError::Cancelled);
-                }
-                return Ok(Outcome::NoSolution {
-                    solver: "join-dp",
-                    reason: "the time limit passed while filling the DP tables".into(),
-                });
+                let stopped = stopped.expect("only a stop interrupts the fill");
+                return stopped.outcome("join-dp", "while filling the DP tables");
             };
             let cost = table.cost();
             if cost.is_finite() && best.as_ref().is_none_or(|b| cost < b.0) {
@@ -359,13 +352,13 @@ impl Solver for JoinDp {
             scope: Scope::Heuristic,
             lower_bound: None,
             message: None,
-            details: Some(json!({
-                "slot_size": q,
-                "slots": m,
-                "branch_order": order,
-                "predicted_cost": cost,
-                "predicted_peak": peak + k_mem,
-                "table_time_s": start.elapsed().as_secs_f64(),
+            details: Some(Details::JoinDp(JoinDpDetails {
+                branch_order: order,
+                predicted_cost: cost,
+                predicted_peak: peak + k_mem,
+                slot_size: q,
+                slots: m,
+                table_time_s: stop.elapsed().as_secs_f64(),
             })),
         }))
     }

@@ -56,9 +56,11 @@
 //! turns are the loss and the `L` backward ops.
 
 use crate::graph::structure::{self, Chain};
-use crate::schedule::{simulate, Event, Schedule};
+use crate::schedule::{simulate, Event, Schedule, SimStats};
+use crate::solve::details::{Details, RevolveDetails};
 use crate::solve::{
     internal, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
+    Stop,
 };
 use serde::Serialize;
 
@@ -355,39 +357,78 @@ impl Solver for Revolve {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        let graph = instance.graph;
-        let chain = structure::chain(graph).map_err(|e| SolveError::Unsupported {
+        let chain = structure::chain(instance.graph).map_err(|e| SolveError::Unsupported {
             solver: "revolve",
             reason: format!("the graph is not a chain: {e}"),
         })?;
+        Revolve::on_chain(&chain, instance, options)
+    }
+}
+
+/// The Revolve schedule with the most snapshots that fits a budget ([`Revolve::fit`]).
+pub struct Fitted {
+    /// Snapshots `s`, the initial state `x_0` included.
+    pub snapshots: usize,
+    pub schedule: Schedule,
+    /// The simulator's figures for the schedule.
+    pub stats: SimStats,
+}
+
+impl Revolve {
+    /// The graph view of Revolve on `chain` (detected in `instance.graph`) with the most
+    /// snapshots whose simulated peak fits the budget, `None` when even one snapshot does
+    /// not fit. Peaks grow with `s`: a bisection over `1..=l`.
+    pub fn fit(
+        chain: &Chain,
+        instance: &Instance,
+        options: &SolveOptions,
+    ) -> Result<Option<Fitted>, SolveError> {
+        let stop = Stop::start(options);
         let l = chain.len() + 1;
-        let peak_of = |s: usize| -> Result<(Schedule, u64), SolveError> {
-            let schedule = graph_schedule(&chain, s).map_err(|e| SolveError::Unsupported {
+        let run = |s: usize| -> Result<(Schedule, SimStats), SolveError> {
+            let schedule = graph_schedule(chain, s).map_err(|e| SolveError::Unsupported {
                 solver: "revolve",
                 reason: e.to_string(),
             })?;
-            let peak = simulate(graph, &schedule)
-                .map_err(|e| internal("revolve", e))?
-                .peak_memory;
-            Ok((schedule, peak))
+            let stats = simulate(instance.graph, &schedule).map_err(|e| internal("revolve", e))?;
+            Ok((schedule, stats))
         };
-        // The largest s in 1..=l whose schedule fits (peaks grow with s).
         let (mut lo, mut hi) = (0usize, l);
         let mut best = None;
         while lo < hi {
-            if options.is_cancelled() {
+            if stop.cancelled() {
                 return Err(SolveError::Cancelled);
             }
             let mid = (lo + hi).div_ceil(2);
-            let (schedule, peak) = peak_of(mid)?;
-            if peak <= instance.budget {
-                best = Some((mid, schedule));
+            let (schedule, stats) = run(mid)?;
+            if stats.peak_memory <= instance.budget {
+                best = Some(Fitted {
+                    snapshots: mid,
+                    schedule,
+                    stats,
+                });
                 lo = mid;
             } else {
                 hi = mid - 1;
             }
         }
-        let Some((s, schedule)) = best else {
+        Ok(best)
+    }
+
+    /// The `revolve` solver on `chain`, already detected in `instance.graph`
+    /// (`structured::exact_solver_for` hands it over).
+    pub fn on_chain(
+        chain: &Chain,
+        instance: &Instance,
+        options: &SolveOptions,
+    ) -> Result<Outcome, SolveError> {
+        let l = chain.len() + 1;
+        let Some(Fitted {
+            snapshots: s,
+            schedule,
+            ..
+        }) = Revolve::fit(chain, instance, options)?
+        else {
             return Ok(Outcome::Infeasible {
                 solver: "revolve",
                 proven: false,
@@ -397,7 +438,7 @@ impl Solver for Revolve {
                 ),
             });
         };
-        let exact = homogeneous(&chain);
+        let exact = homogeneous(chain);
         Ok(Outcome::Plan(Plan {
             schedule,
             claim: if exact {
@@ -413,11 +454,12 @@ impl Solver for Revolve {
             },
             lower_bound: None,
             message: None,
-            details: Some(serde_json::json!({
-                "steps": l,
-                "snapshots": s,
-                "extra_forward_steps": revolve_steps(l as u64, s as u64),
-                "slot_convention": "snapshots include the initial state x_0 (virtual, size 0 in the graph view)",
+            details: Some(Details::Revolve(RevolveDetails {
+                extra_forward_steps: revolve_steps(l as u64, s as u64),
+                slot_convention:
+                    "snapshots include the initial state x_0 (virtual, size 0 in the graph view)",
+                snapshots: s,
+                steps: l,
             })),
         }))
     }

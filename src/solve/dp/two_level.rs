@@ -80,11 +80,12 @@ use super::revolve::{revolve_steps, ChainView, Revolve};
 use crate::graph::structure::{chain, Chain};
 use crate::graph::{Graph, Storage};
 use crate::schedule::{simulate, Event, Schedule, SimStats};
+use crate::solve::details::{Details, TwoLevelDetails};
 use crate::solve::{
     internal, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
+    Stop,
 };
 use serde::Serialize;
-use serde_json::json;
 
 pub struct TwoLevel;
 
@@ -425,8 +426,9 @@ fn largest_fitting(
     hi: u64,
     build: impl Fn(usize) -> Result<Schedule, SolveError>,
 ) -> Result<Option<(u64, Schedule, SimStats)>, SolveError> {
+    let stop = Stop::start(options);
     let fits = |s: u64| -> Result<Option<(Schedule, SimStats)>, SolveError> {
-        if options.is_cancelled() {
+        if stop.cancelled() {
             return Err(SolveError::Cancelled);
         }
         let schedule = build(s as usize)?;
@@ -485,25 +487,14 @@ impl Solver for TwoLevel {
         } else {
             None
         };
-        let revolve = match Revolve.solve(instance, options)? {
-            Outcome::Plan(plan) => {
-                let stats =
-                    simulate(graph, &plan.schedule).map_err(|e| internal("two-level", e))?;
-                let s = plan
-                    .details
-                    .as_ref()
-                    .and_then(|d| d["snapshots"].as_u64())
-                    .unwrap_or_default();
-                Some((s, plan.schedule, stats))
-            }
-            _ => None,
-        };
+        let revolve = Revolve::fit(&chain, instance, options)?
+            .map(|fit| (fit.snapshots as u64, fit.schedule, fit.stats));
         let pick_two_level = match (&two_level, &revolve) {
             (Some((_, _, a)), Some((_, _, r))) => makespan(a) < makespan(r),
             (Some(_), None) => true,
             _ => false,
         };
-        let mut details = json!({ "assessment": &assessment });
+
         let (mode, (s, schedule, stats)) = match (pick_two_level, two_level, revolve) {
             (true, Some(chosen), _) => ("two-level", chosen),
             (false, _, Some(chosen)) => ("revolve", chosen),
@@ -524,17 +515,17 @@ impl Solver for TwoLevel {
         let model = t_async(&chain, &intervals, s);
         let paper = recompute_factor(intervals.interval, s)
             .map(|r| paper_time(&assessment.times, intervals.steps, r));
-        details["mode"] = json!(mode);
-        details["snapshots"] = json!(s);
-        details["simulated_makespan"] = json!(makespan(&stats));
-        if mode == "two-level" {
-            details["t_async"] = json!(model);
-            details["t_async_paper"] = json!(paper);
-        }
-        if let Some(tiers) = &stats.tiers {
-            details["stall_time"] = json!(tiers.stall_time);
-            details["stalls"] = json!(tiers.stalls.len());
-        }
+        let two_level = mode == "two-level";
+        let details = TwoLevelDetails {
+            assessment: assessment.clone(),
+            mode,
+            simulated_makespan: makespan(&stats),
+            snapshots: s,
+            stall_time: stats.tiers.as_ref().map(|t| t.stall_time),
+            stalls: stats.tiers.as_ref().map(|t| t.stalls.len()),
+            t_async: two_level.then_some(model),
+            t_async_paper: two_level.then_some(paper),
+        };
         let message = match mode {
             "two-level" => format!(
                 "two-level: I = {}, {} intervals, {} bases stored, s = {s}; simulated makespan {} \
@@ -569,7 +560,7 @@ impl Solver for TwoLevel {
             scope: Scope::Heuristic,
             lower_bound: None,
             message: Some(message),
-            details: Some(details),
+            details: Some(Details::TwoLevel(Box::new(details))),
         }))
     }
 }
@@ -682,7 +673,7 @@ mod tests {
     }
 
     fn detail(r: &SolveResult, key: &str) -> serde_json::Value {
-        r.details.as_ref().unwrap()[key].clone()
+        serde_json::to_value(r.details.as_ref().unwrap()).unwrap()[key].clone()
     }
 
     #[test]

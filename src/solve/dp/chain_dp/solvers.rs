@@ -7,11 +7,11 @@ use super::model::{capped_slots, slot_size, DpChain, Policy, DEFAULT_SLOTS};
 use super::table::Table;
 use crate::graph::structure::{self, Chain};
 use crate::schedule::Schedule;
+use crate::solve::details::{Details, SlotDetails};
 use crate::solve::{
-    Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
+    Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+    Stopped,
 };
-use serde_json::json;
-use std::time::Instant;
 
 pub struct ChainDp;
 
@@ -33,6 +33,25 @@ impl Solver for ChainDp {
             Scope::OptimalAmongPersistent,
             instance,
             options,
+        )
+    }
+}
+
+impl ChainDp {
+    /// The `chain-dp` solver on `chain`, the chain already detected in `instance.graph`
+    /// (`structured::exact_solver_for` hands it over).
+    pub fn on_chain(
+        chain: &Chain,
+        instance: &Instance,
+        options: &SolveOptions,
+    ) -> Result<Outcome, SolveError> {
+        run(
+            "chain-dp",
+            Policy::ALL,
+            Scope::OptimalAmongPersistent,
+            instance,
+            options,
+            |q| DpChain::new(chain, q),
         )
     }
 }
@@ -73,7 +92,7 @@ fn run(
             reason: format!("fixed_memory {k} exceeds the budget {}", instance.budget),
         });
     };
-    solve_dp(build, policy, w, DEFAULT_SLOTS, options).map(|o| o.into_outcome(solver, scope, k))
+    solve_dp(build, policy, w, DEFAULT_SLOTS, options)?.into_outcome(solver, scope, k)
 }
 
 /// `equiv-chain`: the chain DP on a join graph's Equiv-Chain ([`DpChain::equiv_chain`]).
@@ -120,16 +139,22 @@ pub struct ChainAnswer {
 }
 
 impl ChainAnswer {
-    /// The outcome for `solver`, whose optimality holds within `scope`.
-    pub fn into_outcome(self, solver: &'static str, scope: Scope, k: u64) -> Outcome {
-        let details = json!({
-            "slot_size": self.slot_size,
-            "slots": self.slots,
-            "predicted_cost": self.plan.as_ref().map(|p| p.1),
-            "predicted_peak": self.plan.as_ref().map(|p| p.2 + k),
-            "table_time_s": self.time_s,
+    /// The outcome for `solver`, whose optimality holds within `scope`, on a graph of
+    /// `fixed_memory` `k`.
+    pub fn into_outcome(
+        self,
+        solver: &'static str,
+        scope: Scope,
+        k: u64,
+    ) -> Result<Outcome, SolveError> {
+        let details = Details::Slots(SlotDetails {
+            predicted_cost: self.plan.as_ref().map(|p| p.1),
+            predicted_peak: self.plan.as_ref().map(|p| p.2 + k),
+            slot_size: self.slot_size,
+            slots: self.slots,
+            table_time_s: self.time_s,
         });
-        match self.plan {
+        Ok(match self.plan {
             Some((schedule, _, _)) => Outcome::Plan(Plan {
                 schedule,
                 claim: if scope == Scope::Heuristic {
@@ -148,10 +173,9 @@ impl ChainAnswer {
                 }),
                 details: Some(details),
             }),
-            None if self.interrupted => Outcome::NoSolution {
-                solver,
-                reason: "the time limit passed while filling the DP table".into(),
-            },
+            None if self.interrupted => {
+                return Stopped::TimeLimit.outcome(solver, "while filling the DP table")
+            }
             None => Outcome::Infeasible {
                 solver,
                 proven: false,
@@ -164,7 +188,7 @@ impl ChainAnswer {
                         .unwrap_or_default()
                 ),
             },
-        }
+        })
     }
 }
 
@@ -189,8 +213,7 @@ fn solve_dp(
     slots: u64,
     options: &SolveOptions,
 ) -> Result<ChainAnswer, SolveError> {
-    let start = Instant::now();
-    let deadline = options.deadline(start);
+    let stop = Stop::start(options);
     let mut q = slot_size(w, slots);
     let mut chain = build(q);
     let capped = capped_slots(chain.l, slots);
@@ -199,20 +222,20 @@ fn solve_dp(
         chain = build(q);
     }
     let m = (w / q) as usize;
-    let mut cancelled = false;
+    let mut stopped = None;
     let mut reported = -1.0;
     let table = Table::fill(chain, policy, m, |f| {
         if f > reported {
             reported = f;
             options.report("chain-dp: filling the table", Some(f));
         }
-        cancelled = options.is_cancelled();
-        !cancelled && deadline.is_none_or(|d| Instant::now() < d)
+        stopped = stop.poll().err();
+        stopped.is_none()
     });
-    if cancelled {
+    if stopped == Some(Stopped::Cancelled) {
         return Err(SolveError::Cancelled);
     }
-    let time_s = start.elapsed().as_secs_f64();
+    let time_s = stop.elapsed().as_secs_f64();
     let Ok(table) = table else {
         return Ok(ChainAnswer {
             plan: None,

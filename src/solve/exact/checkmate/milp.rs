@@ -19,12 +19,11 @@ use super::{
 };
 use crate::schedule::simulate;
 use crate::schedule::stages::Stages;
+use crate::solve::details::{CheckmateDetails, Details};
 use crate::solve::{
-    internal, Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo,
+    internal, Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
 };
 use backend::RunStatus;
-use serde_json::json;
-use std::time::Instant;
 
 pub struct Milp;
 
@@ -61,7 +60,7 @@ pub(crate) fn solve_milp(
     if let Some(outcome) = precheck(instance, NAME) {
         return Ok(outcome);
     }
-    let began = Instant::now();
+    let stop = Stop::start(options);
     let graph = instance.graph;
     let mut rounding_options = options.clone();
     rounding_options.time_limit = options.time_limit.map(|d| d / 2);
@@ -81,20 +80,20 @@ pub(crate) fn solve_milp(
     let tolerance = options.mip_gap.unwrap_or(DEFAULT_GAP).min(DEFAULT_GAP);
     let model = StageModel::build(instance);
     let mut details = model.details();
-    details["lp_bound"] = json!(lp_bound);
-    details["start"] = json!(start.as_ref().map(|c| (&c.source, c.cost)));
+    details.lp_bound = Some(lp_bound);
+    details.start = Some(start.as_ref().map(|c| (c.source.clone(), c.cost)));
     if !lp_solved {
         // The relaxation did not finish in half of the time limit. Branch and bound must
         // solve the same LP at its root before anything else, so it cannot finish either
         // (ResNet50: the root LP alone outlasts a 60 s limit); keep the start.
-        details["solve_time_s"] = json!(0.0);
+        details.solve_time_s = Some(0.0);
         let Some(start) = start else {
             return Ok(Outcome::NoSolution {
                 solver: NAME,
                 reason: format!(
                     "the LP relaxation did not finish in half of the time limit ({:.1} s elapsed) and \
                      no baseline fits in {} bytes",
-                    began.elapsed().as_secs_f64(),
+                    stop.elapsed().as_secs_f64(),
                     instance.budget
                 ),
             });
@@ -105,7 +104,7 @@ pub(crate) fn solve_milp(
         // Every node is computed at least once, so Σ_v c_v bounds every schedule's cost
         // (the LP's own bound is never below it: R[t,t] = 1 in every stage).
         let trivial = graph.total_cost();
-        details["trivial_bound"] = json!(trivial);
+        details.trivial_bound = Some(trivial);
         return Ok(plan(
             start,
             Some(trivial),
@@ -116,7 +115,7 @@ pub(crate) fn solve_milp(
     }
     if let (Some(c), Some(lb)) = (&start, lp_bound) {
         if relative_gap(c.cost, lb) <= tolerance {
-            details["solve_time_s"] = json!(0.0);
+            details.solve_time_s = Some(0.0);
             return Ok(plan(c.clone(), lp_bound, tolerance, None, details));
         }
     }
@@ -132,14 +131,14 @@ pub(crate) fn solve_milp(
         let stages = without_spurious(graph, c.stages().clone());
         model.point(graph, &stages)
     });
-    details["mip_start_accepted"] = json!(point.is_some());
+    details.mip_start_accepted = Some(point.is_some());
     let run = backend::run(
         &model.lp,
         point.as_deref(),
-        &controls(options, false, options.deadline(began)),
+        &controls(options, false, &stop),
     )
     .map_err(|e| failed(NAME, e))?;
-    details["solve_time_s"] = json!(run.time.as_secs_f64());
+    details.solve_time_s = Some(run.time.as_secs_f64());
     let lower_bound = match (run.bound.map(|b| model.cost(b)), lp_bound) {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
@@ -192,7 +191,7 @@ pub(crate) fn solve_milp(
             solver: NAME,
             reason: format!(
                 "the time limit passed after {:.1} s without a schedule within the budget",
-                began.elapsed().as_secs_f64()
+                stop.elapsed().as_secs_f64()
             ),
         });
     };
@@ -222,10 +221,10 @@ fn plan(
     lower_bound: Option<f64>,
     tolerance: f64,
     unproven: Option<String>,
-    mut details: serde_json::Value,
+    mut details: CheckmateDetails,
 ) -> Outcome {
     let closed = lower_bound.is_some_and(|lb| relative_gap(best.cost, lb) <= tolerance);
-    details["source"] = json!(best.source);
+    details.source = Some(best.source.clone());
     let claim = if closed {
         Claim::Optimal
     } else {
@@ -234,6 +233,6 @@ fn plan(
     let mut plan = best.into_plan(NAME, claim, Scope::OptimalForOrder);
     plan.lower_bound = lower_bound;
     plan.message = if closed { None } else { unproven };
-    plan.details = Some(details);
+    plan.details = Some(Details::Checkmate(Box::new(details)));
     Outcome::Plan(plan)
 }

@@ -27,12 +27,13 @@
 
 use super::{backend, best_baseline, controls, failed, precheck, Candidate, StageModel};
 use crate::schedule::stages::Stages;
-use crate::solve::{Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
+use crate::solve::details::{CheckmateDetails, Details};
+use crate::solve::{
+    Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+};
 use backend::RunStatus;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde_json::json;
-use std::time::Instant;
 
 pub struct LpBound;
 pub struct LpRounding;
@@ -86,20 +87,19 @@ pub(crate) fn solve_rounding(
     solver: &'static str,
     scope: Scope,
 ) -> Result<Outcome, SolveError> {
-    if options.is_cancelled() {
+    let stop = Stop::start(options);
+    if stop.cancelled() {
         return Err(SolveError::Cancelled);
     }
     if let Some(outcome) = precheck(instance, solver) {
         return Ok(outcome);
     }
-    let began = Instant::now();
-    let deadline = options.deadline(began);
     let graph = instance.graph;
     let (min_budget, _) = graph.min_feasible_budget();
     let working = instance.budget - graph.fixed_memory();
     let fractions = std::iter::once(1.0).chain(RETRY_FRACTIONS);
     let mut lower_bound = None;
-    let mut details = json!({});
+    let mut details = CheckmateDetails::default();
     let mut tried = Vec::new();
     let mut found: Option<Candidate> = None;
     let mut timed_out = false;
@@ -112,12 +112,12 @@ pub(crate) fn solve_rounding(
             graph,
             budget: lp_budget,
         });
-        let run = backend::run(&model.lp, None, &controls(options, true, deadline))
+        let run = backend::run(&model.lp, None, &controls(options, true, &stop))
             .map_err(|e| failed(solver, e))?;
         tried.push(lp_budget);
         if fraction == 1.0 {
             details = model.details();
-            details["lp_time_s"] = json!(run.time.as_secs_f64());
+            details.lp_time_s = Some(run.time.as_secs_f64());
         }
         match (run.status, run.columns) {
             (RunStatus::Cancelled, _) => return Err(SolveError::Cancelled),
@@ -137,9 +137,9 @@ pub(crate) fn solve_rounding(
                 if fraction == 1.0 {
                     lower_bound = run.objective.map(|o| model.cost(o));
                 }
-                found = round(instance, options, &model, &columns, deadline, fraction);
+                found = round(instance, options, &model, &columns, &stop, fraction);
                 if found.is_some() {
-                    details["lp_budget"] = json!(lp_budget);
+                    details.lp_budget = Some(lp_budget);
                     break;
                 }
             }
@@ -150,7 +150,7 @@ pub(crate) fn solve_rounding(
             // An infeasible LP at a lowered budget: lower budgets are infeasible too.
             _ => break,
         }
-        if options.is_cancelled() {
+        if stop.cancelled() {
             return Err(SolveError::Cancelled);
         }
     }
@@ -196,12 +196,12 @@ pub(crate) fn solve_rounding(
             candidate.source
         )
     };
-    details["source"] = json!(candidate.source);
-    details["solve_time_s"] = json!(began.elapsed().as_secs_f64());
+    details.source = Some(candidate.source.clone());
+    details.solve_time_s = Some(stop.elapsed().as_secs_f64());
     let mut plan = candidate.into_plan(solver, Claim::Feasible, scope);
     plan.lower_bound = lower_bound;
     plan.message = Some(message);
-    plan.details = Some(details);
+    plan.details = Some(Details::Checkmate(Box::new(details)));
     Ok(Outcome::Plan(plan))
 }
 
@@ -211,7 +211,7 @@ fn round(
     options: &SolveOptions,
     model: &StageModel,
     columns: &[f64],
-    deadline: Option<Instant>,
+    stop: &Stop,
     fraction: f64,
 ) -> Option<Candidate> {
     let graph = instance.graph;
@@ -239,7 +239,7 @@ fn round(
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
     let n = graph.len();
     for round in 0..RANDOM_ROUNDS {
-        if options.is_cancelled() || deadline.is_some_and(|d| Instant::now() >= d) {
+        if stop.should_stop() {
             break;
         }
         let mut s = crate::schedule::stages::empty_s(n);

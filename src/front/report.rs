@@ -1,10 +1,12 @@
 //! What `remat inspect` and `POST /v1/inspect` report of a graph: its size and costs, and
 //! the two memory figures every useful budget lies between: the trivial lower bound
 //! `K + max_v (s_v + Σ_{u ∈ inputs(v)} s_u)` (`Graph::min_feasible_budget`) and the peak
-//! of checkpoint-all (no recomputation), the 100% of percentage budgets.
+//! of checkpoint-all (no recomputation), the 100% of percentage budgets. For a graph
+//! with a slow storage tier it adds whether offloading helps (`two_level::assess`).
 
-use super::checkpoint_all_peak;
 use crate::graph::{Graph, NodeKind};
+use crate::schedule::checkpoint_all_peak;
+use crate::solve::two_level::{self, Assessment};
 use serde::Serialize;
 
 /// Nodes per kind (0 each for graphs that do not say).
@@ -34,7 +36,26 @@ pub struct GraphReport {
     /// For graphs with a storage tier: whether offloading helps at the budget
     /// (`two_level::assess`), or why it cannot be assessed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub storage_tier: Option<serde_json::Value>,
+    pub storage_tier: Option<StorageTier>,
+}
+
+/// The storage-tier part of the report: the assessment, or (as `{"verdict": ...}`) why
+/// the graph cannot be assessed.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum StorageTier {
+    Assessed(Box<Assessment>),
+    Unassessed { verdict: String },
+}
+
+impl StorageTier {
+    /// One sentence: whether the tier helps, or why that cannot be said.
+    pub fn verdict(&self) -> &str {
+        match self {
+            StorageTier::Assessed(a) => &a.verdict,
+            StorageTier::Unassessed { verdict } => verdict,
+        }
+    }
 }
 
 /// The report; `budget` (bytes) is the one the storage-tier verdict is given for (the
@@ -61,12 +82,11 @@ pub fn report(g: &Graph, budget: Option<u64>) -> GraphReport {
         structure: structure.class(),
         structure_detail: structure.describe(g),
         storage_tier: g.storage().map(|_| {
-            match super::two_level::assess(
-                g,
-                budget.unwrap_or_else(|| super::two_level::least_budget(g)),
-            ) {
-                Ok(a) => serde_json::json!(a),
-                Err(e) => serde_json::json!({ "verdict": e.to_string() }),
+            match two_level::assess(g, budget.unwrap_or_else(|| two_level::least_budget(g))) {
+                Ok(a) => StorageTier::Assessed(Box::new(a)),
+                Err(e) => StorageTier::Unassessed {
+                    verdict: e.to_string(),
+                },
             }
         }),
     }

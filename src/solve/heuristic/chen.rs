@@ -24,13 +24,13 @@
 //! each value kept through its last use in that epoch. The minimal-R closure of
 //! [`Stages::from_s`] performs the recomputation.
 
-use super::{
-    fit, internal, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo,
-};
 use crate::graph::{Graph, NodeKind};
 use crate::schedule::simulate;
 use crate::schedule::stages::{empty_s, Stages};
-use serde_json::json;
+use crate::solve::details::{ChenDetails, Details};
+use crate::solve::{
+    fit, internal, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+};
 use std::collections::HashMap;
 
 pub struct ChenSqrt;
@@ -185,9 +185,10 @@ impl Solver for ChenSqrt {
             .filter(|(idx, _)| (idx + 1) % k == 0)
             .map(|(_, &v)| v)
             .collect();
-        let details = json!({
-            "candidates": label,
-            "checkpoints": checkpoints.iter().map(|&c| graph.id(c)).collect::<Vec<_>>(),
+        let details = Details::Chen(ChenDetails {
+            candidates: label,
+            checkpoints: ids(graph, &checkpoints),
+            segment_budget: None,
         });
         let schedule = segment_stages(graph, &checkpoints).into_schedule(graph);
         fit(instance, "chen-sqrt", schedule, Some(details))
@@ -245,9 +246,10 @@ impl Solver for ChenGreedy {
         let mut best: Option<(f64, u64, Vec<usize>, &str, f64)> = None;
         let mut lowest_peak = u64::MAX;
         let steps = sets.len() * GREEDY_GRID;
+        let stop = Stop::start(options);
         for (set_index, (label, candidates)) in sets.iter().enumerate() {
             for step in 0..GREEDY_GRID {
-                if options.is_cancelled() {
+                if stop.cancelled() {
                     return Err(SolveError::Cancelled);
                 }
                 let done = set_index * GREEDY_GRID + step;
@@ -290,14 +292,19 @@ impl Solver for ChenGreedy {
                 ),
             });
         };
-        let details = json!({
-            "candidates": label,
-            "segment_budget": b,
-            "checkpoints": checkpoints.iter().map(|&c| graph.id(c)).collect::<Vec<_>>(),
+        let details = Details::Chen(ChenDetails {
+            candidates: label,
+            checkpoints: ids(graph, &checkpoints),
+            segment_budget: Some(b),
         });
         let schedule = segment_stages(graph, &checkpoints).into_schedule(graph);
         fit(instance, "chen-greedy", schedule, Some(details))
     }
+}
+
+/// The ids of `nodes`, for a result's details.
+fn ids(graph: &Graph, nodes: &[usize]) -> Vec<String> {
+    nodes.iter().map(|&v| graph.id(v).to_string()).collect()
 }
 
 #[cfg(test)]

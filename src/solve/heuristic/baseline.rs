@@ -3,39 +3,22 @@
 //! * `checkpoint-all`: compute every node once in solver order and free each output right
 //!   after its last consumer (a node nobody reads is freed right after it is computed).
 //!   Cost `Σ c_v`; its peak is the *checkpoint-all peak* that percentage budgets refer to
-//!   (Checkmate Fig. 5's no-recomputation schedule).
+//!   (Checkmate Fig. 5's no-recomputation schedule). The schedule and its peak live in
+//!   `crate::schedule::checkpoint_all`, since budgets resolve against them; this solver
+//!   returns it.
 //! * `recompute-all`: Checkmate's `checkpoint_last_node`: between stages keep only the
 //!   output of the previous stage's node (`S[t, t−1] = 1`) and recompute everything else
 //!   from the graph's sources; quadratic cost, little memory.
 
-use super::{fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 use crate::graph::Graph;
 use crate::schedule::stages::{empty_s, Stages};
-use crate::schedule::{simulate, Event, Schedule};
+use crate::schedule::Schedule;
+use crate::solve::{fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
+// Re-exported where the solvers and tests have always found them.
+pub use crate::schedule::{checkpoint_all, checkpoint_all_peak};
 
 pub struct CheckpointAll;
 pub struct RecomputeAll;
-
-/// The checkpoint-all schedule.
-pub fn checkpoint_all(graph: &Graph) -> Schedule {
-    let mut events = Vec::with_capacity(2 * graph.len());
-    for v in 0..graph.len() {
-        events.push(Event::Compute(v));
-        for &u in graph.preds(v).iter().chain(std::iter::once(&v)) {
-            if graph.succs(u).last().is_none_or(|&last| last == v) {
-                events.push(Event::Free(u));
-            }
-        }
-    }
-    Schedule::new(events)
-}
-
-/// Peak memory of the checkpoint-all schedule (`fixed_memory` included).
-pub fn checkpoint_all_peak(graph: &Graph) -> u64 {
-    simulate(graph, &checkpoint_all(graph))
-        .expect("checkpoint-all is a valid schedule")
-        .peak_memory
-}
 
 impl Solver for CheckpointAll {
     fn info(&self) -> SolverInfo {
@@ -90,6 +73,7 @@ impl Solver for RecomputeAll {
 mod tests {
     use super::*;
     use crate::graph::generate::linear;
+    use crate::schedule::simulate;
 
     #[test]
     fn linear_checkpoint_all_and_recompute_all_match_checkmate() {

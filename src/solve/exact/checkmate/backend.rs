@@ -20,11 +20,10 @@
 //!   solution) and its thread, whose interrupt flag stays raised, ends on its own at
 //!   HiGHS's next check.
 
+use crate::solve::Stop;
 use highs::{HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A sparse linear program with optional integer columns, built row by row.
@@ -132,11 +131,11 @@ pub(crate) const IPM_MIN_COLS: usize = 50_000;
 pub(crate) struct Controls {
     /// Solve the LP relaxation (integer columns become continuous).
     pub relax: bool,
-    pub deadline: Option<Instant>,
+    /// The caller's deadline and cancel flag, polled by HiGHS's interrupt callback.
+    pub stop: Stop,
     pub mip_rel_gap: Option<f64>,
     pub threads: Option<u32>,
     pub seed: u64,
-    pub cancel: Arc<AtomicBool>,
     /// Use the interior-point method, without crossover, for an LP of more than
     /// [`IPM_MIN_COLS`] columns. On the large Checkmate relaxations it beats dual simplex
     /// by far (MobileNet at 0.9: 53 s against more than 120 s); crossover is left out
@@ -185,11 +184,6 @@ pub(crate) enum HighsError {
     Thread(String),
 }
 
-struct Interrupt {
-    cancel: Arc<AtomicBool>,
-    deadline: Option<Instant>,
-}
-
 unsafe extern "C" fn interrupt_callback(
     _kind: c_int,
     _message: *const c_char,
@@ -197,12 +191,10 @@ unsafe extern "C" fn interrupt_callback(
     data_in: *mut highs_sys::HighsCallbackDataIn,
     user: *mut c_void,
 ) {
-    // SAFETY: `user` points to the `Interrupt` that `solve_here` keeps alive across
+    // SAFETY: `user` points to the `Stop` that `solve_here` keeps alive across
     // `Highs_run`; `data_in` is provided by HiGHS for interrupt callbacks.
-    let state = unsafe { &*(user as *const Interrupt) };
-    let stop =
-        state.cancel.load(Ordering::Relaxed) || state.deadline.is_some_and(|d| Instant::now() >= d);
-    if stop && !data_in.is_null() {
+    let stop = unsafe { &*(user as *const Stop) };
+    if stop.should_stop() && !data_in.is_null() {
         unsafe { (*data_in).user_interrupt = 1 };
     }
 }
@@ -234,7 +226,7 @@ pub(crate) fn run(lp: &Lp, start: Option<&[f64]>, controls: &Controls) -> Result
             let _ = sender.send(result);
         })
         .map_err(|e| HighsError::Thread(e.to_string()))?;
-    let outcome = match controls.deadline {
+    let outcome = match controls.stop.deadline() {
         Some(deadline) => {
             receiver.recv_timeout(deadline.saturating_duration_since(Instant::now()) + GRACE)
         }
@@ -250,7 +242,7 @@ pub(crate) fn run(lp: &Lp, start: Option<&[f64]>, controls: &Controls) -> Result
                 "HiGHS did not stop at the deadline; its run is abandoned"
             );
             Ok(Run {
-                status: if controls.cancel.load(Ordering::Relaxed) {
+                status: if controls.stop.cancelled() {
                     RunStatus::Cancelled
                 } else {
                     RunStatus::TimeLimit
@@ -294,7 +286,7 @@ fn solve_here(job: Job) -> Result<Run, HighsError> {
             .try_set_option(name, value)
             .map_err(|_| HighsError::Option(name))
     };
-    if let Some(deadline) = controls.deadline {
+    if let Some(deadline) = controls.stop.deadline() {
         let left = deadline.saturating_duration_since(Instant::now());
         set(&mut model, "time_limit", left.as_secs_f64())?;
     }
@@ -324,10 +316,7 @@ fn solve_here(job: Job) -> Result<Run, HighsError> {
             .try_set_solution(Some(start), None, None, None)
             .map_err(HighsError::Model)?;
     }
-    let interrupt = Box::new(Interrupt {
-        cancel: controls.cancel.clone(),
-        deadline: controls.deadline,
-    });
+    let interrupt = Box::new(controls.stop.clone());
     let ptr = model.as_mut_ptr();
     // SAFETY: `interrupt` outlives the solve (it is dropped at the end of this function,
     // after `try_solve` returned), and the callback only reads it.
@@ -335,7 +324,7 @@ fn solve_here(job: Job) -> Result<Run, HighsError> {
         highs_sys::Highs_setCallback(
             ptr,
             Some(interrupt_callback),
-            &*interrupt as *const Interrupt as *mut c_void,
+            &*interrupt as *const Stop as *mut c_void,
         );
         for kind in [
             highs_sys::kHighsCallbackMipInterrupt,
@@ -352,7 +341,7 @@ fn solve_here(job: Job) -> Result<Run, HighsError> {
         HighsModelStatus::Optimal => RunStatus::Optimal,
         HighsModelStatus::Infeasible => RunStatus::Infeasible,
         HighsModelStatus::ReachedTimeLimit | HighsModelStatus::ReachedInterrupt => {
-            if controls.cancel.load(Ordering::Relaxed) {
+            if controls.stop.cancelled() {
                 RunStatus::Cancelled
             } else {
                 RunStatus::TimeLimit
@@ -386,15 +375,15 @@ fn solve_here(job: Job) -> Result<Run, HighsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::solve::SolveOptions;
 
     fn controls(relax: bool) -> Controls {
         Controls {
             relax,
-            deadline: None,
+            stop: Stop::start(&SolveOptions::default()),
             mip_rel_gap: None,
             threads: Some(1),
             seed: 0,
-            cancel: Arc::new(AtomicBool::new(false)),
             ipm: false,
         }
     }

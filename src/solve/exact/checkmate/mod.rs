@@ -68,13 +68,14 @@ pub use lp_rounding::{LpBound, LpRounding};
 pub(crate) use milp::solve_milp;
 pub use milp::Milp;
 
-use super::baseline::recompute_all;
-use super::chen::{ChenGreedy, ChenSqrt};
-use super::dtr;
-use super::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver};
 use crate::graph::Graph;
 use crate::schedule::stages::{empty_s, Stages};
 use crate::schedule::{simulate, Schedule};
+use crate::solve::details::{CheckmateDetails, Details};
+use crate::solve::heuristic::baseline::recompute_all;
+use crate::solve::heuristic::chen::{ChenGreedy, ChenSqrt};
+use crate::solve::heuristic::dtr;
+use crate::solve::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, Stop};
 use backend::{Controls, Lp};
 use fixedbitset::FixedBitSet;
 use std::time::{Duration, Instant};
@@ -287,13 +288,14 @@ impl StageModel {
     }
 
     /// Model figures for a result's `details`.
-    fn details(&self) -> serde_json::Value {
-        serde_json::json!({
-            "variables": self.lp.num_cols(),
-            "binaries": self.lp.num_integer(),
-            "constraints": self.lp.num_rows(),
-            "build_time_s": self.build_time.as_secs_f64(),
-        })
+    fn details(&self) -> CheckmateDetails {
+        CheckmateDetails {
+            variables: Some(self.lp.num_cols()),
+            binaries: Some(self.lp.num_integer()),
+            constraints: Some(self.lp.num_rows()),
+            build_time_s: Some(self.build_time.as_secs_f64()),
+            ..CheckmateDetails::default()
+        }
     }
 
     /// An objective value in the graph's cost units.
@@ -428,7 +430,10 @@ impl Candidate {
     fn from_plan(graph: &Graph, plan: &Plan) -> Option<Candidate> {
         let stats = simulate(graph, &plan.schedule).ok()?;
         plan.schedule.stages.as_ref()?;
-        let source = plan.details.as_ref().and_then(|d| d["source"].as_str());
+        let source = match &plan.details {
+            Some(Details::Checkmate(d)) => d.source.as_deref(),
+            _ => None,
+        };
         Some(Candidate {
             source: source.unwrap_or(plan.solver).to_string(),
             schedule: plan.schedule.clone(),
@@ -495,15 +500,14 @@ pub(crate) fn best_baseline(
         .min_by(|a, b| a.cost.total_cmp(&b.cost)))
 }
 
-/// The HiGHS controls for a solve that must end by `deadline`.
-fn controls(options: &SolveOptions, relax: bool, deadline: Option<Instant>) -> Controls {
+/// The HiGHS controls for a solve that must end when `stop` says.
+fn controls(options: &SolveOptions, relax: bool, stop: &Stop) -> Controls {
     Controls {
         relax,
-        deadline,
+        stop: stop.clone(),
         mip_rel_gap: options.mip_gap,
         threads: options.threads,
         seed: options.seed,
-        cancel: options.cancel.clone(),
         ipm: relax,
     }
 }
@@ -534,7 +538,7 @@ fn failed(solver: &'static str, e: backend::HighsError) -> SolveError {
 mod tests {
     use super::*;
     use crate::graph::generate::linear;
-    use crate::solve::baseline::checkpoint_all_peak;
+    use crate::schedule::checkpoint_all_peak;
 
     #[test]
     fn model_has_only_the_lower_triangle() {
@@ -553,7 +557,8 @@ mod tests {
         let free: usize = g.edges().map(|(_, k)| n - k).sum();
         assert_eq!(model.free.len(), free);
         assert_eq!(model.num_variables(), r + s + n * (n + 1) / 2 + free);
-        assert!(checkpoint_all_peak(&g) > 5);
+        // The budget of 5 is below the checkpoint-all peak.
+        assert_eq!(checkpoint_all_peak(&g), 6);
     }
 
     #[test]

@@ -1,0 +1,234 @@
+//! The command line's arguments: every command, flag and default, as clap reads them.
+//! Nothing here runs a command; `super::execute` dispatches to one file per command.
+
+use crate::graph::load::Format;
+use std::path::PathBuf;
+
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "remat",
+    version,
+    about = "Optimal rematerialization (activation checkpointing) schedules"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub(super) command: Command,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub(super) enum Command {
+    /// Size, cost and memory bounds of a graph.
+    Inspect(InspectArgs),
+    /// Compute a schedule within a memory budget.
+    Solve(SolveArgs),
+    /// Check a schedule file (events, or a result JSON) against a graph.
+    Simulate(SimulateArgs),
+    /// Write a generated training graph (native JSON).
+    Gen {
+        #[command(subcommand)]
+        kind: GenKind,
+    },
+    /// Run a solver over graphs and budget fractions and print a table.
+    Bench(BenchArgs),
+    /// Recompute factors of Revolve and two-level checkpointing against the sequence
+    /// length (the table behind Kukreja et al.'s Figure 3).
+    BenchTiers(BenchTiersArgs),
+    /// List the solvers.
+    Solvers {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve the HTTP/JSON API (see api/openapi.yaml).
+    Serve(crate::service::Config),
+    /// Solve many graphs at several budgets, one result file each, with summaries.
+    Batch(BatchArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct GraphArg {
+    /// A training graph: native JSON, networkx node-link JSON or a chain (fw, bw, x, xbar).
+    pub graph: PathBuf,
+    /// Input format: auto, native, node-link or chain.
+    #[arg(long, default_value = "auto", value_parser = parse_format)]
+    pub format: Format,
+    /// A slow storage tier as JSON, replacing the graph's `storage` (e.g. '{"transfer_time": 8}').
+    #[arg(long)]
+    pub storage: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct InspectArgs {
+    #[command(flatten)]
+    pub graph: GraphArg,
+    /// Budget for the storage-tier verdict (default: the least two-level can run in).
+    #[arg(short, long)]
+    pub budget: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct SolveArgs {
+    #[command(flatten)]
+    pub graph: GraphArg,
+    /// Bytes (17179869184), a size (6GiB, 512MB, "1.5 GB") or a share of the checkpoint-all peak (80%).
+    #[arg(short, long)]
+    pub budget: String,
+    /// Solver name (see `remat solvers`).
+    #[arg(short, long, default_value = "auto")]
+    pub solver: String,
+    /// Write the result JSON to this file (atomically).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Print the result JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Time limit in seconds.
+    #[arg(long, allow_negative_numbers = true)]
+    pub time_limit: Option<f64>,
+    /// Relative MIP gap at which the MILP may stop.
+    #[arg(long, allow_negative_numbers = true)]
+    pub mip_gap: Option<f64>,
+    /// Seed for randomised steps.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Threads for the MILP solver.
+    #[arg(long)]
+    pub threads: Option<u32>,
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct SimulateArgs {
+    #[command(flatten)]
+    pub graph: GraphArg,
+    /// Schedule: {"events": [...]}, a bare event list, or a `remat solve` result.
+    pub schedule: PathBuf,
+    /// Also check the peak against this budget.
+    #[arg(short, long)]
+    pub budget: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub(super) enum GenKind {
+    /// Checkmate's linear graph: 2N+1 nodes, unit costs and sizes.
+    Linear {
+        #[arg(long)]
+        layers: usize,
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// A join graph (Beaumont et al.): chains of the given lengths meeting at the loss,
+    /// with their backward chains; unit costs and sizes (the shape `join-dp` solves).
+    Join {
+        /// Branch lengths, e.g. `3,2,4`.
+        #[arg(long, value_delimiter = ',', required = true)]
+        branches: Vec<usize>,
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// A random layered training graph (forward layers, loss, mirrored backward).
+    RandomLayered {
+        #[arg(long)]
+        nodes: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct BenchArgs {
+    /// Graph files, or directories whose `*.json` files are all benchmarked.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Solver name (see `remat solvers`).
+    #[arg(short, long, default_value = "milp")]
+    pub solver: String,
+    /// Budgets as fractions of the checkpoint-all peak.
+    #[arg(long, value_delimiter = ',', default_value = "0.9,0.8")]
+    pub fractions: Vec<f64>,
+    /// Time limit per case, in seconds.
+    #[arg(long, allow_negative_numbers = true)]
+    pub time_limit: Option<f64>,
+    /// Threads for the MILP solver.
+    #[arg(long)]
+    pub threads: Option<u32>,
+    /// Skip graphs with more nodes than this.
+    #[arg(long)]
+    pub max_nodes: Option<usize>,
+    /// Print one JSON result per line instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct BenchTiersArgs {
+    /// Snapshots s that fit in fast memory.
+    #[arg(long, default_value_t = 100)]
+    pub snapshots: u64,
+    /// Checkpointing intervals I.
+    #[arg(long, value_delimiter = ',', default_values_t = [8u64, 64, 1024])]
+    pub intervals: Vec<u64>,
+    /// Sequence lengths n.
+    #[arg(long, value_delimiter = ',', default_values_t = super::bench_tiers::DEFAULT_LENGTHS.to_vec())]
+    pub lengths: Vec<u64>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct BatchArgs {
+    /// Graph files, or directories whose `*.json` files are graphs.
+    #[arg(long, num_args = 1.., required = true)]
+    pub graphs: Vec<PathBuf>,
+    /// Budgets, comma-separated: shares of the checkpoint-all peak (90%,80%,70%), bytes or sizes.
+    #[arg(long, value_delimiter = ',', num_args = 1.., required = true)]
+    pub budgets: Vec<String>,
+    /// Directory for the result files and the summaries (created if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Solver name (see `remat solvers`).
+    #[arg(short, long, default_value = "auto")]
+    pub solver: String,
+    /// Solves run at once.
+    #[arg(long, env = "REMAT_JOBS", default_value_t = 1)]
+    pub jobs: usize,
+    /// Time limit of each solve, in seconds.
+    #[arg(long, allow_negative_numbers = true)]
+    pub time_limit: Option<f64>,
+    /// Solve only slice K of N (K from 0 to N-1), e.g. 0/4.
+    #[arg(long, value_parser = parse_shard)]
+    pub shard: Option<Shard>,
+    /// Input format of the graphs: auto, native or node-link.
+    #[arg(long, default_value = "auto", value_parser = parse_format)]
+    pub format: Format,
+}
+
+/// Slice `k` of `n` of a batch's items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Shard {
+    pub k: usize,
+    pub n: usize,
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse()
+}
+
+pub(super) fn parse_shard(s: &str) -> Result<Shard, String> {
+    let err = || format!("expected K/N with 0 <= K < N, e.g. 0/4; got '{s}'");
+    let (k, n) = s.split_once('/').ok_or_else(err)?;
+    let (k, n) = (
+        k.trim().parse().map_err(|_| err())?,
+        n.trim().parse().map_err(|_| err())?,
+    );
+    if k < n {
+        Ok(Shard { k, n })
+    } else {
+        Err(err())
+    }
+}

@@ -1,0 +1,151 @@
+//! `remat solve`: one solve with a spinner, the result as a table or JSON, and optionally
+//! written to a file.
+
+use super::args::SolveArgs;
+use super::render::{bytes, num, print_json, print_tiers, unit};
+use super::{load, resolve_budget, write_file, CliError};
+use crate::front::OptionsInput;
+use crate::graph::Graph;
+use crate::schedule::checkpoint_all_peak;
+use crate::solve::{self, Instance, SolveOptions, SolveResult, Status};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Solves, prints, writes; returns the result's status (the exit code follows from it).
+pub(super) fn run(args: &SolveArgs) -> Result<Status, CliError> {
+    let g = load(&args.graph)?;
+    let budget = resolve_budget(&args.budget, &g)?;
+    let options = OptionsInput {
+        time_limit_s: args.time_limit,
+        mip_gap: args.mip_gap,
+        seed: args.seed,
+        threads: args.threads,
+    }
+    .validate()?;
+    let result = solve_with_progress(&g, budget, &args.solver, options)?;
+    if let Some(path) = &args.output {
+        let text = serde_json::to_vec_pretty(&result).expect("results serialise");
+        write_file(path, &text)?;
+    }
+    if args.json {
+        print_json(&result);
+    } else {
+        print_result(&g, &result);
+    }
+    Ok(result.status)
+}
+
+/// Runs the solve with a spinner on stderr (drawn only when stderr is a terminal).
+fn solve_with_progress(
+    graph: &Graph,
+    budget: u64,
+    solver: &str,
+    mut options: SolveOptions,
+) -> Result<SolveResult, CliError> {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {elapsed} {msg}").expect("valid template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar.set_message(format!("solving with {solver}"));
+    let sink = bar.clone();
+    options.progress = Some(Arc::new(move |p: solve::Progress| {
+        let pct = p
+            .fraction
+            .map(|f| format!(" {:.0}%", 100.0 * f))
+            .unwrap_or_default();
+        sink.set_message(format!("{}{pct}", p.message));
+    }));
+    let result = solve::solve(&Instance { graph, budget }, solver, &options);
+    bar.finish_and_clear();
+    Ok(result?)
+}
+
+fn print_result(g: &Graph, r: &SolveResult) {
+    let peak = checkpoint_all_peak(g);
+    println!(
+        "graph      {} ({} nodes, {} edges)",
+        g.name().unwrap_or("(unnamed)"),
+        g.len(),
+        g.edge_count()
+    );
+    let asked = r
+        .requested_solver
+        .as_ref()
+        .map(|s| format!(", chosen by {s}"))
+        .unwrap_or_default();
+    let scope = r.scope.map_or("-", |s| s.as_str());
+    println!("solver     {} ({scope}{asked})", r.solver);
+    println!(
+        "budget     {} = {:.1}% of the checkpoint-all peak {}",
+        bytes(r.budget),
+        100.0 * r.budget as f64 / peak.max(1) as f64,
+        bytes(peak)
+    );
+    let status = r.status;
+    match &r.proven {
+        Some(true) => println!("status     {status} (proven: no schedule fits)"),
+        Some(false) => println!("status     {status} (this solver found no schedule that fits)"),
+        None => println!("status     {status}"),
+    }
+    if let Some(s) = &r.stats {
+        println!(
+            "cost       {}{} (no recomputation: {}, recompute +{}, overhead {:.3}x)",
+            num(s.total_cost),
+            unit(g),
+            num(g.total_cost()),
+            num(s.recompute_cost),
+            s.overhead
+        );
+        println!(
+            "peak       {} at event {} of {}",
+            bytes(s.peak_memory),
+            s.peak_event,
+            s.memory_after.len()
+        );
+        print_tiers(s);
+        print_recomputed(g, &s.computes);
+    }
+    if let Some(lb) = r.lower_bound {
+        let gap = r
+            .gap
+            .map(|g| format!(" (gap {:.2}%)", 100.0 * g))
+            .unwrap_or_default();
+        println!("bound      {}{gap}", num(lb));
+    }
+    if let Some(m) = &r.message {
+        println!("note       {m}");
+    }
+    println!("time       {:.3} s", r.solve_time_s);
+}
+
+/// The nodes computed more than once, most recomputed first (eight at the most).
+fn print_recomputed(g: &Graph, computes: &[u32]) {
+    let mut recomputed: Vec<(usize, u32)> = computes
+        .iter()
+        .enumerate()
+        .filter(|&(_, &c)| c > 1)
+        .map(|(v, &c)| (v, c))
+        .collect();
+    recomputed.sort_by_key(|&(v, c)| (std::cmp::Reverse(c), v));
+    if recomputed.is_empty() {
+        return;
+    }
+    let shown: Vec<String> = recomputed
+        .iter()
+        .take(8)
+        .map(|&(v, c)| format!("{} x{c}", g.id(v)))
+        .collect();
+    let more = recomputed.len().saturating_sub(shown.len());
+    println!(
+        "recomputed {} node(s): {}{}",
+        recomputed.len(),
+        shown.join(", "),
+        if more > 0 {
+            format!(", ... {more} more")
+        } else {
+            String::new()
+        }
+    );
+}

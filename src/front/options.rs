@@ -1,0 +1,161 @@
+//! The solver options a caller may set, and the one validator that turns them into
+//! `SolveOptions` for the command line and the service alike.
+//!
+//! A time limit must be a positive, finite number of seconds; a MIP gap a non-negative,
+//! finite number. An [`InvalidOption`] says which option and value; each shell names the
+//! option its own way ([`OptionName::flag`] on the command line, [`OptionName::field`] in
+//! a request body).
+
+use crate::solve::SolveOptions;
+use std::fmt;
+use std::time::Duration;
+
+/// The options as the caller wrote them, before validation.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OptionsInput {
+    /// Wall-clock limit in seconds.
+    pub time_limit_s: Option<f64>,
+    /// Relative MIP gap at which a MILP may stop.
+    pub mip_gap: Option<f64>,
+    /// Seed for randomised steps.
+    pub seed: u64,
+    /// Threads a solver may use.
+    pub threads: Option<u32>,
+}
+
+/// An option that has a value to validate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptionName {
+    TimeLimit,
+    MipGap,
+}
+
+impl OptionName {
+    /// The command-line flag: `--time-limit`, `--mip-gap`.
+    pub fn flag(self) -> &'static str {
+        match self {
+            OptionName::TimeLimit => "--time-limit",
+            OptionName::MipGap => "--mip-gap",
+        }
+    }
+
+    /// The request field: `time_limit_s`, `mip_gap`.
+    pub fn field(self) -> &'static str {
+        match self {
+            OptionName::TimeLimit => "time_limit_s",
+            OptionName::MipGap => "mip_gap",
+        }
+    }
+}
+
+/// An option whose value is out of range.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct InvalidOption {
+    pub option: OptionName,
+    pub value: f64,
+}
+
+impl InvalidOption {
+    /// What is wrong, naming the option as `name` (a flag or a field).
+    pub fn message(&self, name: &str) -> String {
+        let value = self.value;
+        match self.option {
+            OptionName::TimeLimit => {
+                format!("{name} must be a positive number of seconds, got {value}")
+            }
+            OptionName::MipGap => format!("{name} must be a non-negative number, got {value}"),
+        }
+    }
+}
+
+/// Names the option by its command-line flag.
+impl fmt::Display for InvalidOption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message(self.option.flag()))
+    }
+}
+
+impl std::error::Error for InvalidOption {}
+
+impl OptionsInput {
+    /// Checks every option and builds the `SolveOptions` (no cancel flag raised, no
+    /// progress sink: the caller adds its own).
+    pub fn validate(self) -> Result<SolveOptions, InvalidOption> {
+        if let Some(t) = self.time_limit_s.filter(|t| !(t.is_finite() && *t > 0.0)) {
+            return Err(InvalidOption {
+                option: OptionName::TimeLimit,
+                value: t,
+            });
+        }
+        if let Some(g) = self.mip_gap.filter(|g| !(g.is_finite() && *g >= 0.0)) {
+            return Err(InvalidOption {
+                option: OptionName::MipGap,
+                value: g,
+            });
+        }
+        Ok(SolveOptions {
+            time_limit: self.time_limit_s.map(Duration::from_secs_f64),
+            mip_gap: self.mip_gap,
+            seed: self.seed,
+            threads: self.threads,
+            ..SolveOptions::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_values_are_named_as_each_shell_spells_them() {
+        for (input, option, value) in [
+            (
+                OptionsInput {
+                    time_limit_s: Some(0.0),
+                    ..OptionsInput::default()
+                },
+                OptionName::TimeLimit,
+                "0",
+            ),
+            (
+                OptionsInput {
+                    mip_gap: Some(-1.0),
+                    ..OptionsInput::default()
+                },
+                OptionName::MipGap,
+                "-1",
+            ),
+            (
+                OptionsInput {
+                    mip_gap: Some(f64::NAN),
+                    ..OptionsInput::default()
+                },
+                OptionName::MipGap,
+                "NaN",
+            ),
+        ] {
+            let Err(e) = input.validate() else {
+                panic!("{input:?} passed")
+            };
+            assert_eq!(e.option, option);
+            assert!(e.to_string().starts_with(option.flag()), "{e}");
+            assert!(e.to_string().ends_with(&format!("got {value}")), "{e}");
+            assert!(e.message(option.field()).starts_with(option.field()));
+        }
+    }
+
+    #[test]
+    fn good_values_pass_through() {
+        let o = OptionsInput {
+            time_limit_s: Some(1.5),
+            mip_gap: Some(0.0),
+            seed: 7,
+            threads: Some(2),
+        }
+        .validate()
+        .unwrap();
+        assert_eq!(o.time_limit, Some(Duration::from_millis(1500)));
+        assert_eq!((o.mip_gap, o.seed, o.threads), (Some(0.0), 7, Some(2)));
+    }
+}

@@ -1,0 +1,124 @@
+//! A schedule as a caller gives it, and the report of its replay: the one function behind
+//! `remat simulate --json` and `POST /v1/simulate`.
+//!
+//! A schedule may come as `{"events": [...]}`, as a bare list of events, or inside a
+//! solve result (its `schedule` field). The report is the contract's (`api/openapi.yaml`,
+//! `/v1/simulate`): `valid`, `budget`, `fits_budget`, the simulator's `stats` and the
+//! compute events per node id.
+
+use crate::graph::Graph;
+use crate::schedule::{simulate, ScheduleJson, SimError, SimStats};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A value that holds no schedule.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleInputError {
+    /// A solve result whose `schedule` is null (it found none), or null itself.
+    #[error("the result holds no schedule")]
+    NoSchedule,
+    #[error(
+        "not a schedule ({0}); expected {{\"events\": [{{\"op\": \"compute\"|\"free\"|\"store\"|\"load\", \"node\": ID}}, ...]}}"
+    )]
+    NotASchedule(serde_json::Error),
+}
+
+/// Reads a schedule in any of the accepted shapes.
+pub fn read_schedule(value: Value) -> Result<ScheduleJson, ScheduleInputError> {
+    let value = match value {
+        Value::Array(events) => serde_json::json!({ "events": events }),
+        Value::Object(mut o) if o.contains_key("schedule") => {
+            o.remove("schedule").unwrap_or_default()
+        }
+        other => other,
+    };
+    if value.is_null() {
+        return Err(ScheduleInputError::NoSchedule);
+    }
+    serde_json::from_value(value).map_err(ScheduleInputError::NotASchedule)
+}
+
+/// What a valid schedule does on a graph (fields in the order the service has always
+/// printed them).
+#[derive(Clone, Debug, Serialize)]
+pub struct SimulateReport {
+    /// The budget checked, in bytes.
+    pub budget: Option<u64>,
+    /// Compute events per node id.
+    pub computes: BTreeMap<String, u32>,
+    /// Whether the peak fits `budget`, when there is one.
+    pub fits_budget: Option<bool>,
+    pub stats: SimStats,
+    /// Always true: an invalid schedule is a `SimError`, not a report.
+    pub valid: bool,
+}
+
+impl SimulateReport {
+    /// Whether the schedule fits (true when no budget was given).
+    pub fn fits(&self) -> bool {
+        self.fits_budget.unwrap_or(true)
+    }
+}
+
+/// Replays `schedule` on `graph` and checks it against `budget` (bytes).
+pub fn simulate_report(
+    graph: &Graph,
+    schedule: &ScheduleJson,
+    budget: Option<u64>,
+) -> Result<SimulateReport, SimError> {
+    let stats = simulate(graph, &schedule.resolve(graph)?)?;
+    Ok(SimulateReport {
+        budget,
+        computes: stats
+            .computes
+            .iter()
+            .enumerate()
+            .map(|(v, &c)| (graph.id(v).to_string(), c))
+            .collect(),
+        fits_budget: budget.map(|b| stats.peak_memory <= b),
+        stats,
+        valid: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::generate::linear;
+    use crate::schedule::checkpoint_all;
+    use serde_json::json;
+
+    #[test]
+    fn every_shape_reads_to_the_same_schedule() {
+        let g = linear(2);
+        let events = serde_json::to_value(checkpoint_all(&g).to_json(&g).events).unwrap();
+        let want = read_schedule(json!({ "events": events })).unwrap();
+        assert_eq!(read_schedule(events.clone()).unwrap(), want);
+        let result = json!({"status": "feasible", "schedule": {"events": events}});
+        assert_eq!(read_schedule(result).unwrap(), want);
+        assert!(matches!(
+            read_schedule(json!({"status": "infeasible", "schedule": null})),
+            Err(ScheduleInputError::NoSchedule)
+        ));
+        let e = read_schedule(json!({"steps": []})).unwrap_err();
+        assert!(e.to_string().contains("\"store\"|\"load\""), "{e}");
+    }
+
+    #[test]
+    fn the_report_is_the_contracts() {
+        let g = linear(2);
+        let schedule = checkpoint_all(&g).to_json(&g);
+        let r = simulate_report(&g, &schedule, Some(3)).unwrap();
+        let v = serde_json::to_value(&r).unwrap();
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            ["budget", "computes", "fits_budget", "stats", "valid"]
+        );
+        assert_eq!(v["computes"]["0"], 1);
+        assert_eq!(r.fits_budget, Some(r.stats.peak_memory <= 3));
+        assert!(v["stats"].get("memory_after").is_none());
+        assert!(simulate_report(&g, &schedule, None).unwrap().fits());
+    }
+}

@@ -1,0 +1,42 @@
+//! `POST /v1/simulate` and `POST /v1/inspect`: answers computed in the request from the
+//! graph alone, through the front door (`crate::front`), as the command line computes
+//! `remat simulate --json` and `remat inspect --json`.
+
+// An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
+#![allow(clippy::result_large_err)]
+
+use super::super::problem::{ApiProblem, Kind};
+use super::super::request::Body;
+use super::{json_response, ApiResult, Shared};
+use crate::budget::Budget;
+use crate::front::{read_schedule, report, simulate_report};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::Value;
+
+/// `POST /v1/simulate`: replays a schedule; 200 with its figures, 422 naming the event,
+/// node and rule it breaks.
+pub async fn simulate_schedule(
+    State(_state): Shared,
+    bytes: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let mut body = Body::parse(bytes)?;
+    let graph = body.graph()?;
+    let raw: Value = body.required("schedule", Kind::InvalidSchedule)?;
+    let budget: Option<Budget> = body.optional("budget", Kind::InvalidBudget)?;
+    body.finish()?;
+    let schedule = read_schedule(raw)?;
+    let budget = budget.map(|b| b.resolve(&graph));
+    let report = simulate_report(&graph, &schedule, budget).map_err(ApiProblem::schedule)?;
+    Ok(json_response(StatusCode::OK, &report))
+}
+
+/// `POST /v1/inspect`: size, cost and memory bounds of a graph.
+pub async fn inspect(State(_state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
+    let mut body = Body::parse(bytes)?;
+    let graph = body.graph()?;
+    body.finish()?;
+    Ok(json_response(StatusCode::OK, &report(&graph, None)))
+}

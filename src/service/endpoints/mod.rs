@@ -1,0 +1,29 @@
+//! The endpoints, one file per group: `solve` (solve, jobs, sweep: everything that runs a
+//! solver in the worker pool), `graph` (simulate and inspect: answers computed in the
+//! request, no solver), `meta` (solvers, health, metrics, the contract, fallbacks).
+//! Bodies are read by `super::request`; the work goes to `crate::front`, `crate::solve`
+//! and `crate::schedule`. Nothing here knows how a solver works.
+
+mod graph;
+mod meta;
+mod solve;
+
+pub use graph::{inspect, simulate_schedule};
+pub use meta::{healthz, method_not_allowed, metrics, not_found, openapi, readyz, solvers};
+pub use solve::{create_job, delete_job, get_job, solve, sweep};
+
+use super::problem::ApiProblem;
+use super::AppState;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use std::sync::Arc;
+
+type Shared = State<Arc<AppState>>;
+type ApiResult = Result<Response, ApiProblem>;
+
+fn json_response(status: StatusCode, value: &impl Serialize) -> Response {
+    (status, Json(value)).into_response()
+}

@@ -1,0 +1,265 @@
+//! The endpoints that run solvers in the worker pool: `POST /v1/solve` (and `/solve`),
+//! the asynchronous jobs (`/v1/jobs`), and `POST /v1/sweep` (one graph, many budgets).
+//! Every solve goes through `run_solve`: the cache, then the pool, then metrics.
+
+// An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
+#![allow(clippy::result_large_err)]
+
+use super::super::jobs::{Cancelled, JobView};
+use super::super::pool::{CancelOnDrop, PoolError};
+use super::super::problem::{ApiProblem, Kind};
+use super::super::request::{Body, Options, SolveRequest};
+use super::super::AppState;
+use super::{json_response, ApiResult, Shared};
+use crate::budget::Budget;
+use crate::solve::{self, Instance, SolveError, SolveResult, Status};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use serde_json::json;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Runs one solve in the pool (or answers it from the cache). `progress` receives the
+/// solver's reports. Returns the result and whether it came from the cache.
+async fn run_solve(
+    state: &Arc<AppState>,
+    request: SolveRequest,
+    cancel: Arc<AtomicBool>,
+    progress: Option<solve::ProgressSink>,
+    on_start: impl FnOnce() + Send + 'static,
+) -> Result<(Arc<SolveResult>, bool), ApiProblem> {
+    let key = request.options.key(&request.graph, request.budget);
+    if let Some(hit) = state.cache.get(&key) {
+        state.metrics.cache(true);
+        return Ok((hit, true));
+    }
+    state.metrics.cache(false);
+    let mut options = request.options.solve_options(cancel);
+    options.progress = progress;
+    let solver = request.options.solver.clone();
+    let SolveRequest { graph, budget, .. } = request;
+    let outcome = state
+        .pool
+        .run(options.cancel.clone(), move || {
+            on_start();
+            solve::solve(
+                &Instance {
+                    graph: &graph,
+                    budget,
+                },
+                &solver,
+                &options,
+            )
+        })
+        .await;
+    let solver = &request.options.solver;
+    let result = match outcome {
+        Err(e) => return Err(pool_problem(state, solver, e)),
+        Ok(Err(SolveError::Cancelled)) => {
+            state.metrics.solve(solver, "cancelled");
+            return Err(ApiProblem::from(SolveError::Cancelled));
+        }
+        Ok(Err(e)) => {
+            state.metrics.solve(solver, "error");
+            return Err(e.into());
+        }
+        Ok(Ok(r)) => Arc::new(r),
+    };
+    state.metrics.solve(&result.solver, result.status.as_str());
+    state.cache.put(key, result.clone());
+    Ok((result, false))
+}
+
+fn pool_problem(state: &AppState, solver: &str, e: PoolError) -> ApiProblem {
+    match e {
+        PoolError::Busy { .. } => {
+            state.metrics.rejected();
+            ApiProblem::new(Kind::Busy, e.to_string()).retry_after(1)
+        }
+        PoolError::Panicked(_) => {
+            state.metrics.solve(solver, "panic");
+            tracing::error!(solver, error = %e, "a solve panicked");
+            ApiProblem::new(Kind::Internal, e.to_string())
+        }
+        PoolError::Closed => ApiProblem::new(Kind::Draining, e.to_string()).retry_after(1),
+    }
+}
+
+/// `POST /solve`, `POST /v1/solve`.
+pub async fn solve(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
+    let request = SolveRequest::read(&state, bytes)?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let guard = CancelOnDrop::new(cancel.clone());
+    let (result, hit) = run_solve(&state, request, cancel, None, || ()).await?;
+    guard.disarm();
+    if result.status == Status::NoSolution {
+        return Err(ApiProblem::time_limit((*result).clone()));
+    }
+    if result.status == Status::Error {
+        return Err(ApiProblem::new(
+            Kind::Internal,
+            result.message.clone().unwrap_or_default(),
+        ));
+    }
+    let mut response = json_response(StatusCode::OK, &*result);
+    response.headers_mut().insert(
+        "x-cache",
+        HeaderValue::from_static(if hit { "hit" } else { "miss" }),
+    );
+    Ok(response)
+}
+
+/// `POST /v1/jobs`: 202 with the job's id and `Location`.
+pub async fn create_job(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
+    let request = SolveRequest::read(&state, bytes)?;
+    if state.pool.is_full() {
+        state.metrics.rejected();
+        return Err(ApiProblem::new(Kind::Busy, "the solve queue is full").retry_after(1));
+    }
+    let (id, cancel) = state.jobs.create()?;
+    let (job_state, job_id) = (state.clone(), id.clone());
+    let sink_state = state.clone();
+    let sink_id = id.clone();
+    let progress: solve::ProgressSink = Arc::new(move |p| sink_state.jobs.progress(&sink_id, p));
+    let start_state = state.clone();
+    let start_id = id.clone();
+    tokio::spawn(async move {
+        let outcome = run_solve(&job_state, request, cancel, Some(progress), move || {
+            start_state.jobs.started(&start_id)
+        })
+        .await
+        .map(|(result, _)| result);
+        job_state.jobs.finish(&job_id, outcome);
+    });
+    let mut response = json_response(
+        StatusCode::ACCEPTED,
+        &json!({ "id": id, "status": "queued" }),
+    );
+    response.headers_mut().insert(
+        header::LOCATION,
+        HeaderValue::try_from(format!("/v1/jobs/{id}")).expect("ids are ASCII"),
+    );
+    Ok(response)
+}
+
+fn no_job(id: &str) -> ApiProblem {
+    ApiProblem::new(
+        Kind::NotFound,
+        format!("no job '{id}' (it may have expired)"),
+    )
+    .with_field("id")
+}
+
+/// `GET /v1/jobs/{id}`.
+pub async fn get_job(
+    State(state): Shared,
+    Path(id): Path<String>,
+) -> Result<Json<JobView>, ApiProblem> {
+    state.jobs.get(&id).map(Json).ok_or_else(|| no_job(&id))
+}
+
+/// `DELETE /v1/jobs/{id}`: cancels an active job (200 with the job), removes a finished
+/// one (204).
+pub async fn delete_job(State(state): Shared, Path(id): Path<String>) -> ApiResult {
+    match state.jobs.cancel(&id) {
+        None => Err(no_job(&id)),
+        Some(Cancelled::Stopped(view)) => Ok(json_response(StatusCode::OK, &*view)),
+        Some(Cancelled::Removed) => Ok(StatusCode::NO_CONTENT.into_response()),
+    }
+}
+
+/// `POST /v1/sweep`: one result per budget, in the order given, solved one after the
+/// other on one worker within the server's time limit overall.
+pub async fn sweep(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
+    let mut body = Body::parse(bytes)?;
+    let graph = body.graph()?;
+    let budgets: Vec<Budget> = body.required("budgets", Kind::InvalidBudget)?;
+    if budgets.is_empty() || budgets.len() > state.config.max_sweep {
+        return Err(ApiProblem::new(
+            Kind::InvalidBudget,
+            format!(
+                "budgets must list 1 to {} budgets, got {}",
+                state.config.max_sweep,
+                budgets.len()
+            ),
+        )
+        .with_field("budgets"));
+    }
+    let options = Options::read(&mut body, &state.config)?;
+    body.finish()?;
+    let cap = state.config.time_limit();
+    let bytes: Vec<u64> = budgets.iter().map(|b| b.resolve(&graph)).collect();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let guard = CancelOnDrop::new(cancel.clone());
+    let work_cancel = cancel.clone();
+    let outcome = state
+        .pool
+        .run(cancel, move || {
+            let end = Instant::now() + cap;
+            bytes
+                .iter()
+                .map(|&budget| {
+                    let left = end.saturating_duration_since(Instant::now());
+                    let mut o = options.solve_options(work_cancel.clone());
+                    o.time_limit = Some(options.time_limit.min(left));
+                    solve::solve(
+                        &Instance {
+                            graph: &graph,
+                            budget,
+                        },
+                        &options.solver,
+                        &o,
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .await;
+    guard.disarm();
+    let results = outcome.map_err(|e| pool_problem(&state, "sweep", e))??;
+    for r in &results {
+        state.metrics.solve(&r.solver, r.status.as_str());
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "results": results }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::{metrics::Gauges, Config, PROBLEM_JSON};
+
+    #[tokio::test]
+    async fn a_panicking_solve_is_a_500_for_that_request_and_the_pool_goes_on() {
+        let state = AppState::new(Config {
+            workers: 1,
+            queue: 0,
+            ..Config::default()
+        });
+        let flag = Arc::new(AtomicBool::new(false));
+        let err = state
+            .pool
+            .run(flag.clone(), || -> u32 { panic!("solver bug") })
+            .await
+            .unwrap_err();
+        let response = pool_problem(&state, "auto", err).into_response();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], PROBLEM_JSON);
+        assert_eq!(state.pool.run(flag, || 1).await, Ok(1));
+        let text = state.metrics.render(&Gauges {
+            queue_depth: 0,
+            workers_busy: 0,
+            workers: 1,
+            jobs: 0,
+            cache_entries: 0,
+            cancelled: 0,
+        });
+        assert!(text.contains("remat_solves_total{solver=\"auto\",status=\"panic\"} 1"));
+    }
+}

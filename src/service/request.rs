@@ -1,0 +1,193 @@
+//! Reading request bodies. A body is read one field at a time, so that every error names
+//! the field at fault, and a field nobody read is an error (a misspelt option must not
+//! pass silently). The solver options go through the front door's validator
+//! (`crate::front::OptionsInput`), as the command line's do.
+
+// An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
+#![allow(clippy::result_large_err)]
+
+use super::cache::{Key, KeyParts};
+use super::problem::{ApiProblem, Kind};
+use super::{AppState, Config};
+use crate::budget::Budget;
+use crate::front::OptionsInput;
+use crate::graph::load::{graph_from_value, Format};
+use crate::graph::{Graph, Storage};
+use crate::solve::{self, SolveOptions};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A JSON object body, read one field at a time.
+pub(super) struct Body(Map<String, Value>);
+
+impl Body {
+    pub fn parse(bytes: Result<Bytes, BytesRejection>) -> Result<Body, ApiProblem> {
+        let bytes = bytes.map_err(|e| {
+            let kind = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                Kind::TooLarge
+            } else {
+                Kind::BadJson
+            };
+            ApiProblem::new(kind, e.body_text())
+        })?;
+        let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            ApiProblem::new(
+                Kind::BadJson,
+                format!(
+                    "malformed JSON at line {}, column {}: {e}",
+                    e.line(),
+                    e.column()
+                ),
+            )
+        })?;
+        match value {
+            Value::Object(map) => Ok(Body(map)),
+            _ => Err(ApiProblem::new(
+                Kind::InvalidRequest,
+                "the body must be a JSON object with a `graph` field",
+            )),
+        }
+    }
+
+    pub fn optional<T: DeserializeOwned>(
+        &mut self,
+        field: &str,
+        kind: Kind,
+    ) -> Result<Option<T>, ApiProblem> {
+        match self.0.remove(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| {
+                ApiProblem::new(kind, format!("field '{field}': {e}")).with_field(field)
+            }),
+        }
+    }
+
+    pub fn required<T: DeserializeOwned>(
+        &mut self,
+        field: &str,
+        kind: Kind,
+    ) -> Result<T, ApiProblem> {
+        self.optional(field, kind)?.ok_or_else(|| {
+            ApiProblem::new(
+                Kind::InvalidRequest,
+                format!("the field '{field}' is required"),
+            )
+            .with_field(field)
+        })
+    }
+
+    /// The `graph` field, in the `format` given, with a request-level `storage`.
+    pub fn graph(&mut self) -> Result<Graph, ApiProblem> {
+        let value: Value = self.required("graph", Kind::InvalidGraph)?;
+        let format = match self.optional::<String>("format", Kind::InvalidRequest)? {
+            None => Format::Auto,
+            Some(f) => f.parse().map_err(|e: String| {
+                ApiProblem::new(Kind::InvalidRequest, e).with_field("format")
+            })?,
+        };
+        let graph = graph_from_value(&value, format).map_err(|e| ApiProblem::graph(&e))?;
+        // A request-level `storage` replaces the graph's own (as `--storage` does).
+        Ok(
+            match self.optional::<Storage>("storage", Kind::InvalidGraph)? {
+                Some(storage) => graph.with_storage(Some(storage)),
+                None => graph,
+            },
+        )
+    }
+
+    /// Rejects the fields nobody read: a misspelt option must not pass silently.
+    pub fn finish(self) -> Result<(), ApiProblem> {
+        match self.0.keys().next() {
+            None => Ok(()),
+            Some(k) => Err(
+                ApiProblem::new(Kind::InvalidRequest, format!("unknown field '{k}'"))
+                    .with_field(k.clone()),
+            ),
+        }
+    }
+}
+
+/// The solver and its options, shared by solve, jobs and sweep.
+pub(super) struct Options {
+    pub solver: String,
+    /// The request's time limit capped by the server's (the server's when none is given).
+    pub time_limit: Duration,
+    /// Validated; its time limit is `time_limit`, its threads the server's.
+    options: SolveOptions,
+}
+
+impl Options {
+    pub fn read(body: &mut Body, config: &Config) -> Result<Options, ApiProblem> {
+        let solver = body
+            .optional::<String>("solver", Kind::InvalidSolver)?
+            .unwrap_or_else(|| "auto".into());
+        solve::find(&solver)?;
+        let mut options = OptionsInput {
+            time_limit_s: body.optional("time_limit_s", Kind::InvalidRequest)?,
+            mip_gap: body.optional("mip_gap", Kind::InvalidRequest)?,
+            seed: body.optional("seed", Kind::InvalidRequest)?.unwrap_or(0),
+            threads: config.solver_threads,
+        }
+        .validate()?;
+        let cap = config.time_limit();
+        let time_limit = options.time_limit.map_or(cap, |t| t.min(cap));
+        options.time_limit = Some(time_limit);
+        Ok(Options {
+            solver,
+            time_limit,
+            options,
+        })
+    }
+
+    /// The cache key of a solve of `graph` at `budget` with these options.
+    pub fn key(&self, graph: &Graph, budget: u64) -> Key {
+        KeyParts {
+            graph,
+            budget,
+            solver: &self.solver,
+            time_limit_s: self.time_limit.as_secs_f64(),
+            mip_gap: self.options.mip_gap,
+            seed: self.options.seed,
+        }
+        .key()
+    }
+
+    /// The options of one solve, stopped by `cancel`.
+    pub fn solve_options(&self, cancel: Arc<AtomicBool>) -> SolveOptions {
+        SolveOptions {
+            cancel,
+            ..self.options.clone()
+        }
+    }
+}
+
+/// A parsed solve request (`/v1/solve`, `/v1/jobs`): the budget resolved to bytes.
+pub(super) struct SolveRequest {
+    pub graph: Graph,
+    pub budget: u64,
+    pub options: Options,
+}
+
+impl SolveRequest {
+    pub fn read(
+        state: &AppState,
+        bytes: Result<Bytes, BytesRejection>,
+    ) -> Result<SolveRequest, ApiProblem> {
+        let mut body = Body::parse(bytes)?;
+        let graph = body.graph()?;
+        let budget: Budget = body.required("budget", Kind::InvalidBudget)?;
+        let options = Options::read(&mut body, &state.config)?;
+        body.finish()?;
+        Ok(SolveRequest {
+            budget: budget.resolve(&graph),
+            graph,
+            options,
+        })
+    }
+}

@@ -1,0 +1,261 @@
+//! The ground floor of `solve`: the types every solver reads and writes, and nothing that
+//! names a solver. A [`Solver`] turns an [`Instance`] (graph + budget in bytes) into an
+//! [`Outcome`]: a [`Plan`] (a schedule and what the solver claims of it), a statement of
+//! infeasibility, or no solution within the time limit. [`Stop`] is the one way a solver
+//! learns that its time is up or that the caller cancelled.
+
+use super::details::Details;
+use crate::graph::Graph;
+use crate::schedule::Schedule;
+use serde::Serialize;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What is solved: a graph and a budget in bytes (`fixed_memory` included).
+#[derive(Clone, Copy, Debug)]
+pub struct Instance<'a> {
+    pub graph: &'a Graph,
+    pub budget: u64,
+}
+
+/// A progress report from a long solve.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    pub message: String,
+    /// Done fraction in [0, 1], when the solver can tell.
+    pub fraction: Option<f64>,
+}
+
+/// Receives progress reports (the CLI draws a bar, the service logs).
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// Options common to every solver; each uses what applies to it.
+#[derive(Clone, Default)]
+pub struct SolveOptions {
+    /// Wall-clock limit for the solve.
+    pub time_limit: Option<Duration>,
+    /// Relative MIP gap at which a MILP may stop.
+    pub mip_gap: Option<f64>,
+    /// Seed for randomised steps.
+    pub seed: u64,
+    /// Threads a solver may use (HiGHS).
+    pub threads: Option<u32>,
+    /// Set from another thread to stop the solve.
+    pub cancel: Arc<AtomicBool>,
+    pub progress: Option<ProgressSink>,
+}
+
+impl SolveOptions {
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+    /// Reports progress to the caller's sink, if any.
+    pub fn report(&self, message: impl Into<String>, fraction: Option<f64>) {
+        if let Some(p) = &self.progress {
+            p(Progress {
+                message: message.into(),
+                fraction,
+            });
+        }
+    }
+}
+
+/// The one stop check of every solver: the caller's deadline (the time limit counted from
+/// [`Stop::start`]) and its cancel flag, polled together.
+#[derive(Clone, Debug)]
+pub struct Stop {
+    started: Instant,
+    deadline: Option<Instant>,
+    cancel: Arc<AtomicBool>,
+}
+
+/// Why a solve must end now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// The caller raised `SolveOptions::cancel` (a client went away, a job was deleted).
+    Cancelled,
+    /// The time limit passed.
+    TimeLimit,
+}
+
+impl Stop {
+    /// Starts the clock of `options`' time limit now.
+    pub fn start(options: &SolveOptions) -> Stop {
+        let started = Instant::now();
+        Stop {
+            started,
+            deadline: options.time_limit.and_then(|d| started.checked_add(d)),
+            cancel: options.cancel.clone(),
+        }
+    }
+
+    /// `Ok` while the solve may go on; the reason to stop once cancelled or past the deadline.
+    pub fn poll(&self) -> Result<(), Stopped> {
+        if self.cancel.load(Ordering::Relaxed) {
+            Err(Stopped::Cancelled)
+        } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            Err(Stopped::TimeLimit)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether [`Stop::poll`] says stop.
+    pub fn should_stop(&self) -> bool {
+        self.poll().is_err()
+    }
+
+    /// Whether the caller cancelled (for work short enough to ignore the deadline).
+    pub fn cancelled(&self) -> bool {
+        self.poll() == Err(Stopped::Cancelled)
+    }
+
+    /// The instant the solve must end by, if it has a time limit.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// When the clock started.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// The time since [`Stop::start`].
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The caller's cancel flag (for solvers that hand it to a foreign library's callback).
+    pub fn cancel_flag(&self) -> &Arc<AtomicBool> {
+        &self.cancel
+    }
+}
+
+impl Stopped {
+    /// The answer of `solver` stopped before it found a schedule: cancellation is an error
+    /// (nobody waits for the answer), the time limit is [`Outcome::NoSolution`] with the
+    /// reason "the time limit passed {during}".
+    pub fn outcome(self, solver: &'static str, during: &str) -> Result<Outcome, SolveError> {
+        match self {
+            Stopped::Cancelled => Err(SolveError::Cancelled),
+            Stopped::TimeLimit => Ok(Outcome::NoSolution {
+                solver,
+                reason: format!("the time limit passed {during}"),
+            }),
+        }
+    }
+}
+
+/// How far a solver's answer can be trusted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// The cheapest schedule of all (any order, any recomputation).
+    GlobalOptimum,
+    /// Optimal among Checkmate's frontier-advancing stage schedules in the solver order.
+    OptimalForOrder,
+    /// Optimal among persistent (divide-and-conquer) checkpointing schedules.
+    OptimalAmongPersistent,
+    /// No optimality claim.
+    Heuristic,
+    /// The answer is a lower bound on the optimal cost, not a schedule.
+    LowerBound,
+}
+
+/// The JSON names, written once (a test in `crate::front` checks them against serde's).
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::GlobalOptimum => "global_optimum",
+            Scope::OptimalForOrder => "optimal_for_order",
+            Scope::OptimalAmongPersistent => "optimal_among_persistent",
+            Scope::Heuristic => "heuristic",
+            Scope::LowerBound => "lower_bound",
+        }
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a solver says of the schedule it returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// Optimal within the solver's scope.
+    Optimal,
+    /// Within budget, no optimality proof.
+    Feasible,
+}
+
+/// A schedule and what its solver claims of it.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub schedule: Schedule,
+    pub claim: Claim,
+    /// The solver that produced it (differs from the one asked for under `auto`).
+    pub solver: &'static str,
+    pub scope: Scope,
+    /// A proven lower bound on the optimal cost within `scope`, when the solver has one.
+    pub lower_bound: Option<f64>,
+    pub message: Option<String>,
+    /// Solver-specific figures (model sizes, thresholds, slot sizes, ...).
+    pub details: Option<Details>,
+}
+
+/// A solver's answer.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    Plan(Plan),
+    /// No schedule within the budget. `proven` is true when no schedule at all fits
+    /// (within the solver's scope), false when only this solver's method failed.
+    Infeasible {
+        solver: &'static str,
+        proven: bool,
+        reason: String,
+    },
+    /// The time limit passed before any schedule was found.
+    NoSolution {
+        solver: &'static str,
+        reason: String,
+    },
+}
+
+/// Why a solve could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SolveError {
+    #[error("unknown solver '{name}': available solvers are {available}")]
+    UnknownSolver { name: String, available: String },
+    #[error("solver '{solver}' cannot solve this graph: {reason}")]
+    Unsupported {
+        solver: &'static str,
+        reason: String,
+    },
+    #[error("the solve was cancelled")]
+    Cancelled,
+    #[error("solver '{solver}' failed: {reason}")]
+    Failed {
+        solver: &'static str,
+        reason: String,
+    },
+}
+
+/// Describes a solver for `remat solvers` and `GET /v1/solvers`.
+#[derive(Clone, Debug, Serialize)]
+pub struct SolverInfo {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub scope: Scope,
+    /// Which graphs it accepts.
+    pub accepts: &'static str,
+}
+
+/// A rematerialization algorithm.
+pub trait Solver: Sync {
+    fn info(&self) -> SolverInfo;
+    fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError>;
+}

@@ -1,0 +1,148 @@
+//! The registry that names every solver, and the driver that makes every answer go
+//! through the simulator: [`solve`] runs a solver by name and [`SolveResult::judge`]s its
+//! outcome; solvers never report figures of their own.
+
+use super::core::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver};
+use super::details::Details;
+use super::result::SolveResult;
+use super::{
+    auto, baseline, bptt, chain_dp, checkmate, chen, dtr, exhaustive, join_dp, revolve, two_level,
+};
+use crate::schedule::{simulate, Schedule, SimError};
+use std::time::Instant;
+
+/// Every solver, by name.
+pub fn registry() -> &'static [&'static dyn Solver] {
+    static SOLVERS: &[&dyn Solver] = &[
+        &auto::Auto,
+        &exhaustive::Exhaustive,
+        &baseline::CheckpointAll,
+        &baseline::RecomputeAll,
+        &chen::ChenSqrt,
+        &chen::ChenGreedy,
+        &dtr::Dtr,
+        &checkmate::Milp,
+        &checkmate::LpBound,
+        &checkmate::LpRounding,
+        &revolve::Revolve,
+        &chain_dp::ChainDp,
+        &bptt::BpttHsm,
+        &bptt::BpttIsm,
+        &bptt::BpttMsm,
+        &chain_dp::EquivChain,
+        &join_dp::JoinDp,
+        &two_level::TwoLevel,
+    ];
+    SOLVERS
+}
+
+/// The solver called `name`.
+pub fn find(name: &str) -> Result<&'static dyn Solver, SolveError> {
+    registry()
+        .iter()
+        .copied()
+        .find(|s| s.info().name == name)
+        .ok_or_else(|| SolveError::UnknownSolver {
+            name: name.to_string(),
+            available: registry()
+                .iter()
+                .map(|s| s.info().name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// Solves `instance` with the solver called `solver_name`, and checks the answer in the
+/// simulator. Budgets below the trivial lower bound (`Graph::min_feasible_budget`) are
+/// answered `infeasible` without running the solver.
+pub fn solve(
+    instance: &Instance,
+    solver_name: &str,
+    options: &SolveOptions,
+) -> Result<SolveResult, SolveError> {
+    let solver = find(solver_name)?;
+    drive(instance, solver_name, solver.info().name, |i| {
+        solver.solve(i, options)
+    })
+}
+
+/// [`solve`] with the exhaustive oracle on graphs of up to 16 nodes, beyond the 12 the
+/// `exhaustive` solver accepts (the search grows exponentially; meant for tests).
+pub fn solve_exhaustive_unbounded(
+    instance: &Instance,
+    options: &SolveOptions,
+) -> Result<SolveResult, SolveError> {
+    drive(instance, "exhaustive", "exhaustive", |i| {
+        exhaustive::search(i, options)
+    })
+}
+
+/// Runs `run` unless the budget is below the trivial lower bound, and judges its outcome
+/// in the simulator as the answer of `solver` (asked for as `solver_name`).
+fn drive(
+    instance: &Instance,
+    solver_name: &str,
+    solver: &'static str,
+    run: impl FnOnce(&Instance) -> Result<Outcome, SolveError>,
+) -> Result<SolveResult, SolveError> {
+    let start = Instant::now();
+    let graph = instance.graph;
+    let (min_budget, widest) = graph.min_feasible_budget();
+    let outcome = if instance.budget < min_budget {
+        Outcome::Infeasible {
+            solver,
+            proven: true,
+            reason: format!(
+                "no schedule fits: computing node '{}' alone needs {} bytes (its inputs, its output and \
+                 fixed_memory {}), more than the budget {}",
+                graph.id(widest),
+                min_budget,
+                graph.fixed_memory(),
+                instance.budget
+            ),
+        }
+    } else {
+        run(instance)?
+    };
+    let elapsed = start.elapsed().as_secs_f64();
+    Ok(SolveResult::judge(instance, solver_name, outcome, elapsed))
+}
+
+/// Simulates a candidate schedule and returns it as a plan when it fits the budget, else
+/// an unproven infeasibility naming the peak. For heuristics that produce one schedule.
+pub(crate) fn fit(
+    instance: &Instance,
+    solver: &'static str,
+    schedule: Schedule,
+    details: Option<Details>,
+) -> Result<Outcome, SolveError> {
+    let stats = simulate(instance.graph, &schedule).map_err(|e| internal(solver, e))?;
+    Ok(if stats.peak_memory <= instance.budget {
+        Outcome::Plan(Plan {
+            schedule,
+            claim: Claim::Feasible,
+            solver,
+            scope: Scope::Heuristic,
+            lower_bound: None,
+            message: None,
+            details,
+        })
+    } else {
+        Outcome::Infeasible {
+            solver,
+            proven: false,
+            reason: format!(
+                "{solver}'s schedule peaks at {} bytes, over the budget of {} bytes",
+                stats.peak_memory, instance.budget
+            ),
+        }
+    })
+}
+
+/// A schedule the simulator rejected: a bug in the solver, reported as such.
+pub(crate) fn internal(solver: &'static str, e: SimError) -> SolveError {
+    SolveError::Failed {
+        solver,
+        reason: format!("it produced an invalid schedule ({e}); please report this"),
+    }
+}

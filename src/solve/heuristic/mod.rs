@@ -1,0 +1,10 @@
+//! Heuristics: schedules in milliseconds with no optimality claim, the baselines every
+//! other answer is compared with and the starts of the exact solvers.
+//!
+//! * [`baseline`]: checkpoint-all and recompute-all (Checkmate's checkpoint-last-node).
+//! * [`chen`]: Chen et al.'s √n and greedy segment schedules at articulation points.
+//! * [`dtr`]: Dynamic Tensor Rematerialization (Kirisame et al.) simulated ahead of time.
+
+pub mod baseline;
+pub mod chen;
+pub mod dtr;
