@@ -25,7 +25,7 @@ mod common;
 mod dp;
 
 use common::{bless, check_fixture, full, subset, Fixture};
-use dp::{against_exhaustive, exhaustive, feasible_budgets, run_dp};
+use dp::{against_exhaustive, exhaustive, feasible_budgets, run_dp, run_heuristic};
 use remat::graph::generate::{join, join_with, random_join};
 use remat::graph::Graph;
 use remat::schedule::checkpoint_all_peak;
@@ -77,26 +77,6 @@ fn random_joins_never_below_exhaustive() {
     );
 }
 
-/// The cost of `solver`'s schedule on `g` at `budget` when it finds one within the budget
-/// (the driver checks it in the simulator), `None` when it reports the budget infeasible.
-fn heuristic(solver: &str, g: &Graph, budget: u64) -> Option<f64> {
-    let r = solve::solve(
-        &Instance { graph: g, budget },
-        solver,
-        &SolveOptions::default(),
-    )
-    .unwrap();
-    match r.status {
-        Status::Feasible => {
-            let stats = r.stats.unwrap();
-            assert!(stats.peak_memory <= budget, "{solver} at M = {budget}");
-            Some(stats.total_cost)
-        }
-        Status::Infeasible => None,
-        other => panic!("{solver} at M = {budget}: {other:?} {:?}", r.message),
-    }
-}
-
 /// Equiv-Chain on small joins: where it finds a schedule the oracle finds one no
 /// costlier; with memory for every node it recomputes nothing.
 #[test]
@@ -113,7 +93,7 @@ fn equiv_chain_on_small_joins_is_valid_and_never_below_the_optimum() {
         let g = join(&lengths);
         assert_eq!(remat::graph::structure::detect(&g).class(), "join");
         for budget in 1..=(g.len() as u64) {
-            if let Some(cost) = heuristic("equiv-chain", &g, budget) {
+            if let Some(cost) = run_heuristic("equiv-chain", &g, budget) {
                 let opt = exhaustive(&g, budget)
                     .unwrap_or_else(|| panic!("{lengths:?} at M = {budget}: no optimum"));
                 assert!(cost >= opt, "{lengths:?} at M = {budget}: {cost} < {opt}");
@@ -121,7 +101,7 @@ fn equiv_chain_on_small_joins_is_valid_and_never_below_the_optimum() {
         }
         let all = g.len() as u64;
         assert_eq!(
-            heuristic("equiv-chain", &g, all),
+            run_heuristic("equiv-chain", &g, all),
             Some(g.total_cost()),
             "{lengths:?}"
         );
@@ -148,7 +128,7 @@ fn joins_reading_next_outputs_are_valid() {
             let case = format!("{lengths:?} at M = {budget}");
             for (solver, got) in [
                 ("join-dp", run_dp("join-dp", &g, budget)),
-                ("equiv-chain", heuristic("equiv-chain", &g, budget)),
+                ("equiv-chain", run_heuristic("equiv-chain", &g, budget)),
             ] {
                 match (got, opt) {
                     (Some(c), Some(o)) => assert!(c >= o, "{solver} {case}: {c} < {o}"),

@@ -142,14 +142,8 @@ pub fn random_chain(seed: u64) -> Graph {
     let stages: Vec<StageSpec> = (0..l)
         .map(|i| {
             let pattern = rng.random_range(0..4u8);
-            StageSpec {
-                fw: rng.random_range(1..=5u32) as f64,
-                bw: rng.random_range(1..=5u32) as f64,
-                x: rng.random_range(1..=4u64),
-                delta: rng.random_range(1..=4u64),
-                reads_input: i > 0 && pattern & 1 == 1,
-                reads_output: pattern & 2 == 2 || (i == 0 && pattern == 1),
-            }
+            let reads_output = pattern & 2 == 2 || (i == 0 && pattern == 1);
+            random_stage(&mut rng, i > 0 && pattern & 1 == 1, reads_output)
         })
         .collect();
     chain_graph(
@@ -160,6 +154,19 @@ pub fn random_chain(seed: u64) -> Graph {
         ),
         0,
     )
+}
+
+/// A stage of [`random_chain`] and [`next_reading_chain`]: costs 1..=5 and sizes 1..=4
+/// drawn from `rng` (in the order fw, bw, x, δ), with the given backward reads.
+fn random_stage(rng: &mut ChaCha8Rng, reads_input: bool, reads_output: bool) -> StageSpec {
+    StageSpec {
+        fw: rng.random_range(1..=5u32) as f64,
+        bw: rng.random_range(1..=5u32) as f64,
+        x: rng.random_range(1..=4u64),
+        delta: rng.random_range(1..=4u64),
+        reads_input,
+        reads_output,
+    }
 }
 
 /// A random chain whose backward ops read the next stage's output, and the `j` whose
@@ -174,14 +181,7 @@ pub fn next_reading_chain(seed: u64) -> (Graph, Vec<usize>) {
     let stages: Vec<StageSpec> = (0..l)
         .map(|i| {
             let pattern = if mixed { rng.random_range(0..4u8) } else { 2 };
-            StageSpec {
-                fw: rng.random_range(1..=5u32) as f64,
-                bw: rng.random_range(1..=5u32) as f64,
-                x: rng.random_range(1..=4u64),
-                delta: rng.random_range(1..=4u64),
-                reads_input: i > 0 && pattern & 1 == 1,
-                reads_output: pattern & 2 == 2,
-            }
+            random_stage(&mut rng, i > 0 && pattern & 1 == 1, pattern & 2 == 2)
         })
         .collect();
     let next: Vec<usize> = (1..l).filter(|_| !mixed || rng.random_bool(0.5)).collect();

@@ -11,10 +11,9 @@ use remat::solve::{self, Instance, SolveOptions, Status};
 use std::fmt::Display;
 use std::ops::RangeInclusive;
 
-/// Runs the DP `solver` through the driver: `None` when it reports the budget infeasible,
-/// else its cost, after checking that its plan fits the budget and that the simulator
-/// agrees with the predicted cost and peak it reports in its details.
-pub fn run_dp(solver: &str, g: &Graph, budget: u64) -> Option<f64> {
+/// Runs `solver` through the driver: `None` when it reports the budget infeasible, else
+/// its cost and details, after checking that its plan fits the budget.
+fn solved(solver: &str, g: &Graph, budget: u64) -> Option<(f64, u64, serde_json::Value)> {
     let r = solve::solve(
         &Instance { graph: g, budget },
         solver,
@@ -26,13 +25,35 @@ pub fn run_dp(solver: &str, g: &Graph, budget: u64) -> Option<f64> {
             let stats = r.stats.unwrap();
             let d = serde_json::to_value(r.details.as_ref().unwrap()).unwrap();
             assert!(stats.peak_memory <= budget, "{solver} at M = {budget}");
-            assert_eq!(d["predicted_cost"].as_f64(), Some(stats.total_cost));
-            assert_eq!(d["predicted_peak"].as_u64(), Some(stats.peak_memory));
-            Some(stats.total_cost)
+            Some((stats.total_cost, stats.peak_memory, d))
         }
         Status::Infeasible => None,
         other => panic!("{solver} at M = {budget}: {other:?} {:?}", r.message),
     }
+}
+
+/// The cost of the DP `solver`'s plan ([`solved`]), `None` when it reports the budget
+/// infeasible, after checking that the simulator agrees with the predicted cost and peak
+/// it reports in its details.
+pub fn run_dp(solver: &str, g: &Graph, budget: u64) -> Option<f64> {
+    let (cost, peak, d) = solved(solver, g, budget)?;
+    assert_eq!(
+        d["predicted_cost"].as_f64(),
+        Some(cost),
+        "{solver} at M = {budget}"
+    );
+    assert_eq!(
+        d["predicted_peak"].as_u64(),
+        Some(peak),
+        "{solver} at M = {budget}"
+    );
+    Some(cost)
+}
+
+/// The cost of a heuristic's plan ([`solved`]), `None` when it reports the budget
+/// infeasible.
+pub fn run_heuristic(solver: &str, g: &Graph, budget: u64) -> Option<f64> {
+    solved(solver, g, budget).map(|(cost, _, _)| cost)
 }
 
 /// The exhaustive oracle's optimum, `None` when no schedule fits.
