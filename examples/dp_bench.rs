@@ -5,8 +5,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use remat::graph::chain::ChainSpec;
 use remat::graph::structure;
-use remat::solve::chain_dp::{solve_chain, Policy};
-use remat::solve::revolve::{revolve_actions, revolve_steps, RevolveAction};
+use remat::solve::dp::chain_dp::{solve_chain, Policy};
+use remat::solve::dp::revolve::{revolve_actions, revolve_steps, RevolveAction};
 use remat::solve::SolveOptions;
 use std::time::Instant;
 

@@ -12,9 +12,8 @@ mod common;
 
 use remat::graph::generate::{linear, random_dag, random_layered, DagShape};
 use remat::graph::Graph;
-use remat::solve::{
-    self, checkpoint_all_peak, Instance, Scope, SolveError, SolveOptions, SolveResult, Status,
-};
+use remat::schedule::checkpoint_all_peak;
+use remat::solve::{self, Instance, Scope, SolveError, SolveOptions, SolveResult, Status};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@
 
 use crate::graph::{Graph, NodeKind};
 use crate::schedule::checkpoint_all_peak;
-use crate::solve::two_level::{self, Assessment};
+use crate::solve::dp::two_level::{self, Assessment};
 use serde::Serialize;
 
 /// Nodes per kind (0 each for graphs that do not say).

@@ -30,10 +30,8 @@ pub use self::core::{
     Claim, Instance, Outcome, Plan, Progress, ProgressSink, Scope, SolveError, SolveOptions,
     Solver, SolverInfo, Stop, Stopped,
 };
-pub use baseline::{checkpoint_all, checkpoint_all_peak};
-// The dynamic programs keep their paths under `solve::` for their callers.
 pub use details::Details;
-pub use dp::{chain_dp, revolve, two_level};
+use dp::{chain_dp, revolve, two_level};
 pub use driver::{find, registry, solve, solve_exhaustive_unbounded};
 pub(crate) use driver::{fit, internal};
 pub use result::{SolveResult, Status};

@@ -15,7 +15,7 @@ use crate::schedule::stages::{empty_s, Stages};
 use crate::schedule::Schedule;
 use crate::solve::{fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 // Re-exported where the solvers and tests have always found them.
-pub use crate::schedule::{checkpoint_all, checkpoint_all_peak};
+use crate::schedule::checkpoint_all;
 
 pub struct CheckpointAll;
 pub struct RecomputeAll;
