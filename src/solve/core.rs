@@ -48,9 +48,6 @@ pub struct SolveOptions {
 }
 
 impl SolveOptions {
-    pub fn is_cancelled(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed)
-    }
     /// Reports progress to the caller's sink, if any.
     pub fn report(&self, message: impl Into<String>, fraction: Option<f64>) {
         if let Some(p) = &self.progress {
