@@ -40,7 +40,7 @@ struct Row {
     budget: String,
     budget_bytes: Option<u64>,
     solver: String,
-    status: String,
+    status: Status,
     cost: Option<f64>,
     overhead: Option<f64>,
     peak: Option<u64>,
@@ -55,7 +55,7 @@ struct Row {
 
 impl Row {
     fn ok(&self) -> bool {
-        self.status == Status::Optimal.as_str() || self.status == Status::Feasible.as_str()
+        matches!(self.status, Status::Optimal | Status::Feasible)
     }
 }
 
@@ -117,7 +117,7 @@ fn plan(args: &BatchArgs) -> Result<Vec<Item>, CliError> {
 /// A result file from an earlier run, as a summary row; `None` if unreadable (redo it).
 fn finished(item: &Item) -> Option<Row> {
     let value: Value = serde_json::from_slice(&std::fs::read(&item.output).ok()?).ok()?;
-    let status = value.get("status")?.as_str()?.to_string();
+    let status: Status = serde_json::from_value(value.get("status")?.clone()).ok()?;
     let stats = value.get("stats");
     let num = |v: Option<&Value>, k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_f64);
     Some(Row {
@@ -149,7 +149,7 @@ fn run_item(item: &Item, args: &BatchArgs, options: &SolveOptions) -> Option<Row
         budget: item.budget.clone(),
         budget_bytes: None,
         solver: args.solver.clone(),
-        status: Status::Error.as_str().into(),
+        status: Status::Error,
         cost: None,
         overhead: None,
         peak: None,
@@ -196,7 +196,7 @@ fn run_item(item: &Item, args: &BatchArgs, options: &SolveOptions) -> Option<Row
         match write_atomic(&item.output, &text) {
             Ok(()) => row.output = Some(item.output.display().to_string()),
             Err(e) => {
-                row.status = Status::Error.as_str().into();
+                row.status = Status::Error;
                 row.message = Some(format!("cannot write {}: {e}", item.output.display()));
             }
         }
@@ -206,7 +206,7 @@ fn run_item(item: &Item, args: &BatchArgs, options: &SolveOptions) -> Option<Row
 
 fn fill(row: &mut Row, r: &SolveResult) {
     row.solver = r.solver.clone();
-    row.status = r.status.as_str().into();
+    row.status = r.status;
     row.cost = r.stats.as_ref().map(|s| s.total_cost);
     row.overhead = r.stats.as_ref().map(|s| s.overhead);
     row.peak = r.stats.as_ref().map(|s| s.peak_memory);
@@ -234,7 +234,7 @@ fn summary_csv(rows: &[Row]) -> String {
             csv_field(&r.budget),
             opt(r.budget_bytes.map(|b| b.to_string())),
             csv_field(&r.solver),
-            r.status.clone(),
+            r.status.to_string(),
             opt(r.cost.map(|c| c.to_string())),
             opt(r.overhead.map(|c| c.to_string())),
             opt(r.peak.map(|c| c.to_string())),

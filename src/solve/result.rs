@@ -3,10 +3,10 @@
 
 use super::{Claim, Details, Instance, Outcome, Scope};
 use crate::schedule::{simulate, ScheduleJson, SimStats};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// A schedule within budget, optimal within the solver's scope.
