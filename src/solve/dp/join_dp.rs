@@ -101,7 +101,8 @@
 use super::chain_dp::{
     slot_size, DpChain, Mem, Nest, Policy, Resweep, SecondTurn, Table, DEFAULT_SLOTS,
 };
-use crate::graph::structure::{self, Chain, Join, Stage};
+use super::join_of;
+use crate::graph::structure::{Chain, Join, Stage};
 use crate::schedule::Event;
 use crate::solve::details::{Details, JoinDpDetails};
 use crate::solve::{
@@ -286,10 +287,7 @@ impl Solver for JoinDp {
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         let graph = instance.graph;
-        let join = structure::join(graph).map_err(|e| SolveError::Unsupported {
-            solver: "join-dp",
-            reason: format!("the graph is not a join graph: {e}"),
-        })?;
+        let join = join_of("join-dp", graph)?;
         let k_mem = graph.fixed_memory();
         let Some(w) = instance.budget.checked_sub(k_mem) else {
             return Ok(Outcome::Infeasible {

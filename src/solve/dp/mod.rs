@@ -2,7 +2,7 @@
 //! a recurrence can exploit (chains, and joins of chains meeting at the loss).
 //!
 //! Every member works on a structure detected by [`crate::graph::structure`] (a
-//! [`Chain`](crate::graph::structure::Chain) or a [`Join`](crate::graph::structure::Join))
+//! [`Chain`] or a [`Join`])
 //! rather than on the raw graph, turns its recurrence's plan into compute/free events, and
 //! leaves the figures to the driver's simulator like every other solver.
 //!
@@ -27,3 +27,23 @@ pub mod join_dp;
 pub mod revolve;
 pub mod structured;
 pub mod two_level;
+
+use crate::graph::structure::{self, Chain, Join};
+use crate::graph::Graph;
+use crate::solve::SolveError;
+
+/// The chain of `graph`, or why `solver`, which needs one, cannot solve it.
+pub(crate) fn chain_of(solver: &'static str, graph: &Graph) -> Result<Chain, SolveError> {
+    structure::chain(graph).map_err(|e| SolveError::Unsupported {
+        solver,
+        reason: format!("the graph is not a chain: {e}"),
+    })
+}
+
+/// The join of `graph`, or why `solver`, which needs one, cannot solve it.
+pub(crate) fn join_of(solver: &'static str, graph: &Graph) -> Result<Join, SolveError> {
+    structure::join(graph).map_err(|e| SolveError::Unsupported {
+        solver,
+        reason: format!("the graph is not a join graph: {e}"),
+    })
+}

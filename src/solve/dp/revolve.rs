@@ -55,7 +55,8 @@
 //! `t(L + 1, s) + L + 1`: the `t` advances are forward computations, and the `L + 1`
 //! turns are the loss and the `L` backward ops.
 
-use crate::graph::structure::{self, Chain};
+use super::chain_of;
+use crate::graph::structure::Chain;
 use crate::schedule::{simulate, Event, Schedule, SimStats};
 use crate::solve::details::{Details, RevolveDetails};
 use crate::solve::{
@@ -357,11 +358,7 @@ impl Solver for Revolve {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        let chain = structure::chain(instance.graph).map_err(|e| SolveError::Unsupported {
-            solver: "revolve",
-            reason: format!("the graph is not a chain: {e}"),
-        })?;
-        Revolve::on_chain(&chain, instance, options)
+        Revolve::on_chain(&chain_of("revolve", instance.graph)?, instance, options)
     }
 }
 

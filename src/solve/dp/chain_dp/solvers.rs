@@ -5,9 +5,10 @@
 
 use super::model::{capped_slots, slot_size, DpChain, Policy, DEFAULT_SLOTS};
 use super::table::Table;
-use crate::graph::structure::{self, Chain};
+use crate::graph::structure::Chain;
 use crate::schedule::Schedule;
 use crate::solve::details::{Details, SlotDetails};
+use crate::solve::dp::{chain_of, join_of};
 use crate::solve::{
     Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
     Stopped,
@@ -27,13 +28,7 @@ impl Solver for ChainDp {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        solve_graph(
-            "chain-dp",
-            Policy::ALL,
-            Scope::OptimalAmongPersistent,
-            instance,
-            options,
-        )
+        Self::on_chain(&chain_of("chain-dp", instance.graph)?, instance, options)
     }
 }
 
@@ -65,10 +60,7 @@ pub(crate) fn solve_graph(
     instance: &Instance,
     options: &SolveOptions,
 ) -> Result<Outcome, SolveError> {
-    let chain = structure::chain(instance.graph).map_err(|e| SolveError::Unsupported {
-        solver,
-        reason: format!("the graph is not a chain: {e}"),
-    })?;
+    let chain = chain_of(solver, instance.graph)?;
     run(solver, policy, scope, instance, options, |q| {
         DpChain::new(&chain, q)
     })
@@ -113,10 +105,7 @@ impl Solver for EquivChain {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        let join = structure::join(instance.graph).map_err(|e| SolveError::Unsupported {
-            solver: "equiv-chain",
-            reason: format!("the graph is not a join graph: {e}"),
-        })?;
+        let join = join_of("equiv-chain", instance.graph)?;
         run(
             "equiv-chain",
             Policy::ALL,
