@@ -90,7 +90,7 @@ impl Stop {
 
     /// `Ok` while the solve may go on; the reason to stop once cancelled or past the deadline.
     pub fn poll(&self) -> Result<(), Stopped> {
-        if self.cancel.load(Ordering::Relaxed) {
+        if self.cancelled() {
             Err(Stopped::Cancelled)
         } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
             Err(Stopped::TimeLimit)
@@ -106,7 +106,7 @@ impl Stop {
 
     /// Whether the caller cancelled (for work short enough to ignore the deadline).
     pub fn cancelled(&self) -> bool {
-        self.poll() == Err(Stopped::Cancelled)
+        self.cancel.load(Ordering::Relaxed)
     }
 
     /// The instant the solve must end by, if it has a time limit.
@@ -114,19 +114,9 @@ impl Stop {
         self.deadline
     }
 
-    /// When the clock started.
-    pub fn started(&self) -> Instant {
-        self.started
-    }
-
     /// The time since [`Stop::start`].
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
-    }
-
-    /// The caller's cancel flag (for solvers that hand it to a foreign library's callback).
-    pub fn cancel_flag(&self) -> &Arc<AtomicBool> {
-        &self.cancel
     }
 }
 
