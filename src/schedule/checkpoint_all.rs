@@ -6,21 +6,13 @@
 //! It lives here, beside the simulator, because budgets resolve against it
 //! (`crate::budget::Budget::resolve`) and the `checkpoint-all` solver returns it.
 
-use super::{simulate, Event, Schedule};
+use super::sequence::from_computes;
+use super::{simulate, Schedule};
 use crate::graph::Graph;
 
 /// The checkpoint-all schedule.
 pub fn checkpoint_all(graph: &Graph) -> Schedule {
-    let mut events = Vec::with_capacity(2 * graph.len());
-    for v in 0..graph.len() {
-        events.push(Event::Compute(v));
-        for &u in graph.preds(v).iter().chain(std::iter::once(&v)) {
-            if graph.succs(u).last().is_none_or(|&last| last == v) {
-                events.push(Event::Free(u));
-            }
-        }
-    }
-    Schedule::new(events)
+    from_computes(graph, &(0..graph.len()).collect::<Vec<_>>())
 }
 
 /// Peak memory of the checkpoint-all schedule (`fixed_memory` included).

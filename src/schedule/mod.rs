@@ -7,9 +7,11 @@
 //! cost; for schedules with copies it runs the timed replay of [`timeline`] (makespan,
 //! stalls, fast-tier peak). Solvers that think in Checkmate stages attach their (R, S)
 //! matrices ([`Stages`]), built and turned into events by [`stages`]. The checkpoint-all
-//! schedule ([`checkpoint_all`]) and its peak, the 100% of percentage budgets, live here too.
+//! schedule ([`checkpoint_all`]) and its peak, the 100% of percentage budgets, live here too,
+//! as does [`sequence`], the schedule of a compute sequence with every free implied.
 
 mod checkpoint_all;
+pub mod sequence;
 mod simulate;
 pub mod stages;
 pub mod timeline;
