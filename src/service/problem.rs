@@ -183,6 +183,7 @@ impl From<SolveError> for ApiProblem {
                 ApiProblem::new(Kind::InvalidSolver, e.to_string()).with_field("solver")
             }
             SolveError::Cancelled => ApiProblem::new(Kind::Draining, e.to_string()),
+            SolveError::TooLarge { .. } => ApiProblem::new(Kind::TooLarge, e.to_string()),
             SolveError::Failed { .. } => ApiProblem::new(Kind::Internal, e.to_string()),
         }
     }

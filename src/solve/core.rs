@@ -42,6 +42,10 @@ pub struct SolveOptions {
     pub seed: u64,
     /// Threads a solver may use (HiGHS).
     pub threads: Option<u32>,
+    /// Bytes a solver may allocate for its model (the MILP/LP's columns, rows and
+    /// nonzeros, a DP's table). A solver whose estimate is larger refuses with
+    /// [`SolveError::TooLarge`] before allocating; `auto` then tries the next candidate.
+    pub memory_limit: Option<u64>,
     /// Set from another thread to stop the solve.
     pub cancel: Arc<AtomicBool>,
     pub progress: Option<ProgressSink>,
@@ -224,6 +228,19 @@ pub enum SolveError {
     },
     #[error("the solve was cancelled")]
     Cancelled,
+    /// The solver's model would not fit the memory a solve may use: refused before
+    /// allocating it.
+    #[error(
+        "solver '{solver}' would need about {needed} bytes for {what}, over the memory limit of \
+         {limit} bytes per solve"
+    )]
+    TooLarge {
+        solver: &'static str,
+        /// What would be allocated ("a model of 4.1 M columns and 8.8 M rows").
+        what: String,
+        needed: u64,
+        limit: u64,
+    },
     #[error("solver '{solver}' failed: {reason}")]
     Failed {
         solver: &'static str,
