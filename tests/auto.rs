@@ -43,9 +43,9 @@ fn chains_go_to_the_exact_dp_which_the_milp_does_not_beat() {
             "budget {budget}: auto picked {}",
             auto.solver
         );
-        assert_eq!(auto.status, Status::Optimal, "budget {budget}");
+        assert!(auto.status.is_optimal(), "budget {budget}");
         let milp = run(&g, budget, "milp", None);
-        assert_eq!(milp.status, Status::Optimal, "budget {budget}");
+        assert!(milp.status.is_optimal(), "budget {budget}");
         // Both are optimal on a chain: the DP over all schedules, the MILP over stage
         // schedules in solver order, which include an optimal one here.
         assert_eq!(cost(&auto), cost(&milp), "budget {budget}");
@@ -58,7 +58,10 @@ fn other_graphs_go_to_the_milp_within_the_time_limit() {
     let budget = remat::schedule::checkpoint_all_peak(&g) * 9 / 10;
     let auto = run(&g, budget, "auto", Some(20));
     assert_eq!(auto.solver, "milp");
-    assert!(matches!(auto.status, Status::Optimal | Status::Feasible));
+    assert!(matches!(
+        auto.status,
+        Status::Optimal | Status::OptimalInScope | Status::Feasible
+    ));
     assert!(auto.stats.as_ref().unwrap().peak_memory <= budget);
     for baseline in [
         "checkpoint-all",

@@ -21,7 +21,7 @@ fn options() -> SolveOptions {
 /// The optimal cost of an exact solver's answer (`None`: infeasible), checked to fit.
 fn optimum(r: SolveResult, what: &str) -> Option<f64> {
     match (r.status, r.stats) {
-        (Status::Optimal, Some(stats)) => {
+        (s, Some(stats)) if s.is_optimal() => {
             assert!(stats.peak_memory <= r.budget, "{what}: over budget");
             Some(stats.total_cost)
         }

@@ -187,7 +187,7 @@ fn milp_optimum(g: &Graph, budget: u64) -> Option<f64> {
     };
     let r = solve::solve(&Instance { graph: g, budget }, "milp", &options).unwrap();
     match (r.status, r.stats) {
-        (Status::Optimal, Some(stats)) => {
+        (s, Some(stats)) if s.is_optimal() => {
             assert!(stats.peak_memory <= budget, "milp over budget");
             Some(stats.total_cost)
         }

@@ -53,7 +53,7 @@ fn keras_sequential_networks_are_chains_chain_dp_solves() {
                 assert_eq!(dp.status, Status::Infeasible, "{case}");
                 continue;
             }
-            assert_eq!(dp.status, Status::Optimal, "{case}: {:?}", dp.message);
+            assert!(dp.status.is_optimal(), "{case}: {:?}", dp.message);
             let stats = dp.stats.unwrap();
             let details = serde_json::to_value(dp.details.unwrap()).unwrap();
             assert!(stats.peak_memory <= budget, "{case}");

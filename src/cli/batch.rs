@@ -55,7 +55,10 @@ struct Row {
 
 impl Row {
     fn ok(&self) -> bool {
-        matches!(self.status, Status::Optimal | Status::Feasible)
+        matches!(
+            self.status,
+            Status::Optimal | Status::OptimalInScope | Status::Feasible
+        )
     }
 }
 
@@ -190,7 +193,7 @@ fn run_item(item: &Item, args: &BatchArgs, options: &SolveOptions) -> Option<Row
     fill(&mut row, &result);
     if matches!(
         result.status,
-        Status::Optimal | Status::Feasible | Status::Infeasible
+        Status::Optimal | Status::OptimalInScope | Status::Feasible | Status::Infeasible
     ) {
         let text = serde_json::to_vec_pretty(&result).expect("results serialise");
         match write_atomic(&item.output, &text) {

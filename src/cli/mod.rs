@@ -78,7 +78,7 @@ impl From<BudgetError> for CliError {
 /// The exit code of a solve's status.
 fn status_code(status: Status) -> i32 {
     match status {
-        Status::Optimal | Status::Feasible => 0,
+        Status::Optimal | Status::OptimalInScope | Status::Feasible => 0,
         Status::Infeasible | Status::NoSolution => 1,
         Status::Error => 3,
     }

@@ -84,10 +84,18 @@ fn print_result(g: &Graph, r: &SolveResult) {
         bytes(peak)
     );
     let status = r.status;
-    match &r.proven {
-        Some(true) => println!("status     {status} (proven: no schedule fits)"),
-        Some(false) => println!("status     {status} (this solver found no schedule that fits)"),
-        None => println!("status     {status}"),
+    match (r.proven, r.proven_in_scope, r.status) {
+        (Some(true), _, _) => println!("status     {status} (proven: no schedule fits)"),
+        (_, Some(true), _) => {
+            println!("status     {status} (proven for the {scope} schedules only: others may fit)")
+        }
+        (Some(false), _, _) => {
+            println!("status     {status} (this solver found no schedule that fits)")
+        }
+        (_, _, Status::OptimalInScope) => println!(
+            "status     {status} (optimal among the {scope} schedules; others may be cheaper)"
+        ),
+        _ => println!("status     {status}"),
     }
     if let Some(s) = &r.stats {
         println!(
@@ -112,7 +120,12 @@ fn print_result(g: &Graph, r: &SolveResult) {
             .gap
             .map(|g| format!(" (gap {:.2}%)", 100.0 * g))
             .unwrap_or_default();
-        println!("bound      {}{gap}", num(lb));
+        let scope = r.lower_bound_scope.map_or("-", |s| s.as_str());
+        let method = r.lower_bound_method.map_or("-", |m| m.as_str());
+        println!(
+            "bound      {}{gap} ({method}, over {scope} schedules)",
+            num(lb)
+        );
     }
     if let Some(m) = &r.message {
         println!("note       {m}");

@@ -29,7 +29,7 @@ pub use simulate::{read_schedule, simulate_report, ScheduleInputError, SimulateR
 
 #[cfg(test)]
 mod tests {
-    use crate::solve::{Scope, Status};
+    use crate::solve::{BoundMethod, Scope, Status};
     use serde::Serialize;
     use std::fmt::Display;
 
@@ -46,6 +46,7 @@ mod tests {
     fn status_and_scope_names_are_the_json_names() {
         let listed = |s: Status| match s {
             Status::Optimal
+            | Status::OptimalInScope
             | Status::Feasible
             | Status::Infeasible
             | Status::NoSolution
@@ -53,6 +54,7 @@ mod tests {
         };
         let statuses = [
             Status::Optimal,
+            Status::OptimalInScope,
             Status::Feasible,
             Status::Infeasible,
             Status::NoSolution,
@@ -74,5 +76,20 @@ mod tests {
             Scope::LowerBound,
         ];
         assert_json_names(&scopes.map(listed), Scope::as_str);
+        let listed = |m: BoundMethod| match m {
+            BoundMethod::SumOfCosts
+            | BoundMethod::Search
+            | BoundMethod::LpRelaxation
+            | BoundMethod::BranchAndBound => m,
+        };
+        let methods = [
+            BoundMethod::SumOfCosts,
+            BoundMethod::Search,
+            BoundMethod::LpRelaxation,
+            BoundMethod::BranchAndBound,
+        ];
+        for m in methods.map(listed) {
+            assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
+        }
     }
 }

@@ -56,7 +56,7 @@ impl KeyParts<'_> {
 pub fn cacheable(result: &SolveResult) -> bool {
     matches!(
         result.status,
-        Status::Optimal | Status::Feasible | Status::Infeasible
+        Status::Optimal | Status::OptimalInScope | Status::Feasible | Status::Infeasible
     )
 }
 

@@ -57,7 +57,7 @@ impl Solver for Auto {
         let why = match &outcome {
             Outcome::NoSolution { reason, .. }
             | Outcome::Infeasible {
-                proven: false,
+                proven: None,
                 reason,
                 ..
             } => reason.clone(),

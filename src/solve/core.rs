@@ -183,6 +183,51 @@ pub enum Claim {
     Feasible,
 }
 
+/// A proven lower bound on the cost of every schedule of a set.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bound {
+    pub cost: f64,
+    /// The set of schedules it bounds: [`Scope::GlobalOptimum`] for all of them.
+    pub scope: Scope,
+    pub method: BoundMethod,
+}
+
+/// How a lower bound was proven.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoundMethod {
+    /// Every node is computed at least once: `Σ_v c_v` bounds every schedule.
+    SumOfCosts,
+    /// The exhaustive search's closed open list.
+    Search,
+    /// The optimum of Checkmate's LP relaxation.
+    LpRelaxation,
+    /// HiGHS's branch-and-bound dual bound on Checkmate's MILP.
+    BranchAndBound,
+}
+
+impl BoundMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BoundMethod::SumOfCosts => "sum_of_costs",
+            BoundMethod::Search => "search",
+            BoundMethod::LpRelaxation => "lp_relaxation",
+            BoundMethod::BranchAndBound => "branch_and_bound",
+        }
+    }
+}
+
+impl Bound {
+    /// `Σ_v c_v`, the bound on every schedule of `graph`.
+    pub fn sum_of_costs(graph: &Graph) -> Bound {
+        Bound {
+            cost: graph.total_cost(),
+            scope: Scope::GlobalOptimum,
+            method: BoundMethod::SumOfCosts,
+        }
+    }
+}
+
 /// A schedule and what its solver claims of it.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -191,8 +236,10 @@ pub struct Plan {
     /// The solver that produced it (differs from the one asked for under `auto`).
     pub solver: &'static str,
     pub scope: Scope,
-    /// A proven lower bound on the optimal cost within `scope`, when the solver has one.
-    pub lower_bound: Option<f64>,
+    /// A proven lower bound on the optimal cost, when the solver has one (its scope may
+    /// differ from the plan's: the LP rounding's schedule is a heuristic, its bound covers
+    /// the frontier-advancing schedules).
+    pub lower_bound: Option<Bound>,
     pub message: Option<String>,
     /// Solver-specific figures (model sizes, thresholds, slot sizes, ...).
     pub details: Option<Details>,
@@ -202,11 +249,13 @@ pub struct Plan {
 #[derive(Clone, Debug)]
 pub enum Outcome {
     Plan(Plan),
-    /// No schedule within the budget. `proven` is true when no schedule at all fits
-    /// (within the solver's scope), false when only this solver's method failed.
+    /// No schedule within the budget. `proven` names the set of schedules none of which
+    /// fits, when the solver proved it ([`Scope::GlobalOptimum`]: no schedule at all; a
+    /// narrower scope: none of that family, though others may fit); `None` when only this
+    /// solver's method failed.
     Infeasible {
         solver: &'static str,
-        proven: bool,
+        proven: Option<Scope>,
         reason: String,
     },
     /// The time limit passed before any schedule was found.

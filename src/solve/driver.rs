@@ -91,7 +91,7 @@ fn drive(
     let outcome = if instance.budget < min_budget {
         Outcome::Infeasible {
             solver,
-            proven: true,
+            proven: Some(Scope::GlobalOptimum),
             reason: format!(
                 "no schedule fits: computing node '{}' alone needs {} bytes (its inputs, its output and \
                  fixed_memory {}), more than the budget {}",
@@ -130,7 +130,7 @@ pub(crate) fn fit(
     } else {
         Outcome::Infeasible {
             solver,
-            proven: false,
+            proven: None,
             reason: format!(
                 "{solver}'s schedule peaks at {} bytes, over the budget of {} bytes",
                 stats.peak_memory, instance.budget

@@ -27,8 +27,8 @@ use exact::{checkmate, exhaustive};
 use heuristic::{baseline, chen, dtr};
 
 pub use self::core::{
-    Claim, Instance, Outcome, Plan, Progress, ProgressSink, Scope, SolveError, SolveOptions,
-    Solver, SolverInfo, Stop, Stopped,
+    Bound, BoundMethod, Claim, Instance, Outcome, Plan, Progress, ProgressSink, Scope, SolveError,
+    SolveOptions, Solver, SolverInfo, Stop, Stopped,
 };
 pub use details::Details;
 use dp::{chain_dp, revolve, two_level};

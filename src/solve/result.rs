@@ -1,7 +1,7 @@
 //! The result of a solve, as `remat solve --json` prints it and `POST /solve` returns it.
 //! Every figure in it comes from the simulator.
 
-use super::{Claim, Details, Instance, Outcome, Scope};
+use super::{BoundMethod, Claim, Details, Instance, Outcome, Scope};
 use crate::schedule::{simulate, ScheduleJson, SimStats};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -9,8 +9,13 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
-    /// A schedule within budget, optimal within the solver's scope.
+    /// A schedule within budget, and no schedule at all is cheaper (`scope` is
+    /// `global_optimum`).
     Optimal,
+    /// A schedule within budget, optimal among the schedules of `scope` only (Checkmate's
+    /// frontier-advancing schedules in the solver order, persistent chain schedules):
+    /// schedules outside that set may be cheaper.
+    OptimalInScope,
     /// A schedule within budget, without an optimality proof.
     Feasible,
     /// No schedule within budget (`proven` says whether none exists).
@@ -27,11 +32,20 @@ impl Status {
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Optimal => "optimal",
+            Status::OptimalInScope => "optimal_in_scope",
             Status::Feasible => "feasible",
             Status::Infeasible => "infeasible",
             Status::NoSolution => "no_solution",
             Status::Error => "error",
         }
+    }
+}
+
+impl Status {
+    /// `optimal` or `optimal_in_scope`: a schedule proven optimal within the result's
+    /// `scope`.
+    pub fn is_optimal(self) -> bool {
+        matches!(self, Status::Optimal | Status::OptimalInScope)
     }
 }
 
@@ -57,7 +71,9 @@ pub struct SolveResult {
     /// The solver asked for, when it differs (`auto`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requested_solver: Option<String>,
-    /// How far the answer can be trusted.
+    /// The set of schedules the answer's claim covers: for a schedule, the set it is
+    /// optimal in (`heuristic`: no claim); for `infeasible`, the set proven to hold no
+    /// schedule within budget.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scope: Option<Scope>,
     /// The budget in bytes, `fixed_memory` included.
@@ -66,15 +82,24 @@ pub struct SolveResult {
     pub schedule: Option<ScheduleJson>,
     /// The simulator's figures for `schedule`.
     pub stats: Option<SimStats>,
-    /// A proven lower bound on the optimal cost.
+    /// A proven lower bound on the cost of every schedule of `lower_bound_scope`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lower_bound: Option<f64>,
-    /// `(cost − lower_bound) / cost`.
+    /// The set of schedules `lower_bound` bounds (`global_optimum`: all of them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lower_bound_scope: Option<Scope>,
+    /// How `lower_bound` was proven.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lower_bound_method: Option<BoundMethod>,
+    /// `(cost − lower_bound) / cost`, within `lower_bound_scope`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gap: Option<f64>,
-    /// For `infeasible`: whether no schedule at all fits (within the solver's scope).
+    /// For `infeasible`: whether it is proven that no schedule at all fits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proven: Option<bool>,
+    /// For `infeasible`: proven only for the schedules of `scope`; others may fit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proven_in_scope: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -107,8 +132,11 @@ impl SolveResult {
             schedule: None,
             stats: None,
             lower_bound: None,
+            lower_bound_scope: None,
+            lower_bound_method: None,
             gap: None,
             proven: None,
+            proven_in_scope: None,
             message: None,
             details: None,
             solve_time_s,
@@ -125,7 +153,11 @@ impl SolveResult {
             Outcome::Plan(plan) => {
                 result.scope = Some(plan.scope);
                 result.details = plan.details;
-                result.lower_bound = plan.lower_bound;
+                if let Some(bound) = plan.lower_bound {
+                    result.lower_bound = Some(bound.cost);
+                    result.lower_bound_scope = Some(bound.scope);
+                    result.lower_bound_method = Some(bound.method);
+                }
                 match simulate(graph, &plan.schedule) {
                     Err(e) => {
                         result.message = Some(format!("{ran} produced an invalid schedule: {e}"));
@@ -137,13 +169,29 @@ impl SolveResult {
                         ));
                     }
                     Ok(stats) => {
+                        let cost = stats.total_cost;
+                        // A schedule that meets a bound on every schedule (its own solver's, or
+                        // Σ_v c_v: every node is computed at least once) is a global optimum,
+                        // whatever its solver claimed.
+                        // Not with copies between tiers: their schedules are judged by time.
+                        let meets = |bound: f64| cost <= bound * (1.0 + 1e-9);
+                        let meets_global_bound = stats.tiers.is_none()
+                            && (meets(graph.total_cost())
+                                || plan.lower_bound.is_some_and(|b| {
+                                    b.scope == Scope::GlobalOptimum && meets(b.cost)
+                                }));
                         result.status = match plan.claim {
-                            Claim::Optimal => Status::Optimal,
+                            _ if meets_global_bound => {
+                                result.scope = Some(Scope::GlobalOptimum);
+                                Status::Optimal
+                            }
+                            Claim::Optimal if plan.scope == Scope::GlobalOptimum => Status::Optimal,
+                            Claim::Optimal => Status::OptimalInScope,
                             Claim::Feasible => Status::Feasible,
                         };
-                        if let Some(lb) = plan.lower_bound {
-                            result.gap = Some(if stats.total_cost > 0.0 {
-                                ((stats.total_cost - lb) / stats.total_cost).max(0.0)
+                        if let Some(lb) = result.lower_bound {
+                            result.gap = Some(if cost > 0.0 {
+                                ((cost - lb) / cost).max(0.0)
                             } else {
                                 0.0
                             });
@@ -156,7 +204,11 @@ impl SolveResult {
             }
             Outcome::Infeasible { proven, reason, .. } => {
                 result.status = Status::Infeasible;
-                result.proven = Some(proven);
+                result.proven = Some(proven == Some(Scope::GlobalOptimum));
+                if let Some(scope) = proven.filter(|&s| s != Scope::GlobalOptimum) {
+                    result.scope = Some(scope);
+                    result.proven_in_scope = Some(true);
+                }
                 result.message = Some(reason);
             }
             Outcome::NoSolution { reason, .. } => {

@@ -21,7 +21,7 @@ fn solved(solver: &str, g: &Graph, budget: u64) -> Option<(f64, u64, serde_json:
     )
     .unwrap();
     match r.status {
-        Status::Optimal | Status::Feasible => {
+        Status::Optimal | Status::OptimalInScope | Status::Feasible => {
             let stats = r.stats.unwrap();
             let d = serde_json::to_value(r.details.as_ref().unwrap()).unwrap();
             assert!(stats.peak_memory <= budget, "{solver} at M = {budget}");
@@ -64,7 +64,7 @@ pub fn exhaustive(g: &Graph, budget: u64) -> Option<f64> {
         &SolveOptions::default(),
     )
     .unwrap();
-    (r.status == Status::Optimal).then(|| r.stats.unwrap().total_cost)
+    r.status.is_optimal().then(|| r.stats.unwrap().total_cost)
 }
 
 /// Every budget from the least feasible to the checkpoint-all peak.

@@ -289,7 +289,7 @@ mod tests {
             )
             .unwrap();
             match r.status {
-                Status::Optimal | Status::Feasible => {
+                Status::Optimal | Status::OptimalInScope | Status::Feasible => {
                     let stats = r.stats.unwrap();
                     assert!(stats.peak_memory <= budget, "{name}");
                     Some(stats.total_cost)

@@ -292,7 +292,7 @@ impl Solver for JoinDp {
         let Some(w) = instance.budget.checked_sub(k_mem) else {
             return Ok(Outcome::Infeasible {
                 solver: "join-dp",
-                proven: true,
+                proven: Some(Scope::GlobalOptimum),
                 reason: format!(
                     "fixed_memory {k_mem} exceeds the budget {}",
                     instance.budget
@@ -336,7 +336,7 @@ impl Solver for JoinDp {
         let Some((cost, order, table)) = best else {
             return Ok(Outcome::Infeasible {
                 solver: "join-dp",
-                proven: false,
+                proven: None,
                 reason: format!(
                     "no nested persistent schedule fits {m} slots of {q} bytes, in any branch order"
                 ),

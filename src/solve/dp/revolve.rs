@@ -428,7 +428,7 @@ impl Revolve {
         else {
             return Ok(Outcome::Infeasible {
                 solver: "revolve",
-                proven: false,
+                proven: None,
                 reason: format!(
                     "even Revolve's schedule with one snapshot peaks above the budget of {} bytes",
                     instance.budget

@@ -15,7 +15,8 @@
 use crate::schedule::{Event, Schedule};
 use crate::solve::details::{Details, ExhaustiveDetails};
 use crate::solve::{
-    Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+    Bound, BoundMethod, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver,
+    SolverInfo, Stop,
 };
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -145,7 +146,11 @@ fn search_within(
                 claim: Claim::Optimal,
                 solver: "exhaustive",
                 scope: Scope::GlobalOptimum,
-                lower_bound: Some(g),
+                lower_bound: Some(Bound {
+                    cost: g,
+                    scope: Scope::GlobalOptimum,
+                    method: BoundMethod::Search,
+                }),
                 message: None,
                 details: Some(Details::Exhaustive(ExhaustiveDetails {
                     states_expanded: pops,
@@ -180,7 +185,7 @@ fn search_within(
     }
     Ok(Outcome::Infeasible {
         solver: "exhaustive",
-        proven: true,
+        proven: Some(Scope::GlobalOptimum),
         reason: format!(
             "no schedule in any order fits in {} bytes ({pops} states searched)",
             instance.budget

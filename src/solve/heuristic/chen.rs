@@ -285,7 +285,7 @@ impl Solver for ChenGreedy {
         let Some((_, _, checkpoints, label, b)) = best else {
             return Ok(Outcome::Infeasible {
                 solver: "chen-greedy",
-                proven: false,
+                proven: None,
                 reason: format!(
                     "no segment budget gives a chen-greedy schedule within {} bytes (the lowest peak found is {} bytes)",
                     instance.budget, lowest_peak

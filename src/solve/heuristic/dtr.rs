@@ -63,7 +63,7 @@ impl Solver for Dtr {
             ),
             Err(Stuck::NoRoom(v)) => Ok(Outcome::Infeasible {
                 solver: "dtr",
-                proven: false,
+                proven: None,
                 reason: format!(
                     "DTR could not make room for '{}': its pinned inputs and the other tensors it \
                      cannot evict fill the budget of {} bytes",
@@ -73,7 +73,7 @@ impl Solver for Dtr {
             }),
             Err(Stuck::Thrashing(v)) => Ok(Outcome::Infeasible {
                 solver: "dtr",
-                proven: false,
+                proven: None,
                 reason: format!(
                     "DTR gave up at '{}': its rematerialisations cascade past {EVENTS_PER_NODE} \
                      events per node in {} bytes",

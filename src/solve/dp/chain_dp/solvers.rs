@@ -80,7 +80,7 @@ fn run(
     let Some(w) = instance.budget.checked_sub(k) else {
         return Ok(Outcome::Infeasible {
             solver,
-            proven: true,
+            proven: Some(Scope::GlobalOptimum),
             reason: format!("fixed_memory {k} exceeds the budget {}", instance.budget),
         });
     };
@@ -167,7 +167,7 @@ impl ChainAnswer {
             }
             None => Outcome::Infeasible {
                 solver,
-                proven: false,
+                proven: None,
                 reason: format!(
                     "no schedule of {solver}'s policy fits {} slots of {} bytes{}",
                     self.slots,

@@ -22,7 +22,7 @@ fn dp(g: &Graph, budget: u64) -> Option<f64> {
     )
     .unwrap();
     match r.status {
-        Status::Optimal => {
+        s if s.is_optimal() => {
             let stats = r.stats.unwrap();
             assert!(stats.peak_memory <= budget);
             Some(stats.total_cost)
@@ -39,7 +39,7 @@ fn exhaustive(g: &Graph, budget: u64) -> Option<f64> {
         &SolveOptions::default(),
     )
     .unwrap();
-    (r.status == Status::Optimal).then(|| r.stats.unwrap().total_cost)
+    r.status.is_optimal().then(|| r.stats.unwrap().total_cost)
 }
 
 /// The table of `g`'s chain with unit slots and `m` slots.

@@ -92,7 +92,7 @@ impl Solver for TwoLevel {
             _ => {
                 return Ok(Outcome::Infeasible {
                     solver: "two-level",
-                    proven: false,
+                    proven: None,
                     reason: format!(
                         "neither two-level nor plain Revolve fits {} bytes: the budget holds {} \
                          states of {} bytes beside fixed_memory",

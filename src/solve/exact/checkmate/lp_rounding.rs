@@ -23,13 +23,14 @@
 //! verifiable as any other: the same rounding (else the best baseline that fits). Its
 //! scope is `lower_bound`: the number that matters is the bound; the schedule is a
 //! by-product. When neither a rounding nor a baseline fits, both answer `infeasible`
-//! with `proven: false` (the MILP may still find a schedule; the test suite lists where).
+//! with `proven: None` (the MILP may still find a schedule; the test suite lists where).
 
 use super::{backend, best_baseline, controls, failed, precheck, Candidate, StageModel};
 use crate::schedule::stages::Stages;
 use crate::solve::details::{CheckmateDetails, Details};
 use crate::solve::{
-    Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+    Bound, BoundMethod, Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver,
+    SolverInfo, Stop,
 };
 use backend::RunStatus;
 use rand::{Rng, SeedableRng};
@@ -124,7 +125,7 @@ pub(crate) fn solve_rounding(
             (RunStatus::Infeasible, _) if fraction == 1.0 => {
                 return Ok(Outcome::Infeasible {
                     solver,
-                    proven: true,
+                    proven: Some(Scope::OptimalForOrder),
                     reason: format!(
                         "the LP relaxation is infeasible: no frontier-advancing stage schedule in \
                          solver order fits in {} bytes (the trivial lower bound on the minimum \
@@ -135,7 +136,11 @@ pub(crate) fn solve_rounding(
             }
             (RunStatus::Optimal, Some(columns)) => {
                 if fraction == 1.0 {
-                    lower_bound = run.objective.map(|o| model.cost(o));
+                    lower_bound = run.objective.map(|o| Bound {
+                        cost: model.cost(o),
+                        scope: Scope::OptimalForOrder,
+                        method: BoundMethod::LpRelaxation,
+                    });
                 }
                 found = round(instance, options, &model, &columns, &stop, fraction);
                 if found.is_some() {
@@ -170,13 +175,14 @@ pub(crate) fn solve_rounding(
         } else {
             Outcome::Infeasible {
                 solver,
-                proven: false,
+                proven: None,
                 reason: format!(
                     "no rounding of the LP relaxation (solved at budgets {tried:?}) and no \
                      baseline fits in {} bytes{}",
                     instance.budget,
                     lower_bound.map_or(String::new(), |lb| format!(
-                        "; the LP relaxation bounds the optimal cost below by {lb}"
+                        "; the LP relaxation bounds the optimal cost below by {}",
+                        lb.cost
                     ))
                 ),
             }

@@ -21,7 +21,8 @@ use crate::schedule::simulate;
 use crate::schedule::stages::Stages;
 use crate::solve::details::{CheckmateDetails, Details};
 use crate::solve::{
-    internal, Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+    internal, Bound, BoundMethod, Claim, Instance, Outcome, Scope, SolveError, SolveOptions,
+    Solver, SolverInfo, Stop,
 };
 use backend::RunStatus;
 
@@ -73,14 +74,16 @@ pub(crate) fn solve_milp(
                 plan.lower_bound,
                 plan.lower_bound.is_some(),
             ),
-            proven @ Outcome::Infeasible { proven: true, .. } => return Ok(proven),
+            proven @ Outcome::Infeasible {
+                proven: Some(_), ..
+            } => return Ok(proven),
             Outcome::NoSolution { .. } => (None, None, false),
             Outcome::Infeasible { .. } => (None, None, true),
         };
     let tolerance = options.mip_gap.unwrap_or(DEFAULT_GAP).min(DEFAULT_GAP);
     let model = StageModel::build(instance);
     let mut details = model.details();
-    details.lp_bound = Some(lp_bound);
+    details.lp_bound = Some(lp_bound.map(|b| b.cost));
     details.start = Some(start.as_ref().map(|c| (c.source.clone(), c.cost)));
     if !lp_solved {
         // The relaxation did not finish in half of the time limit. Branch and bound must
@@ -103,8 +106,8 @@ pub(crate) fn solve_milp(
                         is the sum of the node costs";
         // Every node is computed at least once, so Σ_v c_v bounds every schedule's cost
         // (the LP's own bound is never below it: R[t,t] = 1 in every stage).
-        let trivial = graph.total_cost();
-        details.trivial_bound = Some(trivial);
+        let trivial = Bound::sum_of_costs(graph);
+        details.trivial_bound = Some(trivial.cost);
         return Ok(plan(
             start,
             Some(trivial),
@@ -114,7 +117,7 @@ pub(crate) fn solve_milp(
         ));
     }
     if let (Some(c), Some(lb)) = (&start, lp_bound) {
-        if relative_gap(c.cost, lb) <= tolerance {
+        if relative_gap(c.cost, lb.cost) <= tolerance {
             details.solve_time_s = Some(0.0);
             return Ok(plan(c.clone(), lp_bound, tolerance, None, details));
         }
@@ -139,10 +142,15 @@ pub(crate) fn solve_milp(
     )
     .map_err(|e| failed(NAME, e))?;
     details.solve_time_s = Some(run.time.as_secs_f64());
-    let lower_bound = match (run.bound.map(|b| model.cost(b)), lp_bound) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
+    let branch_and_bound = run.bound.map(|b| Bound {
+        cost: model.cost(b),
+        scope: Scope::OptimalForOrder,
+        method: BoundMethod::BranchAndBound,
+    });
+    let lower_bound = [branch_and_bound, lp_bound]
+        .into_iter()
+        .flatten()
+        .max_by(|a, b| a.cost.total_cmp(&b.cost));
     if run.status == RunStatus::Cancelled {
         return Err(SolveError::Cancelled);
     }
@@ -150,7 +158,7 @@ pub(crate) fn solve_milp(
         let (min_budget, _) = graph.min_feasible_budget();
         return Ok(Outcome::Infeasible {
             solver: NAME,
-            proven: true,
+            proven: Some(Scope::OptimalForOrder),
             reason: format!(
                 "HiGHS proved that no frontier-advancing stage schedule in solver order fits in \
                  {} bytes (the trivial lower bound on the minimum feasible budget is {} bytes)",
@@ -218,12 +226,12 @@ fn relative_gap(cost: f64, bound: f64) -> f64 {
 /// else feasible with `unproven` as the message.
 fn plan(
     best: Candidate,
-    lower_bound: Option<f64>,
+    lower_bound: Option<Bound>,
     tolerance: f64,
     unproven: Option<String>,
     mut details: CheckmateDetails,
 ) -> Outcome {
-    let closed = lower_bound.is_some_and(|lb| relative_gap(best.cost, lb) <= tolerance);
+    let closed = lower_bound.is_some_and(|lb| relative_gap(best.cost, lb.cost) <= tolerance);
     details.source = Some(best.source.clone());
     let claim = if closed {
         Claim::Optimal

@@ -517,7 +517,7 @@ fn precheck(instance: &Instance, solver: &'static str) -> Option<Outcome> {
     let (min_budget, widest) = instance.graph.min_feasible_budget();
     (instance.budget < min_budget).then(|| Outcome::Infeasible {
         solver,
-        proven: true,
+        proven: Some(Scope::GlobalOptimum),
         reason: format!(
             "no schedule fits: computing node '{}' needs {min_budget} bytes (fixed_memory \
              included), more than the budget {}",
