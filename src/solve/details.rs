@@ -22,6 +22,7 @@ pub enum Details {
     Slots(SlotDetails),
     JoinDp(JoinDpDetails),
     TwoLevel(Box<TwoLevelDetails>),
+    Auto(Box<AutoDetails>),
 }
 
 /// The exhaustive oracle (A*).
@@ -138,4 +139,62 @@ pub struct TwoLevelDetails {
     pub t_async: Option<Option<f64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub t_async_paper: Option<Option<f64>>,
+}
+
+/// The `auto` portfolio: what ran and what each candidate found.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AutoDetails {
+    /// Seconds from the start to the returned schedule.
+    pub best_found_s: f64,
+    /// Seconds from the start to the first verified schedule.
+    pub first_found_s: Option<f64>,
+    /// The figures of the solver whose schedule is returned.
+    pub solver_details: Option<Details>,
+    /// Every candidate, in the order they ran.
+    pub tried: Vec<Tried>,
+}
+
+/// One candidate of the portfolio.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Tried {
+    /// The simulator's cost of its schedule, when it produced one.
+    pub cost: Option<f64>,
+    /// Seconds from the portfolio's start to the end of this run.
+    pub finished_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The simulator's peak of its schedule.
+    pub peak_memory: Option<u64>,
+    pub solver: &'static str,
+    pub time_s: f64,
+    pub verdict: Verdict,
+}
+
+/// What a candidate of the portfolio gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// A schedule within budget, verified by the simulator.
+    Schedule,
+    /// A schedule over the budget (skipped).
+    OverBudget,
+    /// A schedule the simulator rejects (skipped; a bug in that solver).
+    Invalid,
+    Infeasible,
+    NoSolution,
+    /// The solver failed or refused (a model too large, a graph it does not accept).
+    Failed,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Schedule => "schedule",
+            Verdict::OverBudget => "over_budget",
+            Verdict::Invalid => "invalid",
+            Verdict::Infeasible => "infeasible",
+            Verdict::NoSolution => "no_solution",
+            Verdict::Failed => "failed",
+        }
+    }
 }

@@ -1,0 +1,84 @@
+//! `auto`, the default solver: a portfolio that returns the cheapest verified schedule it
+//! finds in the caller's time, and says which solver produced it.
+//!
+//! 1. Graphs of at most [`MAX_NODES`] nodes go to the exhaustive oracle: the global
+//!    optimum, nothing else runs.
+//! 2. Chains go to the exact dynamic program their structure allows (Revolve on
+//!    homogeneous chains, the persistent chain DP on the others). A global optimum ends
+//!    the solve; any other plan joins the candidates.
+//! 3. The fast constructive solvers run next ([`FAST`]), so that a schedule exists within
+//!    a second or two at any feasible budget.
+//! 4. The Checkmate MILP runs where it fits ([`MILP_MAX_NODES`], and its model within
+//!    `SolveOptions::memory_limit`: a model too large is refused before it is allocated),
+//!    with half of the time left. A proof that covers only the solver order is a reason to
+//!    go on, not to stop.
+//! 5. The improver (simulated annealing over compute sequences) spends the rest of the
+//!    time on the best schedule so far.
+//!
+//! Every candidate's plan is replayed by the simulator before it counts: one that fails,
+//! overshoots the budget or produces an invalid schedule is recorded in `details.tried`
+//! and skipped, never returned. The answer is the cheapest verified candidate, so it is
+//! never worse than any candidate the portfolio computed. A candidate whose cost equals
+//! `Σ_v c_v` (no recomputation) is a global optimum and ends the solve at once. Without a
+//! caller's time limit the portfolio stops after [`DEFAULT_TIME_LIMIT`].
+
+mod portfolio;
+
+use super::dp::structured::exact_solver_for;
+use super::exhaustive::{Exhaustive, MAX_NODES};
+use super::{checkmate, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
+use portfolio::Portfolio;
+use std::time::Duration;
+
+/// The time `auto` takes when the caller sets no limit.
+pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(60);
+
+/// The constructive solvers, fastest first.
+const FAST: [&str; 3] = ["dtr", "chen-greedy", "checkpoint-all"];
+
+/// Graphs up to this size try the MILP (larger ones: its LP relaxation alone outlasts a
+/// minute on two cores, issue 9's measurements at 250-1000 nodes).
+const MILP_MAX_NODES: usize = 200;
+
+/// The share of the remaining time the MILP may take.
+const MILP_SHARE: f64 = 0.5;
+
+pub struct Auto;
+
+impl Solver for Auto {
+    fn info(&self) -> SolverInfo {
+        SolverInfo {
+            name: "auto",
+            description: "A portfolio: exhaustive search up to 12 nodes, the exact chain DP on \
+                          chains, then the fast constructive solvers, the MILP where its model \
+                          fits (graphs up to 200 nodes) and local search for the rest of the \
+                          time limit (60 s by default); returns the cheapest verified schedule \
+                          and names the solver that produced it.",
+            scope: Scope::Heuristic,
+            accepts: "any graph",
+        }
+    }
+
+    fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
+        if instance.graph.len() <= MAX_NODES {
+            return Exhaustive.solve(instance, options);
+        }
+        let mut options = options.clone();
+        options.time_limit = Some(options.time_limit.unwrap_or(DEFAULT_TIME_LIMIT));
+        let mut portfolio = Portfolio::new(instance, &options);
+        if let Some(dp) = exact_solver_for(instance.graph) {
+            portfolio.run(dp.info().name, 1.0, |i, o| dp.solve(i, o))?;
+        }
+        for name in FAST {
+            if portfolio.done() {
+                break;
+            }
+            let solver = super::find(name)?;
+            portfolio.run(name, 1.0, |i, o| solver.solve(i, o))?;
+        }
+        if !portfolio.done() && instance.graph.len() <= MILP_MAX_NODES {
+            portfolio.run("milp", MILP_SHARE, checkmate::solve_milp)?;
+        }
+        Ok(portfolio.finish())
+    }
+}

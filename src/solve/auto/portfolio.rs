@@ -1,0 +1,230 @@
+//! The portfolio's bookkeeping: each candidate runs with a share of the time left, its
+//! plan is replayed by the simulator, the cheapest verified plan is kept, and every run is
+//! recorded for `details.tried`.
+
+use crate::schedule::simulate;
+use crate::solve::details::{AutoDetails, Details, Tried, Verdict};
+use crate::solve::{Bound, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Stop};
+use std::time::Duration;
+
+/// The candidates run so far and the best verified plan among them.
+pub(super) struct Portfolio<'a> {
+    instance: &'a Instance<'a>,
+    options: &'a SolveOptions,
+    stop: Stop,
+    best: Option<Best>,
+    tried: Vec<Tried>,
+    /// A candidate's proof that no schedule at all fits.
+    proven_infeasible: Option<Outcome>,
+}
+
+/// The cheapest verified plan so far.
+struct Best {
+    plan: Plan,
+    cost: f64,
+    found_s: f64,
+}
+
+impl<'a> Portfolio<'a> {
+    /// An empty portfolio; the clock of `options.time_limit` starts now.
+    pub(super) fn new(instance: &'a Instance<'a>, options: &'a SolveOptions) -> Portfolio<'a> {
+        Portfolio {
+            instance,
+            options,
+            stop: Stop::start(options),
+            best: None,
+            tried: Vec::new(),
+            proven_infeasible: None,
+        }
+    }
+
+    /// Whether the solve is over: cancelled, out of time, no schedule can exist, or the
+    /// best plan is a global optimum (proven so, or costing `Σ_v c_v`: nothing is cheaper).
+    pub(super) fn done(&self) -> bool {
+        self.stop.should_stop()
+            || self.proven_infeasible.is_some()
+            || self.best.as_ref().is_some_and(|b| {
+                (b.plan.claim == Claim::Optimal && b.plan.scope == Scope::GlobalOptimum)
+                    || b.cost <= self.instance.graph.total_cost() * (1.0 + 1e-9)
+            })
+    }
+
+    /// Runs the candidate `name` with `share` of the time left and records what it found.
+    /// Only a cancellation ends the portfolio; any other error is recorded and skipped.
+    pub(super) fn run(
+        &mut self,
+        name: &'static str,
+        share: f64,
+        solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
+    ) -> Result<(), SolveError> {
+        if self.done() {
+            return Ok(());
+        }
+        let mut options = self.options.clone();
+        options.time_limit = Some(self.time_left().mul_f64(share));
+        let started = self.stop.elapsed();
+        let outcome = solve(self.instance, &options);
+        let mut tried = Tried {
+            cost: None,
+            finished_s: 0.0,
+            message: None,
+            peak_memory: None,
+            solver: name,
+            time_s: (self.stop.elapsed() - started).as_secs_f64(),
+            verdict: Verdict::Schedule,
+        };
+        match outcome {
+            Err(SolveError::Cancelled) => return Err(SolveError::Cancelled),
+            Err(e) => {
+                tried.verdict = Verdict::Failed;
+                tried.message = Some(e.to_string());
+            }
+            Ok(Outcome::Plan(plan)) => {
+                tried.solver = plan.solver;
+                self.judge(plan, &mut tried);
+            }
+            Ok(Outcome::NoSolution { reason, .. }) => {
+                tried.verdict = Verdict::NoSolution;
+                tried.message = Some(reason);
+            }
+            Ok(Outcome::Infeasible {
+                solver,
+                proven,
+                reason,
+            }) => {
+                tried.verdict = Verdict::Infeasible;
+                tried.message = Some(reason.clone());
+                if proven == Some(Scope::GlobalOptimum) {
+                    self.proven_infeasible = Some(Outcome::Infeasible {
+                        solver,
+                        proven,
+                        reason,
+                    });
+                }
+            }
+        }
+        tried.finished_s = self.stop.elapsed().as_secs_f64();
+        self.tried.push(tried);
+        Ok(())
+    }
+
+    /// Replays `plan` and keeps it when it fits and is the cheapest so far.
+    fn judge(&mut self, plan: Plan, tried: &mut Tried) {
+        let stats = match simulate(self.instance.graph, &plan.schedule) {
+            Ok(stats) => stats,
+            Err(e) => {
+                tried.verdict = Verdict::Invalid;
+                tried.message = Some(format!("{} produced an invalid schedule: {e}", plan.solver));
+                return;
+            }
+        };
+        tried.cost = Some(stats.total_cost);
+        tried.peak_memory = Some(stats.peak_memory);
+        if stats.peak_memory > self.instance.budget {
+            tried.verdict = Verdict::OverBudget;
+            tried.message = Some(format!(
+                "its schedule peaks at {} bytes, over the budget of {} bytes",
+                stats.peak_memory, self.instance.budget
+            ));
+            return;
+        }
+        if self
+            .best
+            .as_ref()
+            .is_some_and(|b| b.cost <= stats.total_cost)
+        {
+            return;
+        }
+        let found_s = self.stop.elapsed().as_secs_f64();
+        self.options.report(
+            format!(
+                "auto: best {} by {} (bound {}), {found_s:.1} s",
+                stats.total_cost,
+                plan.solver,
+                self.instance.graph.total_cost()
+            ),
+            None,
+        );
+        self.best = Some(Best {
+            plan,
+            cost: stats.total_cost,
+            found_s,
+        });
+    }
+
+    fn time_left(&self) -> Duration {
+        match self.stop.deadline() {
+            Some(deadline) => deadline.saturating_duration_since(std::time::Instant::now()),
+            None => Duration::MAX,
+        }
+    }
+
+    /// The answer: the best verified plan with the portfolio's record, a proof that no
+    /// schedule fits, or what every candidate said.
+    pub(super) fn finish(self) -> Outcome {
+        let graph = self.instance.graph;
+        let first_found_s = self.first_found_s();
+        let Some(best) = self.best else {
+            if let Some(proof) = self.proven_infeasible {
+                return proof;
+            }
+            let said: Vec<String> = self
+                .tried
+                .iter()
+                .map(|t| {
+                    format!(
+                        "{}: {}",
+                        t.solver,
+                        t.message.as_deref().unwrap_or(t.verdict.as_str())
+                    )
+                })
+                .collect();
+            let (min_budget, _) = graph.min_feasible_budget();
+            return Outcome::Infeasible {
+                solver: "auto",
+                proven: None,
+                reason: format!(
+                    "no candidate found a schedule within {} bytes; the proven minimum is at \
+                     least {min_budget} bytes, {} below the budget ({})",
+                    self.instance.budget,
+                    self.instance.budget.saturating_sub(min_budget),
+                    said.join("; ")
+                ),
+            };
+        };
+        let mut plan = best.plan;
+        // A plan's own bound covers its solver's scope; without one, Σ_v c_v bounds every
+        // schedule.
+        if plan.lower_bound.is_none() {
+            plan.lower_bound = Some(Bound::sum_of_costs(graph));
+        }
+        let ran = self.tried.len();
+        plan.message = Some(format!(
+            "the cheapest of {ran} candidate{} ({}){}",
+            if ran == 1 { "" } else { "s" },
+            self.tried
+                .iter()
+                .map(|t| t.solver)
+                .collect::<Vec<_>>()
+                .join(", "),
+            plan.message
+                .take()
+                .map_or(String::new(), |m| format!("; {}: {m}", plan.solver))
+        ));
+        plan.details = Some(Details::Auto(Box::new(AutoDetails {
+            best_found_s: best.found_s,
+            first_found_s,
+            solver_details: plan.details.take(),
+            tried: self.tried,
+        })));
+        Outcome::Plan(plan)
+    }
+
+    /// When the first verified schedule was found.
+    fn first_found_s(&self) -> Option<f64> {
+        self.tried
+            .iter()
+            .find(|t| t.verdict == Verdict::Schedule)
+            .map(|t| t.finished_s)
+    }
+}
