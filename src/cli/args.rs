@@ -151,6 +151,16 @@ pub(super) struct BenchArgs {
     /// Budgets as fractions of the checkpoint-all peak.
     #[arg(long, value_delimiter = ',', default_value = "0.9,0.8")]
     pub fractions: Vec<f64>,
+    /// Budgets this far of the way from the minimum feasible budget (`inspect`'s) to the
+    /// checkpoint-all peak, e.g. `0.5,0.25,0.1`; replace --fractions.
+    #[arg(long, value_delimiter = ',', conflicts_with = "budgets")]
+    pub span: Vec<f64>,
+    /// Budgets in bytes; replace --fractions.
+    #[arg(long, value_delimiter = ',')]
+    pub budgets: Vec<u64>,
+    /// Seed for randomised solvers.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
     /// Time limit per case, in seconds.
     #[arg(long, allow_negative_numbers = true)]
     pub time_limit: Option<f64>,

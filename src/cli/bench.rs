@@ -1,6 +1,7 @@
-//! `remat bench`: runs one solver over graphs and budget fractions and prints one row per
-//! case: graph size, model size, build and solve time, status, cost, lower bound, gap and
-//! peak/budget. Model figures come from the result's `details` when the solver reports
+//! `remat bench`: runs one solver over graphs and budgets and prints one row per case:
+//! graph size, model size, build time, the time to the first verified schedule and the
+//! whole solve time, the solver that produced the schedule, status, cost and its increase
+//! over `Σ_v c_v`, lower bound, gap and peak/budget. Model figures come from the result's `details` when the solver reports
 //! them (the MILP and LP solvers do).
 
 use super::args::BenchArgs;
@@ -9,6 +10,8 @@ use super::{bad, CliError};
 use crate::budget::Budget;
 use crate::front::{graph_files, OptionsInput};
 use crate::graph::load::{load_graph, Format};
+use crate::graph::Graph;
+use crate::schedule::checkpoint_all_peak;
 use crate::solve::details::{CheckmateDetails, Details};
 use crate::solve::{self, Instance, SolveResult};
 use std::path::Path;
@@ -29,36 +32,98 @@ fn model(result: &SolveResult) -> Option<&CheckmateDetails> {
     }
 }
 
+/// A budget of the bench: a fraction of the checkpoint-all peak, a fraction of the way
+/// from the minimum feasible budget to that peak, or bytes.
+#[derive(Clone, Copy)]
+enum BenchBudget {
+    OfPeak(f64),
+    Span(f64),
+    Bytes(u64),
+}
+
+impl BenchBudget {
+    fn resolve(self, graph: &Graph) -> u64 {
+        match self {
+            BenchBudget::OfPeak(f) => Budget::OfPeak(f).resolve(graph),
+            BenchBudget::Span(f) => {
+                let (min, _) = graph.min_feasible_budget();
+                let peak = checkpoint_all_peak(graph).max(min);
+                min + ((peak - min) as f64 * f).round() as u64
+            }
+            BenchBudget::Bytes(b) => b,
+        }
+    }
+
+    fn label(self) -> String {
+        match self {
+            BenchBudget::OfPeak(f) => format!("{f}"),
+            BenchBudget::Span(f) => format!("span{f}"),
+            BenchBudget::Bytes(b) => format!("{b}B"),
+        }
+    }
+}
+
+/// The budgets the arguments ask for.
+fn budgets(args: &BenchArgs) -> Result<Vec<BenchBudget>, CliError> {
+    let positive = |flag: &str, values: &[f64]| match values
+        .iter()
+        .find(|f| !(f.is_finite() && **f > 0.0 && **f <= 1e6))
+    {
+        Some(f) => Err(bad(format!("{flag} must be positive numbers, got {f}"))),
+        None => Ok(()),
+    };
+    positive("--fractions", &args.fractions)?;
+    positive("--span", &args.span)?;
+    Ok(if !args.budgets.is_empty() {
+        args.budgets
+            .iter()
+            .map(|&b| BenchBudget::Bytes(b))
+            .collect()
+    } else if !args.span.is_empty() {
+        args.span.iter().map(|&f| BenchBudget::Span(f)).collect()
+    } else {
+        args.fractions
+            .iter()
+            .map(|&f| BenchBudget::OfPeak(f))
+            .collect()
+    })
+}
+
+/// Seconds to the first verified schedule: `auto` records it, any other solver has its
+/// schedule at the end.
+fn first_found_s(result: &SolveResult) -> Option<f64> {
+    match result.details.as_ref() {
+        Some(Details::Auto(d)) => d.first_found_s,
+        _ => result.stats.as_ref().map(|_| result.solve_time_s),
+    }
+}
+
 pub(super) fn run(args: &BenchArgs) -> Result<i32, CliError> {
     let options = OptionsInput {
         time_limit_s: args.time_limit,
         threads: args.threads,
+        seed: args.seed,
         ..OptionsInput::default()
     }
     .validate()?;
-    if let Some(f) = args
-        .fractions
-        .iter()
-        .find(|f| !(f.is_finite() && **f > 0.0))
-    {
-        return Err(bad(format!(
-            "--fractions must be positive numbers, got {f}"
-        )));
-    }
+    let budgets = budgets(args)?;
     solve::find(&args.solver)?;
     let files = graph_files(&args.paths)?;
     if !args.json {
         println!(
-            "{:<24} {:>5} {:>5} {:>8} {:>8} {:>7} {:>8} {:<11} {:>14} {:>14} {:>7} {:>7}",
-            "graph",
+            "{:<30} {:>5} {:>5} {:>8} {:>8} {:>7} {:>7} {:>7} {:<14} {:<16} {:>14} {:>8} {:>14} {:>7} {:>6}",
+            "graph@budget",
             "nodes",
             "edges",
             "vars",
             "rows",
             "build_s",
+            "first_s",
             "solve_s",
+            "solver",
             "status",
             "cost",
+            "increase",
             "lower_bound",
             "gap",
             "peak/B"
@@ -70,8 +135,9 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32, CliError> {
         if args.max_nodes.is_some_and(|m| graph.len() > m) {
             continue;
         }
-        for &fraction in &args.fractions {
-            let budget = Budget::OfPeak(fraction).resolve(&graph);
+        for &budget in &budgets {
+            let label = budget.label();
+            let budget = budget.resolve(&graph);
             let instance = Instance {
                 graph: &graph,
                 budget,
@@ -80,19 +146,20 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32, CliError> {
             if args.json {
                 let mut line = serde_json::to_value(&result).expect("results serialise");
                 line["file"] = file.display().to_string().into();
-                line["fraction"] = fraction.into();
+                line["budget_label"] = label.into();
                 line["schedule"] = serde_json::Value::Null;
                 println!("{line}");
                 continue;
             }
             let cost = result.stats.as_ref().map(|s| s.total_cost);
+            let increase = result.stats.as_ref().map(|s| 100.0 * (s.overhead - 1.0));
             let peak_ratio = result
                 .stats
                 .as_ref()
                 .map(|s| s.peak_memory as f64 / budget as f64);
             println!(
-                "{:<24} {:>5} {:>5} {:>8} {:>8} {:>7} {:>8} {:<11} {:>14} {:>14} {:>7} {:>7}",
-                format!("{}@{fraction}", short_name(&file)),
+                "{:<30} {:>5} {:>5} {:>8} {:>8} {:>7} {:>7} {:>7} {:<14} {:<16} {:>14} {:>8} {:>14} {:>7} {:>6}",
+                format!("{}@{label}", short_name(&file)),
                 graph.len(),
                 graph.edge_count(),
                 cell(
@@ -104,9 +171,12 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32, CliError> {
                     0
                 ),
                 cell(model(&result).and_then(|m| m.build_time_s), 2),
+                cell(first_found_s(&result), 2),
                 format!("{:.2}", result.solve_time_s),
+                result.solver,
                 result.status.as_str(),
                 cell(cost, 0),
+                increase.map_or("-".into(), |i| format!("{i:.2}%")),
                 cell(result.lower_bound, 0),
                 result
                     .gap

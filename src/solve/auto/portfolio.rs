@@ -194,8 +194,9 @@ impl<'a> Portfolio<'a> {
         };
         let mut plan = best.plan;
         // A plan's own bound covers its solver's scope; without one, Σ_v c_v bounds every
-        // schedule.
-        if plan.lower_bound.is_none() {
+        // schedule (a plan proven globally optimal needs none).
+        let proven_optimal = plan.claim == Claim::Optimal && plan.scope == Scope::GlobalOptimum;
+        if plan.lower_bound.is_none() && !proven_optimal {
             plan.lower_bound = Some(Bound::sum_of_costs(graph));
         }
         let ran = self.tried.len();
