@@ -71,7 +71,7 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32, CliError> {
             continue;
         }
         for &fraction in &args.fractions {
-            let budget = Budget::OfPeak(fraction).resolve(&graph);
+            let budget = Budget::OfPeak(fraction).resolve(&graph)?;
             let instance = Instance {
                 graph: &graph,
                 budget,
