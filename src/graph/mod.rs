@@ -415,7 +415,8 @@ fn totals(spec: &GraphSpec, problems: &mut Vec<Problem>) {
         .iter()
         .all(|n| n.cost.is_finite() && n.cost >= 0.0);
     let total_cost: f64 = spec.nodes.iter().map(|n| n.cost).sum();
-    if costs_ok && !(total_cost <= MAX_TOTAL_COST) {
+    // Costs are finite and >= 0, so the sum is a number (possibly +inf), never NaN.
+    if costs_ok && total_cost > MAX_TOTAL_COST {
         problems.push(Problem::graph(
             ProblemKind::InvalidCost,
             "cost",
