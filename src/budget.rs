@@ -4,8 +4,15 @@
 //! [`Budget::resolve`] turns one into bytes for a graph, computing the checkpoint-all peak
 //! (`crate::schedule::checkpoint_all_peak`) when the budget is a percentage: the one place
 //! a budget is resolved, for the CLI and the service alike.
+//!
+//! Every budget is a whole number of bytes from 0 to `MAX_BYTES` (2^53, the limit of a
+//! graph's `K + Σ s_v`, so a budget never needs more and every figure stays exact). A number
+//! without a unit must be an integer: `0.7` is refused with a hint (`70%`, or bytes), since
+//! a fraction of a byte is never what was meant. A size with a unit may be fractional
+//! (`1.5 GB`) and rounds down. A percentage is any finite number above 0; it resolves
+//! against the graph, and a result above `MAX_BYTES` is refused ([`Budget::resolve`]).
 
-use crate::graph::Graph;
+use crate::graph::{Graph, MAX_BYTES};
 use crate::schedule::checkpoint_all_peak;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -40,12 +47,66 @@ const UNITS: &[(&str, u64)] = &[
 
 impl Budget {
     /// The budget in bytes for `graph`: a percentage is of its checkpoint-all peak.
-    /// Fractions round down, so the resolved budget never exceeds what was asked.
-    pub fn resolve(self, graph: &Graph) -> u64 {
-        match self {
-            Budget::Bytes(b) => b,
-            Budget::OfPeak(f) => (f * checkpoint_all_peak(graph) as f64).floor() as u64,
+    /// Fractions round down, so the resolved budget never exceeds what was asked. A budget
+    /// above `MAX_BYTES` (a percentage such as `1e308%`, or bytes built in code) is an error.
+    pub fn resolve(self, graph: &Graph) -> Result<u64, BudgetError> {
+        let bytes = match self {
+            Budget::Bytes(b) => b as f64,
+            Budget::OfPeak(f) => (f * checkpoint_all_peak(graph) as f64).floor(),
+        };
+        if (0.0..=MAX_BYTES as f64).contains(&bytes) {
+            // Exact: an integral float below 2^53.
+            Ok(bytes as u64)
+        } else {
+            Err(BudgetError {
+                input: self.to_string(),
+                reason: format!(
+                    "it comes to {bytes:e} bytes for this graph; a budget is at most 2^53 = \
+                     {MAX_BYTES} bytes"
+                ),
+            })
         }
+    }
+}
+
+/// A number of bytes written without a unit, or `unit == "b"`: it must be an integer.
+fn whole_bytes(value: f64) -> Result<u64, String> {
+    if value.fract() != 0.0 {
+        let pct = (value * 100.0 * 1e9).round() / 1e9;
+        return Err(if value < 1.0 {
+            format!(
+                "{value} is not a byte count; for {pct}% of the checkpoint-all peak write \
+                 {pct}%, or give bytes"
+            )
+        } else {
+            format!(
+                "{value} is not a whole number of bytes; give an integer, a size with a unit \
+                 (such as 1.5GiB) or a percentage (such as 80%)"
+            )
+        });
+    }
+    in_range(value)
+}
+
+/// An integer number of bytes within `0..=MAX_BYTES`.
+fn exact_bytes(bytes: u64) -> Result<u64, String> {
+    if bytes <= MAX_BYTES {
+        Ok(bytes)
+    } else {
+        Err(format!(
+            "a budget is at most 2^53 = {MAX_BYTES} bytes (8 PiB), got {bytes}"
+        ))
+    }
+}
+
+/// A number of bytes within `0..=MAX_BYTES`, rounded down.
+fn in_range(bytes: f64) -> Result<u64, String> {
+    if (0.0..=MAX_BYTES as f64).contains(&bytes) {
+        Ok(bytes.floor() as u64)
+    } else {
+        Err(format!(
+            "a budget is at most 2^53 = {MAX_BYTES} bytes (8 PiB), got {bytes}"
+        ))
     }
 }
 
@@ -87,11 +148,14 @@ impl FromStr for Budget {
                 .map(|&(_, m)| m)
                 .ok_or_else(|| err("unknown unit: use B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024)"))?
         };
-        let bytes = value * multiplier as f64;
-        if bytes >= u64::MAX as f64 {
-            return Err(err("the budget is too large"));
-        }
-        Ok(Budget::Bytes(bytes.floor() as u64))
+        let bytes = if let (1, Ok(b)) = (multiplier, number.parse::<u64>()) {
+            exact_bytes(b)
+        } else if multiplier == 1 {
+            whole_bytes(value)
+        } else {
+            in_range(value * multiplier as f64)
+        };
+        bytes.map(Budget::Bytes).map_err(|reason| err(&reason))
     }
 }
 
@@ -99,6 +163,7 @@ impl fmt::Display for Budget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Budget::Bytes(b) => write!(f, "{b}"),
+            Budget::OfPeak(x) if x * 100.0 >= 1e15 => write!(f, "{:e}%", x * 100.0),
             Budget::OfPeak(x) => write!(f, "{}%", x * 100.0),
         }
     }
@@ -114,14 +179,15 @@ impl<'de> Deserialize<'de> for Budget {
             Float(f64),
             Text(String),
         }
-        match Raw::deserialize(d)? {
-            Raw::Int(b) => Ok(Budget::Bytes(b)),
-            Raw::Float(f) if f.is_finite() && f >= 0.0 => Ok(Budget::Bytes(f.floor() as u64)),
-            Raw::Float(f) => Err(serde::de::Error::custom(format!(
-                "invalid budget {f}: must be >= 0"
-            ))),
-            Raw::Text(s) => s.parse().map_err(serde::de::Error::custom),
-        }
+        let bytes = match Raw::deserialize(d)? {
+            Raw::Int(b) => exact_bytes(b),
+            Raw::Float(f) if f.is_finite() && f >= 0.0 => whole_bytes(f),
+            Raw::Float(f) => Err(format!("must be >= 0, got {f}")),
+            Raw::Text(s) => return s.parse().map_err(serde::de::Error::custom),
+        };
+        bytes
+            .map(Budget::Bytes)
+            .map_err(|m| serde::de::Error::custom(format!("invalid budget: {m}")))
     }
 }
 
@@ -175,17 +241,49 @@ mod tests {
     fn resolves_against_the_checkpoint_all_peak() {
         let g = crate::graph::generate::linear(4);
         let peak = checkpoint_all_peak(&g);
-        assert_eq!(Budget::OfPeak(1.0).resolve(&g), peak);
-        assert_eq!(Budget::OfPeak(0.5).resolve(&g), peak / 2);
-        assert_eq!(Budget::Bytes(17).resolve(&g), 17);
+        assert_eq!(Budget::OfPeak(1.0).resolve(&g), Ok(peak));
+        assert_eq!(Budget::OfPeak(0.5).resolve(&g), Ok(peak / 2));
+        assert_eq!(Budget::Bytes(17).resolve(&g), Ok(17));
+        let e = Budget::OfPeak(1e306).resolve(&g).unwrap_err();
+        assert!(e.to_string().contains("at most 2^53"), "{e}");
+        assert!(Budget::Bytes(u64::MAX).resolve(&g).is_err());
     }
 
     #[test]
     fn rejects_bad_strings_with_the_input_named() {
-        for bad in ["", "abc", "12 parsecs", "-5", "0%", "x%", "1e999"] {
+        for bad in [
+            "",
+            "abc",
+            "12 parsecs",
+            "-5",
+            "0%",
+            "x%",
+            "1e999",
+            "1e308%x",
+            "9PiB",
+        ] {
             let e = bad.parse::<Budget>().unwrap_err();
             assert!(e.to_string().contains(&format!("'{bad}'")), "{e}");
         }
+    }
+
+    #[test]
+    fn fractional_bytes_are_refused_with_a_hint() {
+        let e = "0.7".parse::<Budget>().unwrap_err().to_string();
+        assert!(
+            e.contains("0.7 is not a byte count") && e.contains("write 70%"),
+            "{e}"
+        );
+        let e = "2.5".parse::<Budget>().unwrap_err().to_string();
+        assert!(e.contains("not a whole number of bytes"), "{e}");
+        assert_eq!("1.5KiB".parse::<Budget>().unwrap(), Budget::Bytes(1536));
+        assert!("9007199254740993".parse::<Budget>().is_err());
+        assert!("18446744073709551615".parse::<Budget>().is_err());
+        let json = |t: &str| serde_json::from_str::<Budget>(t).map_err(|e| e.to_string());
+        assert!(json("0.7").unwrap_err().contains("write 70%"));
+        assert_eq!(json("1e9"), Ok(Budget::Bytes(1_000_000_000)));
+        assert!(json("1.8e19").unwrap_err().contains("at most 2^53"));
+        assert!(json("18446744073709551615").is_err());
     }
 
     #[test]

@@ -25,7 +25,7 @@ fn every_baseline_fits_or_says_infeasible() {
     for path in common::all_graph_files() {
         let graph = common::load(&path);
         for fraction in [1.0, 0.8, 0.5] {
-            let budget = Budget::OfPeak(fraction).resolve(&graph);
+            let budget = Budget::OfPeak(fraction).resolve(&graph).unwrap();
             for solver in BASELINES {
                 let instance = Instance {
                     graph: &graph,

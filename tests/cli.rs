@@ -91,11 +91,11 @@ fn infeasible_exits_1_and_bad_input_exits_2() {
         ),
         (
             vec!["gen", "linear", "--layers", "0"],
-            "--layers must be at least 1",
+            "'--layers <LAYERS>': expected an integer from 1 to 499999, got '0'",
         ),
         (
             vec!["gen", "join", "--branches", "2,0"],
-            "branch 2 has length 0",
+            "'--branches <BRANCHES>': expected an integer from 1 to 499999, got '0'",
         ),
     ] {
         let o = remat(&args);
@@ -335,27 +335,27 @@ fn bad_option_values_exit_2_naming_the_flag() {
         (
             "--mip-gap",
             "-1",
-            "--mip-gap must be a non-negative number, got -1",
+            "--mip-gap must be a finite number >= 0, got -1",
         ),
         (
             "--mip-gap",
             "NaN",
-            "--mip-gap must be a non-negative number, got NaN",
+            "--mip-gap must be a finite number >= 0, got NaN",
         ),
         (
             "--mip-gap",
             "inf",
-            "--mip-gap must be a non-negative number, got inf",
+            "--mip-gap must be a finite number >= 0, got inf",
         ),
         (
             "--time-limit",
             "0",
-            "--time-limit must be a positive number of seconds, got 0",
+            "--time-limit must be a number of seconds greater than 0 and at most 1e6, got 0",
         ),
         (
             "--time-limit",
             "-2",
-            "--time-limit must be a positive number of seconds, got -2",
+            "--time-limit must be a number of seconds greater than 0 and at most 1e6, got -2",
         ),
     ] {
         let o = remat(&[&solve[..], &[flag, value]].concat());
@@ -379,7 +379,7 @@ fn bad_option_values_exit_2_naming_the_flag() {
         assert_eq!(code(&o), 2, "{args:?}");
         let said = stderr(&o);
         assert!(
-            said.contains("--time-limit must be a positive number"),
+            said.contains("--time-limit must be a number of seconds greater than 0"),
             "{said}"
         );
     }

@@ -41,7 +41,7 @@ fn keras_sequential_networks_are_chains_chain_dp_solves() {
             ("chain-dp", Scope::OptimalAmongPersistent)
         );
         for fraction in fractions {
-            let budget = Budget::OfPeak(fraction).resolve(&graph);
+            let budget = Budget::OfPeak(fraction).resolve(&graph).unwrap();
             let instance = Instance {
                 graph: &graph,
                 budget,

@@ -36,7 +36,7 @@ async fn solve_matches_the_library_and_repeats_hit_the_cache() {
     let got = first.json();
 
     let graph = graph_from_value(&linear5(), Format::Auto).unwrap();
-    let budget = Budget::OfPeak(0.7).resolve(&graph);
+    let budget = Budget::OfPeak(0.7).resolve(&graph).unwrap();
     let instance = Instance {
         graph: &graph,
         budget,
@@ -647,7 +647,7 @@ async fn a_percentage_budget_resolves_alike_in_the_cli_and_the_service() {
     let graph_json = crate_json(path);
     let graph = graph_from_value(&graph_json, Format::Auto).unwrap();
     for budget in ["80%", "33.3%", "100%"] {
-        let want = budget.parse::<Budget>().unwrap().resolve(&graph);
+        let want = budget.parse::<Budget>().unwrap().resolve(&graph).unwrap();
         let cli = remat_cli(&[
             "solve",
             path,

@@ -1,8 +1,57 @@
 //! The command line's arguments: every command, flag and default, as clap reads them.
 //! Nothing here runs a command; `super::execute` dispatches to one file per command.
+//!
+//! Every numeric flag has a stated range; a value outside it exits 2 naming the flag and
+//! the range (clap's `value_parser` ranges here, or `crate::front::options` for the
+//! solver options the service shares: `--time-limit`, `--mip-gap`, `--threads`). Sizes of
+//! generated graphs and tables are capped (`MAX_GEN_NODES`, `MAX_TIERS_N`) so that a typo
+//! cannot ask for more memory than the machine has.
 
+use crate::front::options::MAX_THREADS;
 use crate::graph::load::Format;
 use std::path::PathBuf;
+
+/// The most nodes `remat gen` writes (Checkmate's linear graph has `2 * layers + 1`).
+pub(super) const MAX_GEN_NODES: usize = 1_000_000;
+
+/// The largest snapshot count, interval and sequence length of `remat bench-tiers` (the
+/// simulated check builds a linear graph of `n` steps).
+pub(super) const MAX_TIERS_N: u64 = 1_000_000;
+
+/// The most solves `remat batch` runs at once.
+const MAX_JOBS: usize = 1024;
+
+fn threads(s: &str) -> Result<u32, String> {
+    in_range(s, 1, MAX_THREADS as u64).map(|t| t as u32)
+}
+
+fn layers(s: &str) -> Result<usize, String> {
+    in_range(s, 1, (MAX_GEN_NODES as u64 - 1) / 2).map(|n| n as usize)
+}
+
+fn gen_nodes(s: &str) -> Result<usize, String> {
+    in_range(s, 3, MAX_GEN_NODES as u64).map(|n| n as usize)
+}
+
+fn branch(s: &str) -> Result<usize, String> {
+    in_range(s, 1, (MAX_GEN_NODES as u64 - 1) / 2).map(|n| n as usize)
+}
+
+fn tiers_n(s: &str) -> Result<u64, String> {
+    in_range(s, 1, MAX_TIERS_N)
+}
+
+fn jobs(s: &str) -> Result<usize, String> {
+    in_range(s, 1, MAX_JOBS as u64).map(|n| n as usize)
+}
+
+/// An integer in `lo..=hi`; the message states the range.
+fn in_range(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(format!("expected an integer from {lo} to {hi}, got '{s}'")),
+    }
+}
 
 #[derive(clap::Parser, Debug)]
 #[command(
@@ -93,8 +142,8 @@ pub(super) struct SolveArgs {
     /// Seed for randomised steps.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Threads for the MILP solver.
-    #[arg(long)]
+    /// Threads for the MILP solver (1 to 1024).
+    #[arg(long, value_parser = threads)]
     pub threads: Option<u32>,
 }
 
@@ -115,7 +164,7 @@ pub(super) struct SimulateArgs {
 pub(super) enum GenKind {
     /// Checkmate's linear graph: 2N+1 nodes, unit costs and sizes.
     Linear {
-        #[arg(long)]
+        #[arg(long, value_parser = layers)]
         layers: usize,
         #[arg(short, long)]
         output: Option<PathBuf>,
@@ -124,14 +173,14 @@ pub(super) enum GenKind {
     /// with their backward chains; unit costs and sizes (the shape `join-dp` solves).
     Join {
         /// Branch lengths, e.g. `3,2,4`.
-        #[arg(long, value_delimiter = ',', required = true)]
+        #[arg(long, value_delimiter = ',', required = true, value_parser = branch)]
         branches: Vec<usize>,
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
     /// A random layered training graph (forward layers, loss, mirrored backward).
     RandomLayered {
-        #[arg(long)]
+        #[arg(long, value_parser = gen_nodes)]
         nodes: usize,
         #[arg(long, default_value_t = 0)]
         seed: u64,
@@ -164,8 +213,8 @@ pub(super) struct BenchArgs {
     /// Time limit per case, in seconds.
     #[arg(long, allow_negative_numbers = true)]
     pub time_limit: Option<f64>,
-    /// Threads for the MILP solver.
-    #[arg(long)]
+    /// Threads for the MILP solver (1 to 1024).
+    #[arg(long, value_parser = threads)]
     pub threads: Option<u32>,
     /// Skip graphs with more nodes than this.
     #[arg(long)]
@@ -178,13 +227,13 @@ pub(super) struct BenchArgs {
 #[derive(clap::Args, Debug)]
 pub(super) struct BenchTiersArgs {
     /// Snapshots s that fit in fast memory.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = tiers_n)]
     pub snapshots: u64,
     /// Checkpointing intervals I.
-    #[arg(long, value_delimiter = ',', default_values_t = [8u64, 64, 1024])]
+    #[arg(long, value_delimiter = ',', default_values_t = [8u64, 64, 1024], value_parser = tiers_n)]
     pub intervals: Vec<u64>,
-    /// Sequence lengths n.
-    #[arg(long, value_delimiter = ',', default_values_t = super::bench_tiers::DEFAULT_LENGTHS.to_vec())]
+    /// Sequence lengths n (1 to 10^6).
+    #[arg(long, value_delimiter = ',', default_values_t = super::bench_tiers::DEFAULT_LENGTHS.to_vec(), value_parser = tiers_n)]
     pub lengths: Vec<u64>,
     #[arg(long)]
     pub json: bool,
@@ -205,7 +254,7 @@ pub(super) struct BatchArgs {
     #[arg(short, long, default_value = "auto")]
     pub solver: String,
     /// Solves run at once.
-    #[arg(long, env = "REMAT_JOBS", default_value_t = 1)]
+    #[arg(long, env = "REMAT_JOBS", default_value_t = 1, value_parser = jobs)]
     pub jobs: usize,
     /// Time limit of each solve, in seconds.
     #[arg(long, allow_negative_numbers = true)]

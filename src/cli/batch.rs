@@ -11,6 +11,14 @@
 //! - Results with an answer (`optimal`, `feasible`, `infeasible`) are written; a time
 //!   limit without a schedule or an error writes nothing, so a later run retries it.
 //! - SIGINT/SIGTERM cancel the solves in flight and stop the run before any new item.
+//! - Items are isolated: a graph that cannot be read or is invalid, a budget that does not
+//!   resolve for a graph, a solver error, or a panic while solving one item (caught by
+//!   `catch_unwind` as the last line of defence) becomes an `error` row of the summary with
+//!   its message, and the run goes on.
+//!
+//! Exit code: 0 when every item has a schedule; 1 when some item has none (infeasible, or
+//! no schedule within the time limit) and none failed; 4 when some item failed (an `error`
+//! row); 2 for bad arguments (before any item runs); 130 when interrupted.
 
 use super::args::{BatchArgs, Shard};
 use super::{bad, write_atomic, write_file, CliError};
@@ -145,9 +153,25 @@ fn finished(item: &Item) -> Option<Row> {
     })
 }
 
-/// Solves one item and writes its result file. `None` when cancelled.
+/// Solves one item and writes its result file. `None` when cancelled. A panic inside is
+/// caught and becomes an `error` row: one bad item never ends the run.
 fn run_item(item: &Item, args: &BatchArgs, options: &SolveOptions) -> Option<Row> {
-    let mut row = Row {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        solve_item(item, args, options)
+    }))
+    .unwrap_or_else(|payload| {
+        let mut row = empty_row(item, args);
+        row.message = Some(format!(
+            "internal error (panic) while solving this item: {}",
+            crate::service::panic_message(payload.as_ref())
+        ));
+        Some(row)
+    })
+}
+
+/// A row with no answer yet (`error` until filled).
+fn empty_row(item: &Item, args: &BatchArgs) -> Row {
+    Row {
         graph: item.graph.display().to_string(),
         budget: item.budget.clone(),
         budget_bytes: None,
@@ -161,7 +185,11 @@ fn run_item(item: &Item, args: &BatchArgs, options: &SolveOptions) -> Option<Row
         output: None,
         skipped: false,
         message: None,
-    };
+    }
+}
+
+fn solve_item(item: &Item, args: &BatchArgs, options: &SolveOptions) -> Option<Row> {
+    let mut row = empty_row(item, args);
     let graph = match load_graph(&item.graph, args.format) {
         Ok(g) => g,
         Err(e) => {
@@ -169,11 +197,17 @@ fn run_item(item: &Item, args: &BatchArgs, options: &SolveOptions) -> Option<Row
             return Some(row);
         }
     };
-    let budget = item
+    let budget = match item
         .budget
         .parse::<Budget>()
-        .expect("budgets are checked before the run")
-        .resolve(&graph);
+        .and_then(|b| b.resolve(&graph))
+    {
+        Ok(b) => b,
+        Err(e) => {
+            row.message = Some(e.to_string());
+            return Some(row);
+        }
+    };
     row.budget_bytes = Some(budget);
     let result = match solve::solve(
         &Instance {
@@ -372,7 +406,13 @@ pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
                 .unwrap_or_default()
         );
     }
-    Ok(if failed.is_empty() { 0 } else { 1 })
+    Ok(if failed.iter().any(|r| r.status == Status::Error) {
+        4
+    } else if failed.is_empty() {
+        0
+    } else {
+        1
+    })
 }
 
 /// Removes temporary files a killed run left beside this run's result files.

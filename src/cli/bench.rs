@@ -42,16 +42,16 @@ enum BenchBudget {
 }
 
 impl BenchBudget {
-    fn resolve(self, graph: &Graph) -> u64 {
-        match self {
-            BenchBudget::OfPeak(f) => Budget::OfPeak(f).resolve(graph),
+    fn resolve(self, graph: &Graph) -> Result<u64, CliError> {
+        Ok(match self {
+            BenchBudget::OfPeak(f) => Budget::OfPeak(f).resolve(graph)?,
             BenchBudget::Span(f) => {
                 let (min, _) = graph.min_feasible_budget();
                 let peak = checkpoint_all_peak(graph).max(min);
                 min + ((peak - min) as f64 * f).round() as u64
             }
-            BenchBudget::Bytes(b) => b,
-        }
+            BenchBudget::Bytes(b) => Budget::Bytes(b).resolve(graph)?,
+        })
     }
 
     fn label(self) -> String {
@@ -65,15 +65,17 @@ impl BenchBudget {
 
 /// The budgets the arguments ask for.
 fn budgets(args: &BenchArgs) -> Result<Vec<BenchBudget>, CliError> {
-    let positive = |flag: &str, values: &[f64]| match values
+    let within = |flag: &str, values: &[f64], max: f64| match values
         .iter()
-        .find(|f| !(f.is_finite() && **f > 0.0 && **f <= 1e6))
+        .find(|f| !(f.is_finite() && **f > 0.0 && **f <= max))
     {
-        Some(f) => Err(bad(format!("{flag} must be positive numbers, got {f}"))),
+        Some(f) => Err(bad(format!(
+            "{flag} must be numbers in (0, {max}], got {f}"
+        ))),
         None => Ok(()),
     };
-    positive("--fractions", &args.fractions)?;
-    positive("--span", &args.span)?;
+    within("--fractions", &args.fractions, 1e6)?;
+    within("--span", &args.span, 1.0)?;
     Ok(if !args.budgets.is_empty() {
         args.budgets
             .iter()
@@ -137,7 +139,7 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32, CliError> {
         }
         for &budget in &budgets {
             let label = budget.label();
-            let budget = budget.resolve(&graph);
+            let budget = budget.resolve(&graph)?;
             let instance = Instance {
                 graph: &graph,
                 budget,

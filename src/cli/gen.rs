@@ -19,6 +19,15 @@ pub(super) fn run(kind: GenKind) -> Result<i32, CliError> {
                     b + 1
                 )));
             }
+            let stages: usize = branches.iter().sum();
+            if stages > (super::args::MAX_GEN_NODES - 1) / 2 {
+                return Err(bad(format!(
+                    "--branches: {stages} stages in all make {} nodes; at most {} nodes are \
+                     generated",
+                    2 * stages + 1,
+                    super::args::MAX_GEN_NODES
+                )));
+            }
             (generate::join(&branches), output)
         }
         GenKind::RandomLayered {

@@ -25,7 +25,7 @@ pub(super) fn run(args: &InspectArgs) -> Result<i32, CliError> {
     println!("fixed memory         {}", bytes(r.fixed_memory));
     println!("checkpoint-all peak  {}", bytes(r.checkpoint_all_peak));
     println!(
-        "lower bound          {} (computing '{}' with its inputs)",
+        "min feasible budget  {} (computing '{}' with its inputs; no schedule fits below it)",
         bytes(r.min_feasible_budget),
         r.min_feasible_budget_node
     );

@@ -114,7 +114,7 @@ fn load(arg: &GraphArg) -> Result<Graph, CliError> {
 
 /// A `--budget` in bytes for `graph`.
 fn resolve_budget(text: &str, graph: &Graph) -> Result<u64, CliError> {
-    Ok(text.parse::<Budget>()?.resolve(graph))
+    Ok(text.parse::<Budget>()?.resolve(graph)?)
 }
 
 /// An optional `--budget` in bytes for `graph`.

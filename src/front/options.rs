@@ -1,14 +1,42 @@
 //! The solver options a caller may set, and the one validator that turns them into
 //! `SolveOptions` for the command line and the service alike.
 //!
-//! A time limit must be a positive, finite number of seconds; a MIP gap a non-negative,
-//! finite number. An [`InvalidOption`] says which option and value; each shell names the
-//! option its own way ([`OptionName::flag`] on the command line, [`OptionName::field`] in
-//! a request body).
+//! The ranges (each message states its option's):
+//! - a time limit: seconds in `(0, MAX_SECONDS]` (10^6 s, about 11.6 days; the same range
+//!   as every other duration the program reads, such as `remat serve --grace`, see
+//!   [`seconds`]);
+//! - a MIP gap: a finite number `>= 0`;
+//! - threads: `1..=MAX_THREADS` (1024).
+//!
+//! An [`InvalidOption`] says which option and value; each shell names the option its own
+//! way ([`OptionName::flag`] on the command line, [`OptionName::field`] in a request body).
 
 use crate::solve::SolveOptions;
 use std::fmt;
 use std::time::Duration;
+
+/// The longest duration the program accepts, in seconds (10^6 s, about 11.6 days): time
+/// limits, and the service's grace period and job lifetime.
+pub const MAX_SECONDS: f64 = 1e6;
+
+/// The most threads one solve may use.
+pub const MAX_THREADS: u32 = 1024;
+
+/// A duration in seconds within `(0, MAX_SECONDS]`, or why not (the range, for messages).
+pub fn seconds(value: f64) -> Result<Duration, String> {
+    if value > 0.0 && value <= MAX_SECONDS {
+        Ok(Duration::from_secs_f64(value))
+    } else {
+        Err(format!(
+            "must be a number of seconds greater than 0 and at most {MAX_SECONDS:e}, got {}",
+            if value.abs() >= 1e15 {
+                format!("{value:e}")
+            } else {
+                value.to_string()
+            }
+        ))
+    }
+}
 
 /// The options as the caller wrote them, before validation.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -28,6 +56,7 @@ pub struct OptionsInput {
 pub enum OptionName {
     TimeLimit,
     MipGap,
+    Threads,
 }
 
 impl OptionName {
@@ -36,6 +65,7 @@ impl OptionName {
         match self {
             OptionName::TimeLimit => "--time-limit",
             OptionName::MipGap => "--mip-gap",
+            OptionName::Threads => "--threads",
         }
     }
 
@@ -44,6 +74,7 @@ impl OptionName {
         match self {
             OptionName::TimeLimit => "time_limit_s",
             OptionName::MipGap => "mip_gap",
+            OptionName::Threads => "threads",
         }
     }
 }
@@ -61,9 +92,12 @@ impl InvalidOption {
         let value = self.value;
         match self.option {
             OptionName::TimeLimit => {
-                format!("{name} must be a positive number of seconds, got {value}")
+                format!("{name} {}", seconds(value).expect_err("an invalid option"))
             }
-            OptionName::MipGap => format!("{name} must be a non-negative number, got {value}"),
+            OptionName::MipGap => format!("{name} must be a finite number >= 0, got {value}"),
+            OptionName::Threads => {
+                format!("{name} must be an integer from 1 to {MAX_THREADS}, got {value}")
+            }
         }
     }
 }
@@ -81,20 +115,29 @@ impl OptionsInput {
     /// Checks every option and builds the `SolveOptions` (no cancel flag raised, no
     /// progress sink: the caller adds its own).
     pub fn validate(self) -> Result<SolveOptions, InvalidOption> {
-        if let Some(t) = self.time_limit_s.filter(|t| !(t.is_finite() && *t > 0.0)) {
-            return Err(InvalidOption {
-                option: OptionName::TimeLimit,
-                value: t,
-            });
-        }
+        let time_limit = match self.time_limit_s.map(seconds).transpose() {
+            Ok(t) => t,
+            Err(_) => {
+                return Err(InvalidOption {
+                    option: OptionName::TimeLimit,
+                    value: self.time_limit_s.unwrap_or_default(),
+                })
+            }
+        };
         if let Some(g) = self.mip_gap.filter(|g| !(g.is_finite() && *g >= 0.0)) {
             return Err(InvalidOption {
                 option: OptionName::MipGap,
                 value: g,
             });
         }
+        if let Some(t) = self.threads.filter(|t| !(1..=MAX_THREADS).contains(t)) {
+            return Err(InvalidOption {
+                option: OptionName::Threads,
+                value: t.into(),
+            });
+        }
         Ok(SolveOptions {
-            time_limit: self.time_limit_s.map(Duration::from_secs_f64),
+            time_limit,
             mip_gap: self.mip_gap,
             seed: self.seed,
             threads: self.threads,
@@ -133,6 +176,30 @@ mod tests {
                 },
                 OptionName::MipGap,
                 "NaN",
+            ),
+            (
+                OptionsInput {
+                    mip_gap: Some(f64::INFINITY),
+                    ..OptionsInput::default()
+                },
+                OptionName::MipGap,
+                "inf",
+            ),
+            (
+                OptionsInput {
+                    time_limit_s: Some(1e19),
+                    ..OptionsInput::default()
+                },
+                OptionName::TimeLimit,
+                "1e19",
+            ),
+            (
+                OptionsInput {
+                    threads: Some(4_000_000_000),
+                    ..OptionsInput::default()
+                },
+                OptionName::Threads,
+                "4000000000",
             ),
         ] {
             let Err(e) = input.validate() else {

@@ -33,10 +33,13 @@
 //!   a schedule that fits the converted graph fits the real chain.
 //! * **Workspace.** The model has no transient workspace; `max(ftmp, btmp)` over all
 //!   stages is added to `fixed_memory` (an over-approximation, never an under-one).
+//! * **Limits.** Every byte figure is at most 2^53 ([`super::MAX_BYTES`]); the converted
+//!   graph's totals are checked by [`Graph::new`], so `x[0] + max(ftmp, btmp)` or a loss
+//!   cost `fw[L] + bw[L]` out of range is refused, not saturated.
 //! * **Loss.** rotor runs the loss forward and backward as two ops; here they are one op,
 //!   so the loss input and the loss gradient are live together.
 
-use super::{Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind};
+use super::{Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, MAX_BYTES};
 use serde::{Deserialize, Serialize};
 
 /// A chain in rotor's format.
@@ -84,6 +87,22 @@ impl ChainSpec {
         check_len("xbar", Some(self.xbar.len()));
         check_len("ftmp", self.ftmp.as_ref().map(Vec::len));
         check_len("btmp", self.btmp.as_ref().map(Vec::len));
+        let no_tmp = Vec::new();
+        for (field, list) in [
+            ("x", &self.x),
+            ("xbar", &self.xbar),
+            ("ftmp", self.ftmp.as_ref().unwrap_or(&no_tmp)),
+            ("btmp", self.btmp.as_ref().unwrap_or(&no_tmp)),
+            ("budget", &self.budget.into_iter().collect()),
+        ] {
+            if let Some((i, b)) = list.iter().enumerate().find(|(_, b)| **b > MAX_BYTES) {
+                problems.push(Problem::graph(
+                    ProblemKind::InvalidMemory,
+                    field,
+                    format!("{field}[{i}] must be at most 2^53 = {MAX_BYTES} bytes, got {b}"),
+                ));
+            }
+        }
         for (field, list) in [("fw", &self.fw), ("bw", &self.bw)] {
             if let Some((i, c)) = list
                 .iter()

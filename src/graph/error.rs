@@ -18,6 +18,8 @@ pub enum ProblemKind {
     InvalidMemory,
     MissingField,
     InvalidField,
+    /// A field the format does not have (a misspelling, with a hint).
+    UnknownField,
 }
 
 /// One thing wrong with a graph.

@@ -21,8 +21,27 @@
 //!
 //! Both formats take an optional top-level `storage` object: the slow tier
 //! ([`super::Storage`]).
+//!
+//! # Strict fields
+//!
+//! Every format accepts only the fields it reads, at the graph level and on each node: a
+//! misspelt field (`deps` or `input` for `inputs`, `fixed_mem` for `fixed_memory`) is a
+//! problem with a "did you mean" hint, never a silently dropped edge or size. Extra
+//! metadata goes in a `meta` value (any JSON) at the graph or node level, which is read by
+//! nothing. Node-link files also keep networkx's `directed`, `multigraph` and `graph`; the
+//! objects of `links` are not checked beyond their ends.
+//!
+//! # Numbers
+//!
+//! A byte count is a non-negative integer of at most `MAX_BYTES` (2^53): an integral float
+//! (`12.0`, `1e9`) is accepted, `1.5` or `1.8e19` is not. A cost is a finite number `>= 0`.
+//! The totals (`K + Σ s_v`, `Σ c_v`, node-link's `Σ param_cost`) are checked by
+//! [`Graph::new`] (see [`super`]'s limits); no sum saturates.
 
-use super::{Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, Storage};
+use super::chain::ChainSpec;
+use super::{
+    Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, Storage, MAX_BYTES,
+};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::Path;
@@ -106,14 +125,18 @@ pub fn graph_from_value(value: &Value, format: Format) -> Result<Graph, GraphErr
         f => f,
     };
     if format == Format::Chain {
-        let spec: super::chain::ChainSpec = serde_json::from_value(value.clone())
-            .map_err(|e| GraphError::Format(format!("not a chain (fw, bw, x, xbar): {e}")))?;
-        return spec.to_graph();
+        return chain_spec(root)?.to_graph();
     }
     let mut problems = Vec::new();
     let spec = match format {
-        Format::NodeLink => node_link_spec(root, &mut problems),
-        _ => native_spec(root, &mut problems),
+        Format::NodeLink => {
+            unknown_fields(root, NODE_LINK_GRAPH_FIELDS, None, &mut problems);
+            node_link_spec(root, &mut problems)
+        }
+        _ => {
+            unknown_fields(root, NATIVE_GRAPH_FIELDS, None, &mut problems);
+            native_spec(root, &mut problems)
+        }
     };
     if spec.nodes.is_empty() && !problems.is_empty() {
         return Err(GraphError::Invalid(problems));
@@ -142,6 +165,192 @@ fn storage_field(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> Opti
             ))
         })
         .ok()
+}
+
+/// The graph-level fields of each format (`meta` is free-form metadata, read by nothing).
+const NATIVE_GRAPH_FIELDS: &[&str] = &[
+    "name",
+    "fixed_memory",
+    "cost_unit",
+    "nodes",
+    "storage",
+    "meta",
+];
+const NATIVE_NODE_FIELDS: &[&str] = &["id", "cost", "memory", "inputs", "kind", "op", "meta"];
+const NODE_LINK_GRAPH_FIELDS: &[&str] = &[
+    "directed",
+    "multigraph",
+    "graph",
+    "nodes",
+    "links",
+    "edges",
+    "storage",
+    "meta",
+];
+const NODE_LINK_NODE_FIELDS: &[&str] = &[
+    "id",
+    "name",
+    "cost_cpu",
+    "duration",
+    "cost_ram",
+    "out_cost",
+    "param_cost",
+    "backward",
+    "meta",
+];
+const CHAIN_FIELDS: &[&str] = &[
+    "name", "fw", "bw", "x", "xbar", "ftmp", "btmp", "budget", "meta",
+];
+
+/// Names users reach for that are not a field's edit-distance neighbours.
+const ALIASES: &[(&str, &str)] = &[
+    ("deps", "inputs"),
+    ("dependencies", "inputs"),
+    ("parents", "inputs"),
+    ("predecessors", "inputs"),
+    ("args", "inputs"),
+    ("mem", "memory"),
+    ("size", "memory"),
+    ("bytes", "memory"),
+    ("time", "cost"),
+    ("flops", "cost"),
+    ("edges", "inputs"),
+    ("type", "kind"),
+];
+
+/// The known field an unknown `field` most likely means: an alias, a field it is a prefix
+/// of (or that is a prefix of it), or one within two edits.
+pub(crate) fn suggest(field: &str, known: &[&'static str]) -> Option<&'static str> {
+    let lower = field.to_ascii_lowercase();
+    if let Some(&(_, to)) = ALIASES
+        .iter()
+        .find(|(from, to)| *from == lower && known.contains(to))
+    {
+        return Some(to);
+    }
+    let near = |k: &&str| {
+        (lower.len() >= 3 && (k.starts_with(lower.as_str()) || lower.starts_with(*k)))
+            || edit_distance(&lower, k) <= 2
+    };
+    known
+        .iter()
+        .copied()
+        .filter(|&k| k != "meta")
+        .find(|k| near(k))
+}
+
+/// Levenshtein distance (bytes; field names are ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let here = (prev + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            prev = row[j + 1];
+            row[j + 1] = here;
+        }
+    }
+    row[b.len()]
+}
+
+/// The message for an unknown field: the hint, the accepted fields, the `meta` opt-out.
+pub(crate) fn unknown_field_message(field: &str, known: &[&'static str]) -> String {
+    let hint = suggest(field, known)
+        .map(|k| format!("did you mean `{k}`? "))
+        .unwrap_or_default();
+    format!(
+        "unknown field `{field}`; {hint}accepted: {} (put extra metadata in `meta`)",
+        known.join(", ")
+    )
+}
+
+/// Records every field of `obj` outside `known`, at the graph level (`at` is `None`) or
+/// at a node.
+fn unknown_fields(
+    obj: &Map<String, Value>,
+    known: &[&'static str],
+    at: Option<&At>,
+    problems: &mut Vec<Problem>,
+) {
+    for field in obj.keys().filter(|k| !known.contains(&k.as_str())) {
+        let message = unknown_field_message(field, known);
+        problems.push(match at {
+            Some(at) => at.problem(ProblemKind::UnknownField, field, message),
+            None => Problem::graph(ProblemKind::UnknownField, field, message),
+        });
+    }
+}
+
+/// A chain (rotor's format), read field by field so that each bad field is named.
+fn chain_spec(root: &Map<String, Value>) -> Result<ChainSpec, GraphError> {
+    let mut problems = Vec::new();
+    unknown_fields(root, CHAIN_FIELDS, None, &mut problems);
+    fn field<T: serde::de::DeserializeOwned + Default>(
+        root: &Map<String, Value>,
+        name: &str,
+        required: bool,
+        what: &str,
+        problems: &mut Vec<Problem>,
+    ) -> Option<T> {
+        match root.get(name) {
+            None | Some(Value::Null) if required => {
+                problems.push(Problem::graph(
+                    ProblemKind::MissingField,
+                    name,
+                    format!("a chain needs `{name}`: {what}"),
+                ));
+                None
+            }
+            None | Some(Value::Null) => None,
+            Some(v) => match serde_json::from_value::<T>(v.clone()) {
+                Ok(t) => Some(t),
+                Err(_) => {
+                    problems.push(Problem::graph(
+                        ProblemKind::InvalidField,
+                        name,
+                        format!("`{name}` must be {what}, got {}", short(v)),
+                    ));
+                    None
+                }
+            },
+        }
+    }
+    let costs = "a list of finite numbers >= 0";
+    let bytes = "a list of non-negative integers (bytes)";
+    let spec = ChainSpec {
+        name: field(root, "name", false, "a string", &mut problems),
+        fw: field(root, "fw", true, costs, &mut problems).unwrap_or_default(),
+        bw: field(root, "bw", true, costs, &mut problems).unwrap_or_default(),
+        x: field(root, "x", true, bytes, &mut problems).unwrap_or_default(),
+        xbar: field(root, "xbar", true, bytes, &mut problems).unwrap_or_default(),
+        ftmp: field(root, "ftmp", false, bytes, &mut problems),
+        btmp: field(root, "btmp", false, bytes, &mut problems),
+        budget: field(
+            root,
+            "budget",
+            false,
+            "a non-negative integer (bytes)",
+            &mut problems,
+        ),
+    };
+    if problems.is_empty() {
+        Ok(spec)
+    } else {
+        Err(GraphError::Invalid(problems))
+    }
+}
+
+/// A value for a message, cut to 60 characters.
+fn short(v: &Value) -> String {
+    let text = v.to_string();
+    match text.char_indices().nth(60) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text,
+    }
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -257,24 +466,26 @@ fn id_of(v: &Value) -> Option<String> {
     }
 }
 
-/// A byte count: a non-negative integer (an integral float such as `12.0` is accepted).
+/// A byte count: an integer from 0 to `MAX_BYTES` (an integral float such as `12.0` or
+/// `1e9` is accepted).
 fn bytes_of(v: &Value) -> Result<u64, String> {
+    let range = || format!("an integer number of bytes from 0 to 2^53 = {MAX_BYTES}");
     match v {
         Value::Number(n) => {
-            if let Some(u) = n.as_u64() {
-                return Ok(u);
-            }
-            match n.as_f64() {
-                Some(f) if f >= 0.0 && f.fract() == 0.0 && f < 1.8e19 => Ok(f as u64),
-                _ => Err(format!(
-                    "must be a non-negative integer number of bytes, got {n}"
-                )),
+            let bytes = match (n.as_u64(), n.as_f64()) {
+                (Some(u), _) => Some(u),
+                // Exact: below 2^53 every integral float is an integer of the same value.
+                (None, Some(f)) if (0.0..=MAX_BYTES as f64).contains(&f) && f.fract() == 0.0 => {
+                    Some(f as u64)
+                }
+                _ => None,
+            };
+            match bytes {
+                Some(b) if b <= MAX_BYTES => Ok(b),
+                _ => Err(format!("must be {}, got {n}", range())),
             }
         }
-        other => Err(format!(
-            "must be a non-negative integer number of bytes, got {}",
-            type_name(other)
-        )),
+        other => Err(format!("must be {}, got {}", range(), type_name(other))),
     }
 }
 
@@ -359,6 +570,7 @@ fn native_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> GraphS
             };
             problems.push(at.problem(kind, "id", msg));
         }
+        unknown_fields(obj, NATIVE_NODE_FIELDS, Some(&at), problems);
         let cost = at.required(obj, &["cost"], ProblemKind::InvalidCost, cost_of, problems);
         let memory = at.required(
             obj,
@@ -422,6 +634,8 @@ fn native_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> GraphS
 
 fn node_link_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> GraphSpec {
     let mut spec = GraphSpec::default();
+    // Σ param_cost, exact; `Graph::new` refuses a `fixed_memory` above `MAX_BYTES`.
+    let mut params: u128 = 0;
     let graph_attrs = root.get("graph").and_then(Value::as_object);
     if let Some(name) = graph_attrs
         .and_then(|g| g.get("name"))
@@ -448,6 +662,7 @@ fn node_link_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> Gra
             id: Some(&key),
             index,
         };
+        unknown_fields(obj, NODE_LINK_NODE_FIELDS, Some(&at), problems);
         let cost = at.required(
             obj,
             &["cost_cpu", "duration"],
@@ -464,7 +679,7 @@ fn node_link_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> Gra
         );
         if let Some(v) = obj.get("param_cost") {
             match bytes_of(v) {
-                Ok(b) => spec.fixed_memory = spec.fixed_memory.saturating_add(b),
+                Ok(b) => params += u128::from(b),
                 Err(m) => problems.push(at.problem(ProblemKind::InvalidMemory, "param_cost", m)),
             }
         }
@@ -482,6 +697,17 @@ fn node_link_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> Gra
             kind: None,
             op,
         });
+    }
+    match u64::try_from(params) {
+        Ok(p) if p <= MAX_BYTES => spec.fixed_memory = p,
+        _ => problems.push(Problem::graph(
+            ProblemKind::InvalidMemory,
+            "param_cost",
+            format!(
+                "the sum of every node's `param_cost` (the graph's fixed memory) must be at \
+                 most 2^53 = {MAX_BYTES} bytes, got {params}"
+            ),
+        )),
     }
     let position: HashMap<String, usize> = spec
         .nodes

@@ -12,6 +12,20 @@
 //! else Kahn's algorithm breaking ties by file position. Solvers that need an order
 //! (Checkmate's stages, the chain DPs) use node indices `0..n` as that order.
 //!
+//! # Limits: sums that cannot overflow
+//!
+//! [`Graph::new`] refuses a graph whose totals are out of range, naming the field:
+//!
+//! * **Bytes.** `K + Σ_v s_v <= MAX_BYTES` (2^53 = 9,007,199,254,740,992 bytes, 8 PiB): every
+//!   `s_v`, `K`, and any sum of them (a footprint `s_v + Σ_{u ∈ inputs(v)} s_u`, the memory in
+//!   use at any event of any schedule, which counts each resident output once) fits in a
+//!   `u64` with room to spare and is exact as an `f64`. The graph model, the simulator and
+//!   the budgets add bytes with plain `+` on this invariant.
+//! * **Costs.** Every `c_v` is finite and `>= 0`, and `Σ_v c_v <= MAX_TOTAL_COST` (10^290):
+//!   a schedule pays at most `Σ_v c_v` per compute event, so any schedule of fewer than
+//!   10^18 compute events (far more than memory can hold) has a finite total cost, and so
+//!   do the sums the solvers form (recomputation costs, bounds, gaps).
+//!
 //! A graph may describe a second, slower storage tier ([`Storage`], the JSON field
 //! `storage`): data only, for the solvers and the simulator that move values to it.
 //!
@@ -30,6 +44,13 @@ pub use storage::{Storage, StorageError, StorageSpec, TransferRate};
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde::{Deserialize, Serialize};
 use std::collections::{BinaryHeap, HashMap, HashSet};
+
+/// The largest `K + Σ_v s_v` (and the largest budget): 2^53 bytes, so that every byte
+/// figure is exact as an `f64` and no sum of them overflows a `u64`.
+pub const MAX_BYTES: u64 = 1 << 53;
+
+/// The largest `Σ_v c_v`: leaves a factor of 10^18 for recomputation below `f64::MAX`.
+pub const MAX_TOTAL_COST: f64 = 1e290;
 
 /// The role of an op in the training step. Optional: graphs that do not say are
 /// treated as plain DAGs by the solvers that care (e.g. every node is a checkpoint
@@ -136,6 +157,7 @@ impl Graph {
                 ));
             }
         }
+        totals(&spec, &mut problems);
         // Edges, in file positions.
         let mut preds: Vec<Vec<usize>> = vec![Vec::new(); spec.nodes.len()];
         for (v, node) in spec.nodes.iter().enumerate() {
@@ -297,7 +319,7 @@ impl Graph {
             .enumerate()
             .flat_map(|(v, ps)| ps.iter().map(move |&u| (u, v)))
     }
-    /// Σ_v c_v: the cost of a step without recomputation.
+    /// Σ_v c_v: the cost of a step without recomputation (at most `MAX_TOTAL_COST`).
     pub fn total_cost(&self) -> f64 {
         self.nodes.iter().map(|n| n.cost).sum()
     }
@@ -305,7 +327,8 @@ impl Graph {
     pub fn has_kinds(&self) -> bool {
         self.nodes.iter().any(|n| n.kind.is_some())
     }
-    /// The bytes needed to run `v` at all: its inputs and its output, resident together.
+    /// The bytes needed to run `v` at all: its inputs and its output, resident together
+    /// (at most `MAX_BYTES`, by the load invariant).
     pub fn footprint(&self, v: usize) -> u64 {
         self.nodes[v].memory
             + self.preds[v]
@@ -346,6 +369,62 @@ impl Graph {
                 })
                 .collect(),
         }
+    }
+}
+
+/// The limits of the module docs: each size and `K` within `MAX_BYTES`, then
+/// `K + Σ_v s_v <= MAX_BYTES` and `Σ_v c_v <= MAX_TOTAL_COST`.
+fn totals(spec: &GraphSpec, problems: &mut Vec<Problem>) {
+    let limit = |what: &str, got: u128| {
+        format!("{what} must be at most 2^53 = {MAX_BYTES} bytes, got {got}")
+    };
+    if spec.fixed_memory > MAX_BYTES {
+        problems.push(Problem::graph(
+            ProblemKind::InvalidMemory,
+            "fixed_memory",
+            limit("fixed_memory", spec.fixed_memory.into()),
+        ));
+    }
+    let mut sizes_ok = true;
+    for node in &spec.nodes {
+        if node.memory > MAX_BYTES {
+            sizes_ok = false;
+            problems.push(Problem::node(
+                ProblemKind::InvalidMemory,
+                &node.id,
+                "memory",
+                limit("memory", node.memory.into()),
+            ));
+        }
+    }
+    let total: u128 = u128::from(spec.fixed_memory)
+        + spec
+            .nodes
+            .iter()
+            .map(|n| u128::from(n.memory))
+            .sum::<u128>();
+    if sizes_ok && spec.fixed_memory <= MAX_BYTES && total > u128::from(MAX_BYTES) {
+        problems.push(Problem::graph(
+            ProblemKind::InvalidMemory,
+            "memory",
+            limit("fixed_memory + the sum of every node's memory", total),
+        ));
+    }
+    let costs_ok = spec
+        .nodes
+        .iter()
+        .all(|n| n.cost.is_finite() && n.cost >= 0.0);
+    let total_cost: f64 = spec.nodes.iter().map(|n| n.cost).sum();
+    // Costs are finite and >= 0, so the sum is a number (possibly +inf), never NaN.
+    if costs_ok && total_cost > MAX_TOTAL_COST {
+        problems.push(Problem::graph(
+            ProblemKind::InvalidCost,
+            "cost",
+            format!(
+                "the sum of every node's cost must be at most {MAX_TOTAL_COST:e} (room for \
+                 recomputation below the largest float), got {total_cost:e}"
+            ),
+        ));
     }
 }
 

@@ -29,7 +29,7 @@ pub struct Config {
     #[arg(long, env = "REMAT_TIME_LIMIT", default_value_t = 60.0, value_parser = parse_seconds)]
     pub time_limit: f64,
     /// Threads one solve may use (solvers that use threads); unset lets each solver choose.
-    #[arg(long, env = "REMAT_SOLVER_THREADS")]
+    #[arg(long, env = "REMAT_SOLVER_THREADS", value_parser = clap::value_parser!(u32).range(1..=crate::front::options::MAX_THREADS as i64))]
     pub solver_threads: Option<u32>,
     /// Results kept in the cache (0 disables it).
     #[arg(long, env = "REMAT_CACHE", default_value_t = 256)]
@@ -95,9 +95,12 @@ fn parse_size(s: &str) -> Result<usize, String> {
     }
 }
 
+/// Seconds within `crate::front::options::seconds`' range, so that every duration built
+/// from them (deadlines, the grace period, job lifetimes) is representable.
 fn parse_seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("expected a positive number of seconds, got '{s}'")),
-    }
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a number of seconds, got '{s}'"))?;
+    crate::front::options::seconds(v).map(|_| v)
 }

@@ -47,8 +47,6 @@ pub struct Gauges {
     pub workers: usize,
     pub jobs: usize,
     pub cache_entries: usize,
-    /// Solves stopped by a client disconnect, a job cancel or shutdown.
-    pub cancelled: u64,
 }
 
 impl Metrics {
@@ -134,6 +132,9 @@ impl Metrics {
             scalar(&mut o, "remat_cache_hits_total", "counter", "Solve requests answered from the result cache.", m.cache_hits);
             scalar(&mut o, "remat_cache_misses_total", "counter", "Solve requests not found in the result cache.", m.cache_misses);
             scalar(&mut o, "remat_rejected_total", "counter", "Requests refused with 503 because the queue was full.", m.rejected);
+            // The sum of `remat_solves_total{status="cancelled"}`: one count, two views.
+            let cancelled = m.solves.iter().filter(|((_, s), _)| s == "cancelled").map(|(_, n)| n).sum();
+            scalar(&mut o, "remat_cancelled_total", "counter", "Solves stopped by a client disconnect, a job cancel or shutdown (the sum of remat_solves_total{status=\"cancelled\"}).", cancelled);
         });
         scalar(
             &mut o,
@@ -170,13 +171,6 @@ impl Metrics {
             "Results held in the cache.",
             g.cache_entries as u64,
         );
-        scalar(
-            &mut o,
-            "remat_cancelled_total",
-            "counter",
-            "Solves stopped by a client disconnect, a job cancel or shutdown.",
-            g.cancelled,
-        );
         o
     }
 }
@@ -212,7 +206,6 @@ mod tests {
             workers: 2,
             jobs: 0,
             cache_entries: 0,
-            cancelled: 0,
         });
         assert!(text.contains(
             "remat_http_request_duration_seconds_bucket{route=\"/solve\",le=\"0.005\"} 1"
@@ -224,5 +217,16 @@ mod tests {
             "remat_http_requests_total{method=\"POST\",route=\"/solve\",status=\"503\"} 1"
         ));
         assert!(text.contains("remat_queue_depth 1\n"));
+        m.solve("milp", "cancelled");
+        m.solve("auto", "cancelled");
+        m.solve("auto", "optimal");
+        let text = m.render(&Gauges {
+            queue_depth: 0,
+            workers_busy: 0,
+            workers: 2,
+            jobs: 0,
+            cache_entries: 0,
+        });
+        assert!(text.contains("remat_cancelled_total 2\n"), "{text}");
     }
 }

@@ -14,6 +14,10 @@
 //! stops accepting connections, lets in-flight solves finish for `--grace` seconds, then
 //! cancels what is left. The server knows nothing of any solver's internals.
 //!
+//! Responses are gzip-compressed when the client sends `Accept-Encoding: gzip`. A request
+//! target longer than [`MAX_URI`] gets a 414 problem document; hyper itself answers a bare
+//! 414, before the service sees the request, beyond 64 KiB.
+//!
 //! `request` reads bodies field by field (through the front door, `crate::front`, for
 //! options, budgets and schedules, as the command line does); `endpoints` holds the
 //! handlers, one file per group.
@@ -28,6 +32,7 @@ mod problem;
 mod request;
 
 pub use config::{Config, LogFormat};
+pub use pool::panic_message;
 pub use problem::PROBLEM_JSON;
 
 use axum::extract::{MatchedPath, Request, State};
@@ -41,8 +46,12 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::compression::CompressionLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
+
+/// The longest request target (path and query) the service reads: 8 KiB.
+pub const MAX_URI: usize = 8 << 10;
 
 /// The contract, parsed once from `api/openapi.yaml`.
 static OPENAPI: LazyLock<serde_json::Value> = LazyLock::new(|| {
@@ -99,10 +108,12 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(endpoints::not_found)
         .method_not_allowed_fallback(endpoints::method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn(limit_uri))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             record_metrics,
         ))
+        .layer(CompressionLayer::new())
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(
@@ -134,6 +145,19 @@ async fn record_metrics(State(state): State<Arc<AppState>>, req: Request, next: 
         .metrics
         .request(&method, &route, response.status().as_u16(), start.elapsed());
     response
+}
+
+/// Refuses a request target longer than [`MAX_URI`] with a 414 problem document.
+async fn limit_uri(req: Request, next: Next) -> Response {
+    let len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if len > MAX_URI {
+        return problem::ApiProblem::new(
+            problem::Kind::UriTooLong,
+            format!("the request target has {len} bytes; at most {MAX_URI} are read"),
+        )
+        .into_response();
+    }
+    next.run(req).await
 }
 
 /// A panic outside the worker pool (in a handler) still answers with a problem document.

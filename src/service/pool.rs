@@ -35,8 +35,6 @@ pub struct Pool {
     admitted: Arc<AtomicUsize>,
     /// Tasks running on a worker.
     running: Arc<AtomicUsize>,
-    /// Tasks that ended with their cancel flag raised.
-    cancelled: Arc<AtomicU64>,
     next_id: AtomicU64,
     /// The cancel flag of every admitted task.
     flags: Arc<Mutex<HashMap<u64, Arc<AtomicBool>>>>,
@@ -86,7 +84,6 @@ impl Pool {
             permits: Arc::new(Semaphore::new(workers)),
             admitted: Arc::new(AtomicUsize::new(0)),
             running: Arc::new(AtomicUsize::new(0)),
-            cancelled: Arc::new(AtomicU64::new(0)),
             next_id: AtomicU64::new(0),
             flags: Arc::new(Mutex::new(HashMap::new())),
         }
@@ -99,11 +96,6 @@ impl Pool {
     /// Tasks running on a worker now.
     pub fn running(&self) -> usize {
         self.running.load(Ordering::SeqCst)
-    }
-
-    /// Tasks that ended with their cancel flag raised, since the start.
-    pub fn cancelled(&self) -> u64 {
-        self.cancelled.load(Ordering::SeqCst)
     }
 
     /// Tasks waiting for a worker now.
@@ -163,13 +155,9 @@ impl Pool {
             .await
             .map_err(|_| PoolError::Closed)?;
         let running = self.running.clone();
-        let cancelled = self.cancelled.clone();
         let handle = tokio::task::spawn_blocking(move || {
             running.fetch_add(1, Ordering::SeqCst);
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
-            if cancel.load(Ordering::Relaxed) {
-                cancelled.fetch_add(1, Ordering::SeqCst);
-            }
             running.fetch_sub(1, Ordering::SeqCst);
             drop(permit);
             drop(admission);

@@ -3,6 +3,7 @@
 //! class, a `title` for people, the HTTP `status`, a `detail` for this occurrence and the
 //! same node/field-level list (`problems`) that the CLI prints for a bad graph.
 
+use crate::budget::BudgetError;
 use crate::front::{InvalidOption, ScheduleInputError};
 use crate::graph::{GraphError, Problem};
 use crate::schedule::SimError;
@@ -33,6 +34,8 @@ pub enum Kind {
     InvalidSolver,
     /// No such route or job (404).
     NotFound,
+    /// The request target is longer than the service reads (414).
+    UriTooLong,
     /// The route exists, not with this method (405).
     MethodNotAllowed,
     /// The queue is full, or the job table is (503, with `Retry-After`).
@@ -56,6 +59,7 @@ impl Kind {
             | Kind::InvalidSchedule
             | Kind::InvalidSolver => StatusCode::UNPROCESSABLE_ENTITY,
             Kind::NotFound => StatusCode::NOT_FOUND,
+            Kind::UriTooLong => StatusCode::URI_TOO_LONG,
             Kind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Kind::Busy | Kind::Draining => StatusCode::SERVICE_UNAVAILABLE,
             Kind::TimeLimit => StatusCode::GATEWAY_TIMEOUT,
@@ -74,6 +78,7 @@ impl Kind {
             Kind::InvalidSchedule => "invalid-schedule",
             Kind::InvalidSolver => "invalid-solver",
             Kind::NotFound => "not-found",
+            Kind::UriTooLong => "uri-too-long",
             Kind::MethodNotAllowed => "method-not-allowed",
             Kind::Busy => "busy",
             Kind::Draining => "draining",
@@ -92,6 +97,7 @@ impl Kind {
             Kind::InvalidSchedule => "The schedule is invalid",
             Kind::InvalidSolver => "The solver cannot be used",
             Kind::NotFound => "Not found",
+            Kind::UriTooLong => "The request URI is too long",
             Kind::MethodNotAllowed => "Method not allowed",
             Kind::Busy => "The server is busy",
             Kind::Draining => "The server is shutting down",
@@ -194,6 +200,13 @@ impl From<InvalidOption> for ApiProblem {
     fn from(e: InvalidOption) -> ApiProblem {
         let field = e.option.field();
         ApiProblem::new(Kind::InvalidRequest, e.message(field)).with_field(field)
+    }
+}
+
+/// A budget that resolves out of range for this graph.
+impl From<BudgetError> for ApiProblem {
+    fn from(e: BudgetError) -> ApiProblem {
+        ApiProblem::new(Kind::InvalidBudget, e.to_string()).with_field("budget")
     }
 }
 

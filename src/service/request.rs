@@ -13,7 +13,7 @@ use crate::budget::Budget;
 use crate::front::OptionsInput;
 use crate::graph::load::{graph_from_value, Format};
 use crate::graph::{Graph, Storage};
-use crate::solve::{self, SolveOptions};
+use crate::solve::{self, SolveOptions, SolveResult};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
@@ -23,8 +23,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A JSON object body, read one field at a time.
-pub(super) struct Body(Map<String, Value>);
+/// A JSON object body, read one field at a time; `asked` lists the fields the endpoint
+/// reads, for the "did you mean" hint of an unknown one.
+pub(super) struct Body(Map<String, Value>, Vec<&'static str>);
 
 impl Body {
     pub fn parse(bytes: Result<Bytes, BytesRejection>) -> Result<Body, ApiProblem> {
@@ -47,7 +48,7 @@ impl Body {
             )
         })?;
         match value {
-            Value::Object(map) => Ok(Body(map)),
+            Value::Object(map) => Ok(Body(map, Vec::new())),
             _ => Err(ApiProblem::new(
                 Kind::InvalidRequest,
                 "the body must be a JSON object with a `graph` field",
@@ -57,9 +58,10 @@ impl Body {
 
     pub fn optional<T: DeserializeOwned>(
         &mut self,
-        field: &str,
+        field: &'static str,
         kind: Kind,
     ) -> Result<Option<T>, ApiProblem> {
+        self.1.push(field);
         match self.0.remove(field) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => serde_json::from_value(v).map(Some).map_err(|e| {
@@ -70,7 +72,7 @@ impl Body {
 
     pub fn required<T: DeserializeOwned>(
         &mut self,
-        field: &str,
+        field: &'static str,
         kind: Kind,
     ) -> Result<T, ApiProblem> {
         self.optional(field, kind)?.ok_or_else(|| {
@@ -101,21 +103,33 @@ impl Body {
         )
     }
 
-    /// Rejects the fields nobody read: a misspelt option must not pass silently.
+    /// Rejects the fields nobody read: a misspelt option must not pass silently. The
+    /// message suggests the field it most likely means and lists the accepted ones.
     pub fn finish(self) -> Result<(), ApiProblem> {
         match self.0.keys().next() {
             None => Ok(()),
-            Some(k) => Err(
-                ApiProblem::new(Kind::InvalidRequest, format!("unknown field '{k}'"))
-                    .with_field(k.clone()),
-            ),
+            Some(k) => Err(ApiProblem::new(
+                Kind::InvalidRequest,
+                crate::graph::load::unknown_field_message(k, &self.1),
+            )
+            .with_field(k.clone())),
         }
+    }
+
+    /// The `events_only` flag: answer with the schedule's events, without its stage
+    /// matrices.
+    pub fn events_only(&mut self) -> Result<bool, ApiProblem> {
+        Ok(self
+            .optional::<bool>("events_only", Kind::InvalidRequest)?
+            .unwrap_or(false))
     }
 }
 
 /// The solver and its options, shared by solve, jobs and sweep.
 pub(super) struct Options {
     pub solver: String,
+    /// Answer with events only: no stage matrices (`schedule.stages`).
+    pub events_only: bool,
     /// The request's time limit capped by the server's (the server's when none is given).
     pub time_limit: Duration,
     /// Validated; its time limit is `time_limit`, its threads the server's.
@@ -139,6 +153,7 @@ impl Options {
         let time_limit = options.time_limit.map_or(cap, |t| t.min(cap));
         options.time_limit = Some(time_limit);
         Ok(Options {
+            events_only: body.events_only()?,
             solver,
             time_limit,
             options,
@@ -156,6 +171,25 @@ impl Options {
             seed: self.options.seed,
         }
         .key()
+    }
+
+    /// The result as the request asked for it: without stage matrices for `events_only`.
+    pub fn shape(events_only: bool, result: Arc<SolveResult>) -> Arc<SolveResult> {
+        match &result.schedule {
+            Some(s) if events_only && s.stages.is_some() => {
+                let mut r = (*result).clone();
+                Options::drop_stages(&mut r);
+                Arc::new(r)
+            }
+            _ => result,
+        }
+    }
+
+    /// Removes the schedule's stage matrices, keeping its events.
+    pub fn drop_stages(result: &mut SolveResult) {
+        if let Some(s) = result.schedule.as_mut() {
+            s.stages = None;
+        }
     }
 
     /// The options of one solve, stopped by `cancel`.
@@ -185,7 +219,7 @@ impl SolveRequest {
         let options = Options::read(&mut body, &state.config)?;
         body.finish()?;
         Ok(SolveRequest {
-            budget: budget.resolve(&graph),
+            budget: budget.resolve(&graph)?,
             graph,
             options,
         })

@@ -28,7 +28,7 @@ pub async fn simulate_schedule(
     let budget: Option<Budget> = body.optional("budget", Kind::InvalidBudget)?;
     body.finish()?;
     let schedule = read_schedule(raw)?;
-    let budget = budget.map(|b| b.resolve(&graph));
+    let budget = budget.map(|b| b.resolve(&graph)).transpose()?;
     let report = simulate_report(&graph, &schedule, budget).map_err(ApiProblem::schedule)?;
     Ok(json_response(StatusCode::OK, &report))
 }

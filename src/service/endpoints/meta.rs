@@ -55,7 +55,6 @@ pub async fn metrics(State(state): Shared) -> Response {
         workers: state.pool.workers(),
         jobs: state.jobs.len(),
         cache_entries: state.cache.len(),
-        cancelled: state.pool.cancelled(),
     });
     (
         [(

@@ -1,6 +1,11 @@
 //! The endpoints that run solvers in the worker pool: `POST /v1/solve` (and `/solve`),
 //! the asynchronous jobs (`/v1/jobs`), and `POST /v1/sweep` (one graph, many budgets).
 //! Every solve goes through `run_solve`: the cache, then the pool, then metrics.
+//!
+//! A solve is counted in `remat_solves_total` by the worker that ran it, when it ends,
+//! whether or not its client is still there: a solve whose cancel flag was raised by then
+//! (client gone, job deleted, shutdown) counts as `cancelled`, whatever it returned, so
+//! that `remat_cancelled_total` (their sum) and `status="cancelled"` agree.
 
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
 #![allow(clippy::result_large_err)]
@@ -14,13 +19,13 @@ use super::{json_response, ApiResult, Shared};
 use crate::budget::Budget;
 use crate::solve::{self, Instance, SolveError, SolveResult, Status};
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use serde_json::json;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -43,36 +48,47 @@ async fn run_solve(
     options.progress = progress;
     let solver = request.options.solver.clone();
     let SolveRequest { graph, budget, .. } = request;
+    let worker_state = state.clone();
     let outcome = state
         .pool
         .run(options.cancel.clone(), move || {
             on_start();
-            solve::solve(
+            let result = solve::solve(
                 &Instance {
                     graph: &graph,
                     budget,
                 },
                 &solver,
                 &options,
-            )
+            );
+            count_solve(&worker_state, &solver, &options.cancel, &result);
+            result
         })
         .await;
     let solver = &request.options.solver;
     let result = match outcome {
         Err(e) => return Err(pool_problem(state, solver, e)),
-        Ok(Err(SolveError::Cancelled)) => {
-            state.metrics.solve(solver, "cancelled");
-            return Err(ApiProblem::from(SolveError::Cancelled));
-        }
-        Ok(Err(e)) => {
-            state.metrics.solve(solver, "error");
-            return Err(e.into());
-        }
+        Ok(Err(e)) => return Err(e.into()),
         Ok(Ok(r)) => Arc::new(r),
     };
-    state.metrics.solve(&result.solver, result.status.as_str());
     state.cache.put(key, result.clone());
     Ok((result, false))
+}
+
+/// Counts one finished solve in `remat_solves_total` (see the module docs).
+fn count_solve(
+    state: &AppState,
+    solver: &str,
+    cancel: &AtomicBool,
+    result: &Result<SolveResult, SolveError>,
+) {
+    let (solver, status) = match result {
+        _ if cancel.load(Ordering::Relaxed) => (solver, "cancelled"),
+        Err(SolveError::Cancelled) => (solver, "cancelled"),
+        Err(_) => (solver, "error"),
+        Ok(r) => (r.solver.as_str(), r.status.as_str()),
+    };
+    state.metrics.solve(solver, status);
 }
 
 fn pool_problem(state: &AppState, solver: &str, e: PoolError) -> ApiProblem {
@@ -95,7 +111,9 @@ pub async fn solve(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -
     let request = SolveRequest::read(&state, bytes)?;
     let cancel = Arc::new(AtomicBool::new(false));
     let guard = CancelOnDrop::new(cancel.clone());
+    let events_only = request.options.events_only;
     let (result, hit) = run_solve(&state, request, cancel, None, || ()).await?;
+    let result = Options::shape(events_only, result);
     guard.disarm();
     if result.status == Status::NoSolution {
         return Err(ApiProblem::time_limit((*result).clone()));
@@ -128,12 +146,13 @@ pub async fn create_job(State(state): Shared, bytes: Result<Bytes, BytesRejectio
     let progress: solve::ProgressSink = Arc::new(move |p| sink_state.jobs.progress(&sink_id, p));
     let start_state = state.clone();
     let start_id = id.clone();
+    let events_only = request.options.events_only;
     tokio::spawn(async move {
         let outcome = run_solve(&job_state, request, cancel, Some(progress), move || {
             start_state.jobs.started(&start_id)
         })
         .await
-        .map(|(result, _)| result);
+        .map(|(result, _)| Options::shape(events_only, result));
         job_state.jobs.finish(&job_id, outcome);
     });
     let mut response = json_response(
@@ -155,17 +174,29 @@ fn no_job(id: &str) -> ApiProblem {
     .with_field("id")
 }
 
+/// The `{id}` of a job route; an id that is not UTF-8 names no job (404 problem).
+fn job_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiProblem> {
+    path.map(|Path(id)| id).map_err(|e| {
+        ApiProblem::new(Kind::NotFound, format!("no such job: {}", e.body_text())).with_field("id")
+    })
+}
+
 /// `GET /v1/jobs/{id}`.
 pub async fn get_job(
     State(state): Shared,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<JobView>, ApiProblem> {
+    let id = job_id(path)?;
     state.jobs.get(&id).map(Json).ok_or_else(|| no_job(&id))
 }
 
 /// `DELETE /v1/jobs/{id}`: cancels an active job (200 with the job), removes a finished
 /// one (204).
-pub async fn delete_job(State(state): Shared, Path(id): Path<String>) -> ApiResult {
+pub async fn delete_job(
+    State(state): Shared,
+    path: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let id = job_id(path)?;
     match state.jobs.cancel(&id) {
         None => Err(no_job(&id)),
         Some(Cancelled::Stopped(view)) => Ok(json_response(StatusCode::OK, &*view)),
@@ -193,10 +224,15 @@ pub async fn sweep(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -
     let options = Options::read(&mut body, &state.config)?;
     body.finish()?;
     let cap = state.config.time_limit();
-    let bytes: Vec<u64> = budgets.iter().map(|b| b.resolve(&graph)).collect();
+    let bytes = budgets
+        .iter()
+        .map(|b| b.resolve(&graph))
+        .collect::<Result<Vec<u64>, _>>()
+        .map_err(|e| ApiProblem::from(e).with_field("budgets"))?;
     let cancel = Arc::new(AtomicBool::new(false));
     let guard = CancelOnDrop::new(cancel.clone());
     let work_cancel = cancel.clone();
+    let worker_state = state.clone();
     let outcome = state
         .pool
         .run(cancel, move || {
@@ -207,23 +243,27 @@ pub async fn sweep(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -
                     let left = end.saturating_duration_since(Instant::now());
                     let mut o = options.solve_options(work_cancel.clone());
                     o.time_limit = Some(options.time_limit.min(left));
-                    solve::solve(
+                    let result = solve::solve(
                         &Instance {
                             graph: &graph,
                             budget,
                         },
                         &options.solver,
                         &o,
-                    )
+                    );
+                    count_solve(&worker_state, &options.solver, &work_cancel, &result);
+                    result.map(|mut r| {
+                        if options.events_only {
+                            Options::drop_stages(&mut r);
+                        }
+                        r
+                    })
                 })
                 .collect::<Result<Vec<_>, _>>()
         })
         .await;
     guard.disarm();
     let results = outcome.map_err(|e| pool_problem(&state, "sweep", e))??;
-    for r in &results {
-        state.metrics.solve(&r.solver, r.status.as_str());
-    }
     Ok(json_response(
         StatusCode::OK,
         &json!({ "results": results }),
@@ -258,7 +298,6 @@ mod tests {
             workers: 1,
             jobs: 0,
             cache_entries: 0,
-            cancelled: 0,
         });
         assert!(text.contains("remat_solves_total{solver=\"auto\",status=\"panic\"} 1"));
     }
