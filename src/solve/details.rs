@@ -62,6 +62,9 @@ pub struct FastSaDetails {
     /// The seconds into the search at which it was found.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub best_found_at_s: Option<f64>,
+    /// The seconds into the search at which a sequence first fit the budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_fit_s: Option<f64>,
     /// The nodes of the grouped graph phase 1 annealed (absent when phase 1 did not run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grouped_nodes: Option<usize>,

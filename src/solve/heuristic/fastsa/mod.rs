@@ -190,6 +190,7 @@ struct Run {
     iterations: u64,
     accepted: u64,
     lowest_peak: i64,
+    first_fit: Option<f64>,
     phase: u8,
     grouped_nodes: Option<usize>,
     slots: usize,
@@ -210,6 +211,8 @@ struct Annealer<'a> {
     iterations: u64,
     accepted: u64,
     lowest_peak: i64,
+    /// The seconds at which a sequence first fit.
+    first_fit: Option<f64>,
     phase: u8,
     reported: Duration,
     /// The best weight that fit so far, across phases.
@@ -251,6 +254,7 @@ fn search(
         iterations: 0,
         accepted: 0,
         lowest_peak: i64::MAX,
+        first_fit: None,
         phase: 1,
         reported: Duration::ZERO,
         best_weight: f64::INFINITY,
@@ -461,6 +465,9 @@ impl Annealer<'_> {
         if peak > self.budget {
             return false;
         }
+        if self.first_fit.is_none() {
+            self.first_fit = Some(self.stop.elapsed().as_secs_f64());
+        }
         if s.weight() < self.best_weight {
             self.best_weight = s.weight();
             let snapshot = found.get_or_insert_with(|| Snapshot {
@@ -511,6 +518,7 @@ impl Annealer<'_> {
             iterations: self.iterations,
             accepted: self.accepted,
             lowest_peak: self.lowest_peak,
+            first_fit: self.first_fit,
             phase: self.phase,
             grouped_nodes,
             slots,
@@ -541,6 +549,7 @@ fn finish(instance: &Instance, run: Run, start: Option<&Schedule>) -> Result<Out
             accepted: run.accepted,
             best_found_at_iteration: best.map(|b| b.iteration),
             best_found_at_s: best.map(|b| b.seconds),
+            first_fit_s: run.first_fit,
             grouped_nodes: run.grouped_nodes,
             iterations: run.iterations,
             lowest_peak: u64::try_from(run.lowest_peak).unwrap_or(0),
