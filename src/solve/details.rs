@@ -17,7 +17,7 @@ pub enum Details {
     Exhaustive(ExhaustiveDetails),
     Chen(ChenDetails),
     Dtr(DtrDetails),
-    FastSa(FastSaDetails),
+    FastSa(Box<FastSaDetails>),
     Checkmate(Box<CheckmateDetails>),
     Revolve(RevolveDetails),
     Slots(SlotDetails),

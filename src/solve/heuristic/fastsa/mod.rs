@@ -545,7 +545,7 @@ fn finish(instance: &Instance, run: Run, start: Option<&Schedule>) -> Result<Out
         .filter(|stats| stats.peak_memory <= instance.budget)
         .map(|stats| stats.total_cost);
     let details = |source: &'static str, best: Option<&Best>| {
-        Some(Details::FastSa(FastSaDetails {
+        Some(Details::FastSa(Box::new(FastSaDetails {
             accepted: run.accepted,
             best_found_at_iteration: best.map(|b| b.iteration),
             best_found_at_s: best.map(|b| b.seconds),
@@ -556,7 +556,7 @@ fn finish(instance: &Instance, run: Run, start: Option<&Schedule>) -> Result<Out
             phase_reached: run.phase,
             slots: run.slots,
             source,
-        }))
+        })))
     };
     match (found, start_cost, start) {
         (Some((_, cost)), Some(start_cost), Some(start)) if start_cost <= cost => {
