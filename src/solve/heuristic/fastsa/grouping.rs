@@ -134,11 +134,12 @@ fn alive_together(graph: &Graph, members: &[usize]) -> u128 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::graph::{GraphSpec, NodeSpec};
 
-    fn node(id: &str, memory: u64, inputs: &[&str]) -> NodeSpec {
+    /// A node of unit cost for hand-written test graphs.
+    pub(in super::super) fn node(id: &str, memory: u64, inputs: &[&str]) -> NodeSpec {
         NodeSpec {
             id: id.into(),
             cost: 1.0,

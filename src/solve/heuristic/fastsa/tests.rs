@@ -289,14 +289,7 @@ fn without_a_fitting_sequence_it_names_the_lowest_peak() {
     // a (2 bytes) feeds b and c (1 byte each), d reads b and c. The trivial bound is 3
     // (any one node with its inputs), but b or c is computed beside a while the other is
     // alive (or a is recomputed beside it): no schedule peaks below 4.
-    let node = |id: &str, memory, inputs: &[&str]| crate::graph::NodeSpec {
-        id: id.into(),
-        cost: 1.0,
-        memory,
-        inputs: inputs.iter().map(|s| s.to_string()).collect(),
-        kind: None,
-        op: None,
-    };
+    let node = super::grouping::tests::node;
     let graph = Graph::new(crate::graph::GraphSpec {
         nodes: vec![
             node("a", 2, &[]),
