@@ -17,6 +17,7 @@ pub enum Details {
     Exhaustive(ExhaustiveDetails),
     Chen(ChenDetails),
     Dtr(DtrDetails),
+    FastSa(Box<FastSaDetails>),
     Checkmate(Box<CheckmateDetails>),
     Revolve(RevolveDetails),
     Slots(SlotDetails),
@@ -48,6 +49,36 @@ pub struct ChenDetails {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DtrDetails {
     pub evictions: usize,
+}
+
+/// FastSA's simulated annealing.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FastSaDetails {
+    /// Mutations accepted.
+    pub accepted: u64,
+    /// The iteration at which the returned sequence was found (absent when `source` is
+    /// `start`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best_found_at_iteration: Option<u64>,
+    /// The seconds into the search at which it was found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best_found_at_s: Option<f64>,
+    /// The seconds into the search at which a sequence first fit the budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_fit_s: Option<f64>,
+    /// The nodes of the grouped graph phase 1 annealed (absent when phase 1 did not run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grouped_nodes: Option<usize>,
+    /// Mutations drawn, valid or not.
+    pub iterations: u64,
+    /// The lowest peak of any sequence visited, in bytes (phase 1's grouped bound there).
+    pub lowest_peak: u64,
+    /// 1: the search ended on the grouped graph; 2: it reached the original nodes.
+    pub phase_reached: u8,
+    /// The slots T of the last phase's sequence.
+    pub slots: usize,
+    /// `annealing`, or `start` when `improve` found nothing cheaper than its start.
+    pub source: &'static str,
 }
 
 /// The Checkmate MILP, its LP relaxation and the LP rounding. The model's figures are

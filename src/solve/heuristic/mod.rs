@@ -4,7 +4,9 @@
 //! * [`baseline`]: checkpoint-all and recompute-all (Checkmate's checkpoint-last-node).
 //! * [`chen`]: Chen et al.'s √n and greedy segment schedules at articulation points.
 //! * [`dtr`]: Dynamic Tensor Rematerialization (Kirisame et al.) simulated ahead of time.
+//! * [`fastsa`]: FastSA (Imanishi et al.), simulated annealing over the compute sequence.
 
 pub mod baseline;
 pub mod chen;
 pub mod dtr;
+pub mod fastsa;
