@@ -7,13 +7,16 @@
 //!    homogeneous chains, the persistent chain DP on the others). A global optimum ends
 //!    the solve; any other plan joins the candidates.
 //! 3. The fast constructive solvers run next ([`FAST`]), so that a schedule exists within
-//!    a second or two at any feasible budget.
+//!    a second or two at any feasible budget. They are the floor: they run even when the
+//!    time limit has passed, so the answer is never worse than any of them.
 //! 4. The Checkmate MILP runs where it fits ([`MILP_MAX_NODES`], and its model within
 //!    `SolveOptions::memory_limit`: a model too large is refused before it is allocated),
 //!    with half of the time left. A proof that covers only the solver order is a reason to
 //!    go on, not to stop.
-//! 5. The improver (simulated annealing over compute sequences) spends the rest of the
-//!    time on the best schedule so far.
+//! 5. The improver, FastSA's simulated annealing over compute sequences (which also
+//!    reorders), spends the rest of the time on the best schedule so far, or searches from
+//!    the solver order when no candidate found one. After a proof within a scope it gets
+//!    [`IMPROVER_SHARE_AFTER_PROOF`] of the time left.
 //!
 //! Every candidate's plan is replayed by the simulator before it counts: one that fails,
 //! overshoots the budget or produces an invalid schedule is recorded in `details.tried`
@@ -26,6 +29,7 @@ mod portfolio;
 
 use super::dp::structured::exact_solver_for;
 use super::exhaustive::{Exhaustive, MAX_NODES};
+use super::fastsa::{self, FastSa};
 use super::{checkmate, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 use portfolio::Portfolio;
 use std::time::Duration;
@@ -42,6 +46,11 @@ const MILP_MAX_NODES: usize = 200;
 
 /// The share of the remaining time the MILP may take.
 const MILP_SHARE: f64 = 0.5;
+
+/// The share of the remaining time the improver takes when the best schedule is already
+/// proven optimal within its solver's scope (it looks for cheaper schedules outside it,
+/// in other orders, without making the caller wait the whole limit).
+const IMPROVER_SHARE_AFTER_PROOF: f64 = 0.1;
 
 pub struct Auto;
 
@@ -70,14 +79,20 @@ impl Solver for Auto {
             portfolio.run(dp.info().name, 1.0, |i, o| dp.solve(i, o))?;
         }
         for name in FAST {
-            if portfolio.done() {
-                break;
-            }
             let solver = super::find(name)?;
-            portfolio.run(name, 1.0, |i, o| solver.solve(i, o))?;
+            portfolio.run_floor(name, |i, o| solver.solve(i, o))?;
         }
         if !portfolio.done() && instance.graph.len() <= MILP_MAX_NODES {
             portfolio.run("milp", MILP_SHARE, checkmate::solve_milp)?;
+        }
+        let share = if portfolio.best_is_optimal_in_scope() {
+            IMPROVER_SHARE_AFTER_PROOF
+        } else {
+            1.0
+        };
+        match portfolio.best_schedule() {
+            Some(start) => portfolio.run("fastsa", share, |i, o| fastsa::improve(i, o, &start))?,
+            None => portfolio.run("fastsa", share, |i, o| FastSa.solve(i, o))?,
         }
         Ok(portfolio.finish())
     }

@@ -2,10 +2,13 @@
 //! plan is replayed by the simulator, the cheapest verified plan is kept, and every run is
 //! recorded for `details.tried`.
 
-use crate::schedule::simulate;
+use crate::schedule::{simulate, Schedule};
 use crate::solve::details::{AutoDetails, Details, Tried, Verdict};
 use crate::solve::{Bound, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Stop};
 use std::time::Duration;
+
+/// The least time a floor candidate gets, even past the deadline.
+const FLOOR_TIME: Duration = Duration::from_secs(1);
 
 /// The candidates run so far and the best verified plan among them.
 pub(super) struct Portfolio<'a> {
@@ -38,10 +41,11 @@ impl<'a> Portfolio<'a> {
         }
     }
 
-    /// Whether the solve is over: cancelled, out of time, no schedule can exist, or the
-    /// best plan is a global optimum (proven so, or costing `Σ_v c_v`: nothing is cheaper).
+    /// Whether the solve is over: cancelled, no schedule can exist, or the best plan is a
+    /// global optimum (proven so, or costing `Σ_v c_v`: nothing is cheaper). The deadline
+    /// is not checked here: see [`Portfolio::run`].
     pub(super) fn done(&self) -> bool {
-        self.stop.should_stop()
+        self.stop.cancelled()
             || self.proven_infeasible.is_some()
             || self.best.as_ref().is_some_and(|b| {
                 (b.plan.claim == Claim::Optimal && b.plan.scope == Scope::GlobalOptimum)
@@ -49,19 +53,55 @@ impl<'a> Portfolio<'a> {
             })
     }
 
-    /// Runs the candidate `name` with `share` of the time left and records what it found.
-    /// Only a cancellation ends the portfolio; any other error is recorded and skipped.
+    /// The schedule of the best verified plan so far.
+    pub(super) fn best_schedule(&self) -> Option<Schedule> {
+        self.best.as_ref().map(|b| b.plan.schedule.clone())
+    }
+
+    /// Whether the best plan is proven optimal within a scope narrower than all schedules.
+    pub(super) fn best_is_optimal_in_scope(&self) -> bool {
+        self.best.as_ref().is_some_and(|b| {
+            b.plan.claim == Claim::Optimal && b.plan.scope != Scope::GlobalOptimum
+        })
+    }
+
+    /// Runs the candidate `name` with `share` of the time left and records what it found;
+    /// past the deadline it does not run. Only a cancellation ends the portfolio; any other
+    /// error is recorded and skipped.
     pub(super) fn run(
         &mut self,
         name: &'static str,
         share: f64,
         solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
     ) -> Result<(), SolveError> {
+        if self.stop.should_stop() {
+            return Ok(());
+        }
+        self.run_for(name, self.time_left().mul_f64(share), solve)
+    }
+
+    /// Runs a floor candidate, one every answer must be at least as good as: it runs even
+    /// past the deadline (they take milliseconds to seconds), with at least
+    /// [`FLOOR_TIME`].
+    pub(super) fn run_floor(
+        &mut self,
+        name: &'static str,
+        solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
+    ) -> Result<(), SolveError> {
+        self.run_for(name, self.time_left().max(FLOOR_TIME), solve)
+    }
+
+    fn run_for(
+        &mut self,
+        name: &'static str,
+        time_limit: Duration,
+        solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
+    ) -> Result<(), SolveError> {
         if self.done() {
             return Ok(());
         }
         let mut options = self.options.clone();
-        options.time_limit = Some(self.time_left().mul_f64(share));
+        options.time_limit = Some(time_limit);
         let started = self.stop.elapsed();
         let outcome = solve(self.instance, &options);
         let mut tried = Tried {

@@ -571,7 +571,7 @@ fn finish(instance: &Instance, run: Run, start: Option<&Schedule>) -> Result<Out
         ),
         (None, _, _) => Ok(Outcome::Infeasible {
             solver: NAME,
-            proven: false,
+            proven: None,
             reason: format!(
                 "FastSA found no sequence within the budget of {} bytes in {} iterations \
                  ({:.1} s); the lowest peak it reached was {} bytes",
