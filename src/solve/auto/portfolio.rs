@@ -60,9 +60,9 @@ impl<'a> Portfolio<'a> {
 
     /// Whether the best plan is proven optimal within a scope narrower than all schedules.
     pub(super) fn best_is_optimal_in_scope(&self) -> bool {
-        self.best.as_ref().is_some_and(|b| {
-            b.plan.claim == Claim::Optimal && b.plan.scope != Scope::GlobalOptimum
-        })
+        self.best
+            .as_ref()
+            .is_some_and(|b| b.plan.claim == Claim::Optimal && b.plan.scope != Scope::GlobalOptimum)
     }
 
     /// Runs the candidate `name` with `share` of the time left and records what it found;

@@ -1,0 +1,72 @@
+//! `auto`, the portfolio, against the floor it promises (issue 9): on the bundled and the
+//! benchmark graphs at several budgets its schedule fits, replays in the simulator from the
+//! JSON the user gets, and is never costlier than `dtr`'s, `chen-greedy`'s or
+//! `checkpoint-all`'s on the same case; it has a schedule whenever one of them has.
+//! The default run takes every fourth case; `REMAT_FULL=1` all of them.
+
+mod common;
+
+use remat::budget::Budget;
+use remat::graph::Graph;
+use remat::schedule::{simulate, ScheduleJson};
+use remat::solve::{self, Instance, SolveOptions, SolveResult};
+use std::time::Duration;
+
+fn run(graph: &Graph, budget: u64, solver: &str) -> SolveResult {
+    let options = SolveOptions {
+        threads: Some(1),
+        time_limit: Some(Duration::from_secs(1)),
+        ..SolveOptions::default()
+    };
+    solve::solve(&Instance { graph, budget }, solver, &options).unwrap()
+}
+
+/// The cost of `r`'s schedule, replayed from its JSON and checked against the budget.
+fn verified_cost(graph: &Graph, r: &SolveResult, case: &str) -> Option<f64> {
+    let json: &ScheduleJson = r.schedule.as_ref()?;
+    let stats = simulate(graph, &json.resolve(graph).expect(case)).expect(case);
+    assert!(stats.peak_memory <= r.budget, "{case}: over budget");
+    assert_eq!(
+        Some(stats.total_cost),
+        r.stats.as_ref().map(|s| s.total_cost),
+        "{case}"
+    );
+    Some(stats.total_cost)
+}
+
+#[test]
+fn auto_is_never_worse_than_the_constructive_solvers() {
+    let mut cases = Vec::new();
+    for path in common::all_graph_files() {
+        for fraction in [0.9, 0.8, 0.7] {
+            cases.push((path.clone(), fraction));
+        }
+    }
+    let mut compared = 0;
+    for (path, fraction) in common::subset(cases, 4) {
+        let graph = common::load(&path);
+        let budget = Budget::OfPeak(fraction).resolve(&graph).unwrap();
+        let case = format!("{} at {fraction}", path.display());
+        let auto = run(&graph, budget, "auto");
+        let auto_cost = verified_cost(&graph, &auto, &format!("{case} auto"));
+        for floor in ["dtr", "chen-greedy", "checkpoint-all"] {
+            let r = run(&graph, budget, floor);
+            let Some(cost) = verified_cost(&graph, &r, &format!("{case} {floor}")) else {
+                continue;
+            };
+            let auto_cost = auto_cost.unwrap_or_else(|| {
+                panic!(
+                    "{case}: {floor} has a schedule, auto none: {:?}",
+                    auto.message
+                )
+            });
+            assert!(
+                auto_cost <= cost * (1.0 + 1e-12),
+                "{case}: auto {auto_cost} ({}) is costlier than {floor} {cost}",
+                auto.solver
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared > 0);
+}
