@@ -17,6 +17,7 @@ pub enum Details {
     Exhaustive(ExhaustiveDetails),
     Chen(ChenDetails),
     Dtr(DtrDetails),
+    SethiUllman(SethiUllmanDetails),
     Checkmate(Box<CheckmateDetails>),
     Revolve(RevolveDetails),
     Slots(SlotDetails),
@@ -47,6 +48,17 @@ pub struct ChenDetails {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DtrDetails {
     pub evictions: usize,
+}
+
+/// The Sethi–Ullman construction.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SethiUllmanDetails {
+    /// Values evicted while a later target still read them.
+    pub evictions: usize,
+    /// `K + max_v need(v)`: every budget from it gets a schedule (`null` beyond 2^64).
+    pub need_budget: Option<u64>,
+    /// Computes beyond the first of each node.
+    pub recomputations: usize,
 }
 
 /// The Checkmate MILP, its LP relaxation and the LP rounding. The model's figures are

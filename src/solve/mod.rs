@@ -24,7 +24,7 @@ mod result;
 
 use dp::{bptt, join_dp};
 use exact::{checkmate, exhaustive};
-use heuristic::{baseline, chen, dtr};
+use heuristic::{baseline, chen, dtr, sethi_ullman};
 
 pub use self::core::{
     Claim, Instance, Outcome, Plan, Progress, ProgressSink, Scope, SolveError, SolveOptions,

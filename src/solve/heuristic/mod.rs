@@ -4,7 +4,10 @@
 //! * [`baseline`]: checkpoint-all and recompute-all (Checkmate's checkpoint-last-node).
 //! * [`chen`]: Chen et al.'s √n and greedy segment schedules at articulation points.
 //! * [`dtr`]: Dynamic Tensor Rematerialization (Kirisame et al.) simulated ahead of time.
+//! * [`sethi_ullman`]: recursive rematerialisation in Sethi–Ullman order, a schedule at
+//!   every budget from its need bound.
 
 pub mod baseline;
 pub mod chen;
 pub mod dtr;
+pub mod sethi_ullman;
