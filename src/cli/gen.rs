@@ -31,24 +31,8 @@ pub(super) fn run(kind: GenKind) -> Result<i32, CliError> {
             }
             (generate::random_layered(nodes, seed), output)
         }
-        GenKind::Transformer {
-            layers,
-            hidden,
-            seq,
-            heads,
-            batch,
-            vocab,
-            output,
-        } => {
-            let shape = generate::TransformerShape {
-                layers,
-                hidden,
-                seq,
-                heads,
-                batch,
-                vocab,
-            };
-            let g = generate::transformer(&shape).map_err(|e| match e {
+        GenKind::Transformer { shape, output } => {
+            let g = generate::transformer(&shape.shape()).map_err(|e| match e {
                 generate::ShapeError::Zero(flag) => bad(format!("--{flag} must be at least 1")),
                 other => bad(other.to_string()),
             })?;
