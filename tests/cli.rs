@@ -193,6 +193,29 @@ fn gen_linear_writes_checkmates_graph() {
     let o = remat(&["gen", "random-layered", "--nodes", "31", "--seed", "3"]);
     let g: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(g["nodes"].as_array().unwrap().len(), 31);
+    // An even count is written in full (it once wrote one node fewer).
+    let o = remat(&["gen", "random-layered", "--nodes", "500"]);
+    let g: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(g["nodes"].as_array().unwrap().len(), 500);
+}
+
+#[test]
+fn gen_transformer_writes_31_ops_a_layer_and_checks_its_shape() {
+    let o = remat(&["gen", "transformer", "--layers", "2", "--hidden", "256"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let g: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(g["nodes"].as_array().unwrap().len(), 2 * 31 + 8);
+    assert_eq!(g["cost_unit"], "FLOP");
+    let o = remat(&["gen", "transformer", "--heads", "0"]);
+    assert_eq!(code(&o), 2);
+    assert!(
+        stderr(&o).contains("--heads must be at least 1"),
+        "{}",
+        stderr(&o)
+    );
+    let o = remat(&["gen", "transformer", "--hidden", "100", "--heads", "16"]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("not a multiple"), "{}", stderr(&o));
 }
 
 #[test]

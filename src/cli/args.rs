@@ -178,6 +178,15 @@ pub(super) enum GenKind {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// A decoder-only transformer's training step: 31 ops per layer (attention, MLP,
+    /// residuals, layernorms and their backward ops) and 8 around them; costs in FLOP,
+    /// sizes in bytes (16-bit values).
+    Transformer {
+        #[command(flatten)]
+        shape: TransformerFlags,
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
     /// A random layered training graph (forward layers, loss, mirrored backward).
     RandomLayered {
         #[arg(long, value_parser = gen_nodes)]
@@ -187,6 +196,36 @@ pub(super) enum GenKind {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+}
+
+/// The dimensions of `remat gen transformer`.
+#[derive(clap::Args, Debug)]
+pub(super) struct TransformerFlags {
+    #[arg(long, default_value_t = 12)]
+    layers: usize,
+    #[arg(long, default_value_t = 1024)]
+    hidden: u64,
+    #[arg(long, default_value_t = 1024)]
+    seq: u64,
+    #[arg(long, default_value_t = 16)]
+    heads: u64,
+    #[arg(long, default_value_t = 4)]
+    batch: u64,
+    #[arg(long, default_value_t = 32_000)]
+    vocab: u64,
+}
+
+impl TransformerFlags {
+    pub(super) fn shape(&self) -> crate::graph::generate::TransformerShape {
+        crate::graph::generate::TransformerShape {
+            layers: self.layers,
+            hidden: self.hidden,
+            seq: self.seq,
+            heads: self.heads,
+            batch: self.batch,
+            vocab: self.vocab,
+        }
+    }
 }
 
 #[derive(clap::Args, Debug)]

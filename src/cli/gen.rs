@@ -40,6 +40,13 @@ pub(super) fn run(kind: GenKind) -> Result<i32, CliError> {
             }
             (generate::random_layered(nodes, seed), output)
         }
+        GenKind::Transformer { shape, output } => {
+            let g = generate::transformer(&shape.shape()).map_err(|e| match e {
+                generate::ShapeError::Zero(flag) => bad(format!("--{flag} must be at least 1")),
+                other => bad(other.to_string()),
+            })?;
+            (g, output)
+        }
     };
     let text = serde_json::to_string_pretty(&g.to_spec()).expect("graphs serialise");
     match output {

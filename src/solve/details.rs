@@ -18,6 +18,7 @@ pub enum Details {
     Chen(ChenDetails),
     Dtr(DtrDetails),
     FastSa(Box<FastSaDetails>),
+    SethiUllman(SethiUllmanDetails),
     Checkmate(Box<CheckmateDetails>),
     Revolve(RevolveDetails),
     Slots(SlotDetails),
@@ -79,6 +80,17 @@ pub struct FastSaDetails {
     pub slots: usize,
     /// `annealing`, or `start` when `improve` found nothing cheaper than its start.
     pub source: &'static str,
+}
+
+/// The Sethi–Ullman construction.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SethiUllmanDetails {
+    /// Values evicted while a later target still read them.
+    pub evictions: usize,
+    /// `K + max_v need(v)`: every budget from it gets a schedule (`null` beyond 2^64).
+    pub need_budget: Option<u64>,
+    /// Computes beyond the first of each node.
+    pub recomputations: usize,
 }
 
 /// The Checkmate MILP, its LP relaxation and the LP rounding. The model's figures are

@@ -7,7 +7,7 @@ use super::details::Details;
 use super::result::SolveResult;
 use super::{
     auto, baseline, bptt, chain_dp, checkmate, chen, dtr, exhaustive, fastsa, join_dp, revolve,
-    two_level,
+    sethi_ullman, two_level,
 };
 use crate::schedule::{simulate, Schedule, SimError};
 use std::time::Instant;
@@ -23,6 +23,7 @@ pub fn registry() -> &'static [&'static dyn Solver] {
         &chen::ChenGreedy,
         &dtr::Dtr,
         &fastsa::FastSa,
+        &sethi_ullman::SethiUllman,
         &checkmate::Milp,
         &checkmate::LpBound,
         &checkmate::LpRounding,

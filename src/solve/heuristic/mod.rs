@@ -5,8 +5,11 @@
 //! * [`chen`]: Chen et al.'s √n and greedy segment schedules at articulation points.
 //! * [`dtr`]: Dynamic Tensor Rematerialization (Kirisame et al.) simulated ahead of time.
 //! * [`fastsa`]: FastSA (Imanishi et al.), simulated annealing over the compute sequence.
+//! * [`sethi_ullman`]: recursive rematerialisation in Sethi–Ullman order, a schedule at
+//!   every budget from its need bound.
 
 pub mod baseline;
 pub mod chen;
 pub mod dtr;
 pub mod fastsa;
+pub mod sethi_ullman;
