@@ -168,11 +168,13 @@ impl<'a> Portfolio<'a> {
             ));
             return;
         }
-        if self
-            .best
-            .as_ref()
-            .is_some_and(|b| b.cost <= stats.total_cost)
-        {
+        // Cheaper wins; at equal cost, a plan with an optimality proof (within its scope)
+        // replaces one without.
+        let proven = |p: &Plan| p.claim == Claim::Optimal;
+        if self.best.as_ref().is_some_and(|b| {
+            b.cost < stats.total_cost
+                || (b.cost == stats.total_cost && (proven(&b.plan) || !proven(&plan)))
+        }) {
             return;
         }
         let found_s = self.stop.elapsed().as_secs_f64();
