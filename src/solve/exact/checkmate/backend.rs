@@ -21,7 +21,7 @@
 //!   HiGHS's next check.
 
 use crate::solve::Stop;
-use highs::{HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
+use highs::{ColProblem, HighsModelStatus, HighsSolutionStatus, Sense};
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
 use std::time::{Duration, Instant};
@@ -99,25 +99,68 @@ impl Lp {
         self.integer.iter().filter(|&&b| b).count()
     }
 
-    fn to_highs(&self, relax: bool) -> RowProblem {
-        let mut pb = RowProblem::new();
-        let cols: Vec<highs::Col> = (0..self.num_cols())
-            .map(|j| {
-                pb.add_column_with_integrality(
-                    self.cost[j],
-                    self.lower[j]..=self.upper[j],
-                    self.integer[j] && !relax,
-                )
-            })
+    pub(crate) fn num_nonzeros(&self) -> usize {
+        self.index.len()
+    }
+
+    /// The problem as HiGHS reads it, column-wise, consuming `self`: the rows are
+    /// transposed into columns (12 bytes a nonzero) and this row-wise copy is dropped
+    /// before HiGHS's column-wise problem is filled, so that at most two copies of the
+    /// matrix live at once (the `highs` crate's `RowProblem` keeps two small vectors per
+    /// column, several times the size of the matrix on Checkmate's models).
+    fn into_highs(self, relax: bool) -> ColProblem {
+        let Lp {
+            cost,
+            lower,
+            upper,
+            integer,
+            row_lower,
+            row_upper,
+            row_start,
+            index,
+            value,
+        } = self;
+        let cols = cost.len();
+        // Counting sort of the entries by column: `start[j]..start[j + 1]` are column j's.
+        let mut start = vec![0u32; cols + 1];
+        for &c in &index {
+            start[c + 1] += 1;
+        }
+        for j in 0..cols {
+            start[j + 1] += start[j];
+        }
+        let mut next = start.clone();
+        let mut rows_of = vec![0u32; index.len()];
+        let mut values = vec![0f64; index.len()];
+        for r in 0..row_lower.len() {
+            for e in row_start[r]..row_start[r + 1] {
+                let slot = &mut next[index[e]];
+                rows_of[*slot as usize] = r as u32;
+                values[*slot as usize] = value[e];
+                *slot += 1;
+            }
+        }
+        drop((next, index, value, row_start));
+        let mut pb = ColProblem::new();
+        // HiGHS reads ±inf as "no bound".
+        let rows: Vec<highs::Row> = row_lower
+            .iter()
+            .zip(&row_upper)
+            .map(|(&l, &u)| pb.add_row(l..=u))
             .collect();
-        for r in 0..self.num_rows() {
-            let range = self.row_start[r]..self.row_start[r + 1];
-            let factors = self.index[range.clone()]
+        drop((row_lower, row_upper));
+        for j in 0..cols {
+            let entries = start[j] as usize..start[j + 1] as usize;
+            let factors = rows_of[entries.clone()]
                 .iter()
-                .zip(&self.value[range])
-                .map(|(&c, &v)| (cols[c], v));
-            // HiGHS reads ±inf as "no bound".
-            pb.add_row(self.row_lower[r]..=self.row_upper[r], factors);
+                .zip(&values[entries])
+                .map(|(&r, &v)| (rows[r as usize], v));
+            pb.add_column_with_integrality(
+                cost[j],
+                lower[j]..=upper[j],
+                factors,
+                integer[j] && !relax,
+            );
         }
         pb
     }
@@ -202,15 +245,18 @@ unsafe extern "C" fn interrupt_callback(
 /// How long [`run`] waits past the deadline for HiGHS to return before abandoning it.
 pub(crate) const GRACE: Duration = Duration::from_secs(1);
 
-/// Solves `lp` (minimising), starting from `start` when given (a complete column vector,
+/// Solves `lp` (minimising; it is consumed, so that its memory is freed before HiGHS copies
+/// the problem), starting from `start` when given (a complete column vector,
 /// used by HiGHS as the first incumbent if it is feasible). Returns by the deadline plus
 /// [`GRACE`] whatever HiGHS does.
-pub(crate) fn run(lp: &Lp, start: Option<&[f64]>, controls: &Controls) -> Result<Run, HighsError> {
+pub(crate) fn run(lp: Lp, start: Option<&[f64]>, controls: &Controls) -> Result<Run, HighsError> {
     let began = Instant::now();
+    let integral = !controls.relax && lp.integer.iter().any(|&b| b);
+    let ipm = controls.ipm && lp.num_cols() > IPM_MIN_COLS;
     let job = Job {
-        problem: lp.to_highs(controls.relax),
-        integral: !controls.relax && lp.integer.iter().any(|&b| b),
-        ipm: controls.ipm && lp.num_cols() > IPM_MIN_COLS,
+        problem: lp.into_highs(controls.relax),
+        integral,
+        ipm,
         start: start.map(<[f64]>::to_vec),
         controls: controls.clone(),
     };
@@ -261,7 +307,7 @@ pub(crate) fn run(lp: &Lp, start: Option<&[f64]>, controls: &Controls) -> Result
 
 /// One HiGHS run, owned by the thread that performs it.
 struct Job {
-    problem: RowProblem,
+    problem: ColProblem,
     integral: bool,
     /// Solve the (relaxed) LP by the interior-point method without crossover.
     ipm: bool,
@@ -399,11 +445,11 @@ mod tests {
             3.0,
             &mut vec![(x, 1.0), (y, 1.0), (x, 1.0)],
         );
-        let mip = run(&lp, None, &controls(false)).unwrap();
+        let mip = run(lp.clone(), None, &controls(false)).unwrap();
         assert_eq!(mip.status, RunStatus::Optimal);
         assert_eq!(mip.objective, Some(-2.0));
         // Relaxation: x = 0.5, y = 2.
-        let rel = run(&lp, None, &controls(true)).unwrap();
+        let rel = run(lp, None, &controls(true)).unwrap();
         assert!((rel.objective.unwrap() + 2.5).abs() < 1e-9);
         assert!((rel.bound.unwrap() + 2.5).abs() < 1e-9);
     }
@@ -416,7 +462,10 @@ mod tests {
         for threads in [1, 2, 1] {
             let mut c = controls(false);
             c.threads = Some(threads);
-            assert_eq!(run(&lp, None, &c).unwrap().status, RunStatus::Infeasible);
+            assert_eq!(
+                run(lp.clone(), None, &c).unwrap().status,
+                RunStatus::Infeasible
+            );
         }
     }
 }

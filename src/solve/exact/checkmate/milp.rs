@@ -22,6 +22,7 @@ use crate::schedule::stages::Stages;
 use crate::solve::details::{CheckmateDetails, Details};
 use crate::solve::{
     internal, Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+    Stopped,
 };
 use backend::RunStatus;
 
@@ -78,10 +79,16 @@ pub(crate) fn solve_milp(
             Outcome::Infeasible { .. } => (None, None, true),
         };
     let tolerance = options.mip_gap.unwrap_or(DEFAULT_GAP).min(DEFAULT_GAP);
-    let model = StageModel::build(instance);
-    let mut details = model.details();
+    let built = StageModel::build(instance, &stop);
+    let mut details = built
+        .as_ref()
+        .map_or_else(|_| CheckmateDetails::default(), StageModel::details);
     details.lp_bound = Some(lp_bound);
     details.start = Some(start.as_ref().map(|c| (c.source.clone(), c.cost)));
+    let mut model = match built {
+        Ok(model) => model,
+        Err(stopped) => return stopped_building(stopped, start, lp_bound, tolerance, details),
+    };
     if !lp_solved {
         // The relaxation did not finish in half of the time limit. Branch and bound must
         // solve the same LP at its root before anything else, so it cannot finish either
@@ -133,7 +140,7 @@ pub(crate) fn solve_milp(
     });
     details.mip_start_accepted = Some(point.is_some());
     let run = backend::run(
-        &model.lp,
+        model.take_lp(),
         point.as_deref(),
         &controls(options, false, &stop),
     )
@@ -203,6 +210,31 @@ pub(crate) fn solve_milp(
         _ => "the time limit passed before optimality was proved".to_string(),
     };
     Ok(plan(best, lower_bound, tolerance, Some(stopped), details))
+}
+
+/// The answer when the deadline or a cancel stopped the MILP's build: the start (the LP
+/// rounding or a baseline) with the LP bound when the time ran out and there is one.
+fn stopped_building(
+    stopped: Stopped,
+    start: Option<Candidate>,
+    lp_bound: Option<f64>,
+    tolerance: f64,
+    details: CheckmateDetails,
+) -> Result<Outcome, SolveError> {
+    match (stopped, start) {
+        (Stopped::TimeLimit, Some(start)) => {
+            let unproven = "the time limit passed while building the MILP; returned its start \
+                            with the LP bound";
+            Ok(plan(
+                start,
+                lp_bound,
+                tolerance,
+                Some(unproven.into()),
+                details,
+            ))
+        }
+        (stopped, _) => stopped.outcome(NAME, "while building the MILP"),
+    }
 }
 
 /// `(cost − bound) / cost`, 0 for a zero cost.

@@ -62,11 +62,13 @@
 mod backend;
 mod lp_rounding;
 mod milp;
+mod size;
 
 use lp_rounding::solve_rounding;
 pub use lp_rounding::{LpBound, LpRounding};
 pub(crate) use milp::solve_milp;
 pub use milp::Milp;
+pub use size::{model_size, ModelSize};
 
 use crate::graph::Graph;
 use crate::schedule::stages::{empty_s, Stages};
@@ -75,7 +77,9 @@ use crate::solve::details::{CheckmateDetails, Details};
 use crate::solve::heuristic::baseline::recompute_all;
 use crate::solve::heuristic::chen::{ChenGreedy, ChenSqrt};
 use crate::solve::heuristic::dtr;
-use crate::solve::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, Stop};
+use crate::solve::{
+    Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, Stop, Stopped,
+};
 use backend::{Controls, Lp};
 use fixedbitset::FixedBitSet;
 use std::time::{Duration, Instant};
@@ -84,7 +88,10 @@ const NONE: u32 = u32::MAX;
 
 /// The Checkmate model of one instance, with the map from (R, S, FREE, U) to columns.
 pub(crate) struct StageModel {
+    /// Taken by the HiGHS run ([`StageModel::take_lp`]); the maps below stay.
     lp: Lp,
+    /// Its counts, as built (bytes by [`ModelSize`]'s calibration).
+    pub size: ModelSize,
     /// `r[t][i]`: column of `R[t,i]`, or `NONE`.
     r: Vec<Vec<u32>>,
     /// `s[t][i]`: column of `S[t,i]` (`i < t`), or `NONE`.
@@ -147,8 +154,9 @@ fn cost_scale(graph: &Graph) -> f64 {
 }
 
 impl StageModel {
-    /// Builds the model of `instance` (`budget >= fixed_memory` is the caller's check).
-    pub(crate) fn build(instance: &Instance) -> StageModel {
+    /// Builds the model of `instance` (`budget >= fixed_memory` is the caller's check,
+    /// and [`admit`] the check that it fits in memory), polling `stop` once per stage.
+    pub(crate) fn build(instance: &Instance, stop: &Stop) -> Result<StageModel, Stopped> {
         let began = Instant::now();
         let graph = instance.graph;
         let n = graph.len();
@@ -163,6 +171,9 @@ impl StageModel {
         let mut s = vec![Vec::new(); n];
         let mut u = vec![Vec::new(); n];
         for t in 0..n {
+            if t % 64 == 0 {
+                stop.poll()?;
+            }
             r[t] = (0..=t)
                 .map(|i| {
                     if t > h[i] {
@@ -192,6 +203,7 @@ impl StageModel {
         let mut free_of: Vec<Vec<(usize, usize)>> = Vec::new();
         let mut row = Vec::new();
         for t in 0..n {
+            stop.poll()?;
             free_of.clear();
             free_of.resize(t + 1, Vec::new());
             for k in 0..=t {
@@ -267,8 +279,15 @@ impl StageModel {
                 }
             }
         }
-        StageModel {
+        let size = ModelSize::of_counts(
+            lp.num_cols() as u64,
+            lp.num_integer() as u64,
+            lp.num_rows() as u64,
+            lp.num_nonzeros() as u64,
+        );
+        Ok(StageModel {
             lp,
+            size,
             r,
             s,
             u,
@@ -277,22 +296,27 @@ impl StageModel {
             mem_scale,
             budget_units,
             build_time: began.elapsed(),
-        }
+        })
     }
 
-    pub(crate) fn num_variables(&self) -> usize {
-        self.lp.num_cols()
+    pub(crate) fn num_variables(&self) -> u64 {
+        self.size.columns
     }
-    pub(crate) fn num_constraints(&self) -> usize {
-        self.lp.num_rows()
+    pub(crate) fn num_constraints(&self) -> u64 {
+        self.size.rows
+    }
+
+    /// The sparse program, for the one HiGHS run of this model; its memory goes with it.
+    fn take_lp(&mut self) -> Lp {
+        std::mem::take(&mut self.lp)
     }
 
     /// Model figures for a result's `details`.
     fn details(&self) -> CheckmateDetails {
         CheckmateDetails {
-            variables: Some(self.lp.num_cols()),
-            binaries: Some(self.lp.num_integer()),
-            constraints: Some(self.lp.num_rows()),
+            variables: Some(self.size.columns as usize),
+            binaries: Some(self.size.integer_columns as usize),
+            constraints: Some(self.size.rows as usize),
             build_time_s: Some(self.build_time.as_secs_f64()),
             ..CheckmateDetails::default()
         }
@@ -330,7 +354,7 @@ impl StageModel {
     /// (a variable it needs does not exist, or `U` exceeds the budget).
     fn point(&self, graph: &Graph, stages: &Stages) -> Option<Vec<f64>> {
         let n = graph.len();
-        let mut x = vec![0.0; self.lp.num_cols()];
+        let mut x = vec![0.0; self.size.columns as usize];
         for t in 0..n {
             for i in stages.r[t].ones() {
                 x[*self.r[t].get(i).filter(|&&c| c != NONE)? as usize] = 1.0;
@@ -527,6 +551,34 @@ fn precheck(instance: &Instance, solver: &'static str) -> Option<Outcome> {
     })
 }
 
+/// HiGHS indexes columns, rows and nonzeros with 32-bit integers.
+const HIGHS_MAX_INDEX: u64 = i32::MAX as u64;
+
+/// Refuses, before anything is allocated, a model that would need more than
+/// `options.memory_limit` bytes ([`model_size`]) or more entries than HiGHS can index.
+fn admit(graph: &Graph, options: &SolveOptions, solver: &'static str) -> Result<(), SolveError> {
+    let size = model_size(graph);
+    let largest = size.columns.max(size.rows).max(size.nonzeros);
+    if largest > HIGHS_MAX_INDEX {
+        return Err(SolveError::Unsupported {
+            solver,
+            reason: format!(
+                "its model would be {size}, more than HiGHS's 32-bit indices allow \
+                 ({HIGHS_MAX_INDEX})"
+            ),
+        });
+    }
+    match options.memory_limit {
+        Some(limit) if size.bytes > limit => Err(SolveError::TooLarge {
+            solver,
+            what: size.to_string(),
+            needed: size.bytes,
+            limit,
+        }),
+        _ => Ok(()),
+    }
+}
+
 fn failed(solver: &'static str, e: backend::HighsError) -> SolveError {
     SolveError::Failed {
         solver,
@@ -543,10 +595,15 @@ mod tests {
     #[test]
     fn model_has_only_the_lower_triangle() {
         let g = linear(4); // T = 9, |E| = 12
-        let model = StageModel::build(&Instance {
-            graph: &g,
-            budget: 5,
-        });
+        let stop = Stop::start(&SolveOptions::default());
+        let model = StageModel::build(
+            &Instance {
+                graph: &g,
+                budget: 5,
+            },
+            &stop,
+        )
+        .unwrap();
         let n = g.len();
         // R and S: the horizon of every node of the linear graph is the last node.
         let r: usize = model.r.iter().flatten().filter(|&&c| c != NONE).count();
@@ -556,7 +613,10 @@ mod tests {
         // FREE: one per edge (i,k) and stage t >= k.
         let free: usize = g.edges().map(|(_, k)| n - k).sum();
         assert_eq!(model.free.len(), free);
-        assert_eq!(model.num_variables(), r + s + n * (n + 1) / 2 + free);
+        assert_eq!(
+            model.num_variables(),
+            (r + s + n * (n + 1) / 2 + free) as u64
+        );
         // The budget of 5 is below the checkpoint-all peak.
         assert_eq!(checkpoint_all_peak(&g), 6);
     }
@@ -570,7 +630,7 @@ mod tests {
         let options = SolveOptions::default();
         let at = |budget| {
             let instance = Instance { graph: &g, budget };
-            let model = StageModel::build(&instance);
+            let model = StageModel::build(&instance, &Stop::start(&options)).unwrap();
             let keep_all = best_baseline(
                 &Instance {
                     graph: &g,
