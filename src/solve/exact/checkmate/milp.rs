@@ -166,26 +166,15 @@ pub(crate) fn solve_milp(
         });
     }
     let found = match run.columns {
-        Some(columns) => {
-            let stages = Stages::from_s(graph, model.s_at(&columns, 0.5));
-            let schedule = stages.into_schedule(graph);
-            let stats = simulate(graph, &schedule).map_err(|e| internal(NAME, e))?;
-            if stats.peak_memory > instance.budget {
-                return Err(SolveError::Failed {
-                    solver: NAME,
-                    reason: format!(
-                        "the MILP solution peaks at {} bytes in the simulator, over the budget of \
-                         {} bytes; please report this",
-                        stats.peak_memory, instance.budget
-                    ),
-                });
+        Some(columns) => match extract(graph, &model, &columns, instance.budget)? {
+            Ok(fits) => Some(fits),
+            Err(peak) => {
+                drop(model);
+                let repaired = repair(instance, options, &stop, start.as_ref(), peak)?;
+                details.repair = Some(repaired.1.clone());
+                repaired.0
             }
-            Some(Candidate {
-                source: "branch and bound".into(),
-                schedule,
-                cost: stats.total_cost,
-            })
-        }
+        },
         None => None,
     };
     let best = match (found, start) {
@@ -210,6 +199,101 @@ pub(crate) fn solve_milp(
         _ => "the time limit passed before optimality was proved".to_string(),
     };
     Ok(plan(best, lower_bound, tolerance, Some(stopped), details))
+}
+
+/// The schedule of a MILP solution (S rounded at 0.5, the minimal R): `Ok` a candidate
+/// when the simulator finds it within `budget`, `Err` its peak when it is not.
+fn extract(
+    graph: &crate::graph::Graph,
+    model: &StageModel,
+    columns: &[f64],
+    budget: u64,
+) -> Result<Result<Candidate, u64>, SolveError> {
+    let stages = Stages::from_s(graph, model.s_at(columns, 0.5));
+    let schedule = stages.into_schedule(graph);
+    let stats = simulate(graph, &schedule).map_err(|e| internal(NAME, e))?;
+    if stats.peak_memory > budget {
+        return Ok(Err(stats.peak_memory));
+    }
+    Ok(Ok(Candidate {
+        source: "branch and bound".into(),
+        schedule,
+        cost: stats.total_cost,
+    }))
+}
+
+/// HiGHS's default integrality tolerance (`mip_feasibility_tolerance`): a binary within it
+/// of 0 or 1 counts as integral.
+const INTEGRALITY_TOLERANCE: f64 = 1e-6;
+/// HiGHS's default `primal_feasibility_tolerance` on each row.
+const ROW_TOLERANCE: f64 = 1e-7;
+
+/// How far a MILP solution's `U` may exceed the exact memory of its rounded point, in
+/// memory units: every binary within [`INTEGRALITY_TOLERANCE`] of integral moves `U[t,k]`
+/// by at most that times its coefficient (each size `m_i` in a stage's `S`, `R` and the
+/// FREE of each of its readers), and each of the `n` rows (e), (f) of a stage may be off
+/// by [`ROW_TOLERANCE`].
+fn tolerance_margin(graph: &crate::graph::Graph) -> u64 {
+    let g = super::memory_scale(graph);
+    let coefficients: f64 = (0..graph.len())
+        .map(|i| (graph.memory(i) / g) as f64 * (2 + graph.succs(i).len()) as f64)
+        .sum();
+    (INTEGRALITY_TOLERANCE * coefficients + ROW_TOLERANCE * graph.len() as f64).ceil() as u64
+}
+
+/// A MILP solution whose schedule peaked at `peak`, over the budget: HiGHS met the memory
+/// rows only within its tolerances. The MILP is solved again, from `start`, with every
+/// budget row tightened by [`tolerance_margin`] (at least the overshoot), and its
+/// solution kept only if the simulator finds it within the budget. Returns the candidate
+/// (`None`: the start stays the answer) and what happened, for the details. The first
+/// run's bound stays valid: it is over the untightened model.
+fn repair(
+    instance: &Instance,
+    options: &SolveOptions,
+    stop: &Stop,
+    start: Option<&Candidate>,
+    peak: u64,
+) -> Result<(Option<Candidate>, String), SolveError> {
+    let graph = instance.graph;
+    let g = super::memory_scale(graph);
+    let over = peak - instance.budget;
+    let margin = tolerance_margin(graph).max(over.div_ceil(g));
+    let what = format!(
+        "HiGHS's solution peaked {over} bytes over the budget (its memory rows are met within \
+         its tolerance); solved again with the budget rows {} bytes tighter",
+        margin.saturating_mul(g)
+    );
+    let mut model = match StageModel::build_within(instance, margin, stop) {
+        Ok(model) => model,
+        Err(Stopped::Cancelled) => return Err(SolveError::Cancelled),
+        Err(Stopped::TimeLimit) => return Ok((None, format!("{what}: no time left"))),
+    };
+    let point = start.and_then(|c| {
+        let stages = without_spurious(graph, c.stages().clone());
+        model.point(graph, &stages)
+    });
+    let run = backend::run(
+        model.take_lp(),
+        point.as_deref(),
+        &controls(options, false, stop),
+    )
+    .map_err(|e| failed(NAME, e))?;
+    if run.status == RunStatus::Cancelled {
+        return Err(SolveError::Cancelled);
+    }
+    let Some(columns) = run.columns else {
+        return Ok((None, format!("{what}: no solution; the start is kept")));
+    };
+    Ok(match extract(graph, &model, &columns, instance.budget)? {
+        Ok(fits) => (Some(fits), what),
+        Err(peak) => (
+            None,
+            format!(
+                "{what}: still {} bytes over; the start is kept",
+                peak - instance.budget
+            ),
+        ),
+    })
 }
 
 /// The answer when the deadline or a cancel stopped the MILP's build: the start (the LP

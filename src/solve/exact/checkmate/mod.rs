@@ -121,6 +121,11 @@ fn horizons(graph: &Graph) -> Vec<usize> {
     h
 }
 
+/// The memory unit `g` of the model: the gcd of the sizes.
+fn memory_scale(graph: &Graph) -> u64 {
+    graph.nodes().iter().map(|v| v.memory).fold(0, gcd).max(1)
+}
+
 fn gcd(mut a: u64, mut b: u64) -> u64 {
     while b != 0 {
         (a, b) = (b, a % b);
@@ -157,14 +162,24 @@ impl StageModel {
     /// Builds the model of `instance` (`budget >= fixed_memory` is the caller's check,
     /// and [`admit`] the check that it fits in memory), polling `stop` once per stage.
     pub(crate) fn build(instance: &Instance, stop: &Stop) -> Result<StageModel, Stopped> {
+        StageModel::build_within(instance, 0, stop)
+    }
+
+    /// The model with its budget rows tightened by `margin` memory units:
+    /// `U <= ⌊(B − K)/g⌋ − margin`.
+    pub(crate) fn build_within(
+        instance: &Instance,
+        margin: u64,
+        stop: &Stop,
+    ) -> Result<StageModel, Stopped> {
         let began = Instant::now();
         let graph = instance.graph;
         let n = graph.len();
         let h = horizons(graph);
-        let mem_scale = graph.nodes().iter().map(|v| v.memory).fold(0, gcd).max(1);
+        let mem_scale = memory_scale(graph);
         let m = |i: usize| (graph.memory(i) / mem_scale) as f64;
-        let budget_units =
-            (instance.budget.saturating_sub(graph.fixed_memory()) / mem_scale) as f64;
+        let budget_units = (instance.budget.saturating_sub(graph.fixed_memory()) / mem_scale)
+            .saturating_sub(margin) as f64;
         let cost_scale = cost_scale(graph);
         let mut lp = Lp::new();
         let mut r = vec![Vec::new(); n];
@@ -558,6 +573,14 @@ const HIGHS_MAX_INDEX: u64 = i32::MAX as u64;
 /// `options.memory_limit` bytes ([`model_size`]) or more entries than HiGHS can index.
 fn admit(graph: &Graph, options: &SolveOptions, solver: &'static str) -> Result<(), SolveError> {
     let size = model_size(graph);
+    if let Some(limit) = options.memory_limit.filter(|&limit| size.bytes > limit) {
+        return Err(SolveError::TooLarge {
+            solver,
+            what: size.to_string(),
+            needed: size.bytes,
+            limit,
+        });
+    }
     let largest = size.columns.max(size.rows).max(size.nonzeros);
     if largest > HIGHS_MAX_INDEX {
         return Err(SolveError::Unsupported {
@@ -568,15 +591,7 @@ fn admit(graph: &Graph, options: &SolveOptions, solver: &'static str) -> Result<
             ),
         });
     }
-    match options.memory_limit {
-        Some(limit) if size.bytes > limit => Err(SolveError::TooLarge {
-            solver,
-            what: size.to_string(),
-            needed: size.bytes,
-            limit,
-        }),
-        _ => Ok(()),
-    }
+    Ok(())
 }
 
 fn failed(solver: &'static str, e: backend::HighsError) -> SolveError {
