@@ -43,6 +43,9 @@
 //! 235 MB fixed) with 10% on the slope; it includes the process's own baseline, about
 //! 20 MB.
 
+use crate::graph::Graph;
+use std::fmt;
+
 /// Fixed bytes of a solve (see the module doc).
 pub const BYTES_FIXED: u64 = 256 << 20;
 /// Peak bytes per nonzero of the constraint matrix.
