@@ -96,6 +96,11 @@ pub(super) struct SolveArgs {
     /// Threads for the MILP solver.
     #[arg(long)]
     pub threads: Option<u32>,
+    /// Memory the solve may use for its model: bytes, a size (2GiB) or a share of the
+    /// machine's memory (50%; the cgroup limit in a container). Default: 75%. A larger
+    /// model is refused (exit 2) before it is allocated.
+    #[arg(long, env = "REMAT_SOLVE_MEMORY", value_parser = parse_solve_memory)]
+    pub solve_memory: Option<crate::front::SolveMemory>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -213,6 +218,10 @@ pub(super) struct BatchArgs {
 pub(super) struct Shard {
     pub k: usize,
     pub n: usize,
+}
+
+fn parse_solve_memory(s: &str) -> Result<crate::front::SolveMemory, String> {
+    s.parse()
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {

@@ -272,6 +272,7 @@ pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
     solve::find(&args.solver)?;
     let mut options = OptionsInput {
         time_limit_s: args.time_limit,
+        memory_limit: Some(crate::front::solve_memory_limit(None, args.jobs)),
         ..OptionsInput::default()
     }
     .validate()?;

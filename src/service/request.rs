@@ -133,6 +133,7 @@ impl Options {
             mip_gap: body.optional("mip_gap", Kind::InvalidRequest)?,
             seed: body.optional("seed", Kind::InvalidRequest)?.unwrap_or(0),
             threads: config.solver_threads,
+            memory_limit: Some(config.solve_memory_limit()),
         }
         .validate()?;
         let cap = config.time_limit();
