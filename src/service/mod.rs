@@ -22,6 +22,7 @@ mod cache;
 mod config;
 mod endpoints;
 mod jobs;
+mod limits;
 mod metrics;
 mod pool;
 mod problem;
