@@ -35,6 +35,10 @@ pub struct Config {
     /// Results kept in the cache (0 disables it).
     #[arg(long, env = "REMAT_CACHE", default_value_t = 256)]
     pub cache: usize,
+    /// Bytes of results the cache keeps, counted as their JSON (a 999-node result is
+    /// about 2 MB): bytes or a size.
+    #[arg(long, env = "REMAT_CACHE_BYTES", default_value = "64MiB", value_parser = parse_size)]
+    pub cache_bytes: usize,
     /// Jobs kept at once (finished ones are dropped oldest first to make room).
     #[arg(long, env = "REMAT_MAX_JOBS", default_value_t = 1024)]
     pub max_jobs: usize,
@@ -74,6 +78,7 @@ impl Default for Config {
             time_limit: 60.0,
             solver_threads: None,
             cache: 256,
+            cache_bytes: 64 << 20,
             max_jobs: 1024,
             job_ttl: 3600.0,
             max_sweep: 64,

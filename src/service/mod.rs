@@ -69,7 +69,7 @@ impl AppState {
     pub fn new(config: Config) -> AppState {
         AppState {
             pool: pool::Pool::new(config.workers, config.queue),
-            cache: cache::Cache::new(config.cache),
+            cache: cache::Cache::new(config.cache, config.cache_bytes),
             jobs: jobs::Jobs::new(config.max_jobs, config.job_ttl()),
             metrics: metrics::Metrics::default(),
             draining: AtomicBool::new(false),
