@@ -7,7 +7,8 @@
 //! The machine's memory is what the process may really use: the container's limit from
 //! the cgroup (v2 `/sys/fs/cgroup/memory.max`, v1
 //! `/sys/fs/cgroup/memory/memory.limit_in_bytes`), else the physical memory
-//! (`/proc/meminfo`'s `MemTotal`), and never more than the physical memory.
+//! (`/proc/meminfo`'s `MemTotal`), never more than the physical memory nor than the
+//! process's address-space limit (`ulimit -v`, `prlimit --as`).
 //!
 //! A solver whose model is estimated larger refuses before allocating
 //! (`SolveError::TooLarge`: HTTP 413, exit 2); the share left over covers the graph, the
@@ -51,6 +52,7 @@ impl std::str::FromStr for SolveMemory {
 pub enum MemorySource {
     CgroupV2,
     CgroupV1,
+    AddressSpace,
     Physical,
     Unknown,
 }
@@ -60,6 +62,7 @@ impl fmt::Display for MemorySource {
         f.write_str(match self {
             MemorySource::CgroupV2 => "the cgroup v2 limit (memory.max)",
             MemorySource::CgroupV1 => "the cgroup v1 limit (memory.limit_in_bytes)",
+            MemorySource::AddressSpace => "the address-space limit (RLIMIT_AS)",
             MemorySource::Physical => "the physical memory",
             MemorySource::Unknown => "an assumed 4 GiB",
         })
@@ -69,7 +72,29 @@ impl fmt::Display for MemorySource {
 /// The memory this process may use and where the figure comes from, read once.
 pub fn machine_memory() -> (u64, MemorySource) {
     static MEMORY: OnceLock<(u64, MemorySource)> = OnceLock::new();
-    *MEMORY.get_or_init(|| read_machine_memory(Path::new("/")))
+    *MEMORY.get_or_init(|| {
+        let (bytes, source) = read_machine_memory(Path::new("/"));
+        match address_space_limit() {
+            Some(limit) if limit < bytes => (limit, MemorySource::AddressSpace),
+            _ => (bytes, source),
+        }
+    })
+}
+
+/// The soft `RLIMIT_AS` of this process, when there is one.
+fn address_space_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the limit into the struct it is given.
+        let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } == 0;
+        (ok && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur as u64)
+    }
+    #[cfg(not(unix))]
+    None
 }
 
 /// [`machine_memory`] under `root` (a test points it at a fake tree).
