@@ -115,6 +115,7 @@ impl Cache {
     }
 
     /// The weight of the results held.
+    #[cfg(test)]
     pub fn bytes(&self) -> usize {
         self.inner.lock().expect("cache lock").bytes
     }
