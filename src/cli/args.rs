@@ -211,6 +211,11 @@ pub(super) struct BatchArgs {
     /// Input format of the graphs: auto, native or node-link.
     #[arg(long, default_value = "auto", value_parser = parse_format)]
     pub format: Format,
+    /// Memory one solve may use for its model: bytes, a size (2GiB), or a share of the
+    /// machine's memory (50%; the cgroup limit in a container) split among --jobs.
+    /// Default: 75%. A larger model is refused (an error row) before it is allocated.
+    #[arg(long, env = "REMAT_SOLVE_MEMORY", value_parser = parse_solve_memory)]
+    pub solve_memory: Option<crate::front::SolveMemory>,
 }
 
 /// Slice `k` of `n` of a batch's items.
