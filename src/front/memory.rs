@@ -95,7 +95,10 @@ fn address_space_limit() -> Option<u64> {
         };
         // SAFETY: getrlimit writes the limit into the struct it is given.
         let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } == 0;
-        (ok && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur as u64)
+        // rlim_t is u64 on 64-bit Linux, not everywhere.
+        #[allow(clippy::unnecessary_cast)]
+        let current = limit.rlim_cur as u64;
+        (ok && limit.rlim_cur != libc::RLIM_INFINITY).then_some(current)
     }
     #[cfg(not(unix))]
     None
