@@ -14,94 +14,29 @@ mod server;
 
 use remat::graph::generate::{linear, random_layered};
 use serde_json::{json, Value};
-use server::Reply;
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use server::{Process, Reply};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const LIMIT: u64 = 4 << 30;
 
-/// The server process, killed when dropped.
-struct Process {
-    child: Child,
-    addr: SocketAddr,
+/// The server under test, with its address-space limit (else `--solve-memory 512MiB`).
+fn start() -> Process {
+    let args = ["--workers", "2", "--time-limit", "30"];
+    let binary = env!("CARGO_BIN_EXE_remat");
+    let (process, limited) = Process::start(binary, &args, Some(LIMIT));
+    if limited {
+        return process;
+    }
+    eprintln!("prlimit not found: --solve-memory 512MiB instead of an address-space limit");
+    drop(process);
+    let args = [&args[..], &["--solve-memory", "512MiB"]].concat();
+    Process::start(binary, &args, None).0
 }
 
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Process {
-    fn start() -> Process {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let binary = env!("CARGO_BIN_EXE_remat");
-        let serve = [
-            "serve",
-            "--addr",
-            &addr.to_string(),
-            "--workers",
-            "2",
-            "--time-limit",
-            "30",
-        ]
-        .map(String::from);
-        let prlimit = Command::new("prlimit").arg("--version").output().is_ok();
-        let mut command = if prlimit {
-            let mut c = Command::new("prlimit");
-            c.arg(format!("--as={LIMIT}")).arg(binary).args(&serve);
-            c
-        } else {
-            eprintln!("prlimit not found: --solve-memory 512MiB instead of an address-space limit");
-            let mut c = Command::new(binary);
-            c.args(&serve).args(["--solve-memory", "512MiB"]);
-            c
-        };
-        let child = command
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let process = Process { child, addr };
-        let began = Instant::now();
-        while std::net::TcpStream::connect(addr).is_err() {
-            assert!(
-                began.elapsed() < Duration::from_secs(20),
-                "the server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        process
-    }
-
-    fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-
-    /// A line of /proc/PID/status in kB (`VmRSS`, `VmHWM`).
-    fn status_kb(&self, field: &str) -> u64 {
-        let text = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        text.lines()
-            .find(|l| l.starts_with(field))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    }
-
-    async fn post(&self, path: &str, body: &[u8]) -> Reply {
-        server::request(self.addr, "POST", path, Some(body)).await
-    }
+async fn post(process: &Process, path: &str, body: &[u8]) -> Reply {
+    server::request(process.addr, "POST", path, Some(body)).await
 }
 
 fn solve_body(graph: &Value, budget: Value, solver: &str) -> Vec<u8> {
@@ -137,7 +72,7 @@ fn assert_schedule(reply: &Reply, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_under_4_gib_answers_every_large_request() {
-    let mut process = Process::start();
+    let mut process = start();
     let addr = process.addr;
     // /healthz, polled all along.
     let (polls, failures) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -166,17 +101,11 @@ async fn serve_under_4_gib_answers_every_large_request() {
     for n in sizes {
         let g = spec(&random_layered(n, 1));
         let what = format!("random-layered {n}");
-        let milp = process
-            .post("/v1/solve", &solve_body(&g, json!("70%"), "milp"))
-            .await;
+        let milp = post(&process, "/v1/solve", &solve_body(&g, json!("70%"), "milp")).await;
         assert_refused(&milp, "over the memory limit", &what);
-        let dtr = process
-            .post("/v1/solve", &solve_body(&g, json!("70%"), "dtr"))
-            .await;
+        let dtr = post(&process, "/v1/solve", &solve_body(&g, json!("70%"), "dtr")).await;
         assert_schedule(&dtr, &what);
-        let auto = process
-            .post("/v1/solve", &solve_body(&g, json!("70%"), "auto"))
-            .await;
+        let auto = post(&process, "/v1/solve", &solve_body(&g, json!("70%"), "auto")).await;
         if auto.status == 200 {
             assert_schedule(&auto, &what);
         } else {
@@ -184,12 +113,12 @@ async fn serve_under_4_gib_answers_every_large_request() {
         }
         assert!(process.alive(), "{what}: the server died");
     }
-    let small = process
-        .post(
-            "/v1/solve",
-            &solve_body(&spec(&linear(8)), json!(4), "milp"),
-        )
-        .await;
+    let small = post(
+        &process,
+        "/v1/solve",
+        &solve_body(&spec(&linear(8)), json!(4), "milp"),
+    )
+    .await;
     assert_schedule(&small, "linear-8 milp");
     if common::full() {
         let mut star = vec![json!({"id": "c", "cost": 1, "memory": 1, "inputs": []})];
@@ -198,13 +127,19 @@ async fn serve_under_4_gib_answers_every_large_request() {
                 .map(|i| json!({"id": format!("l{i}"), "cost": 1, "memory": 1, "inputs": ["c"]})),
         );
         let star = json!({ "nodes": star });
-        let reply = process
-            .post("/v1/solve", &solve_body(&star, json!(50_000), "dtr"))
-            .await;
+        let reply = post(
+            &process,
+            "/v1/solve",
+            &solve_body(&star, json!(50_000), "dtr"),
+        )
+        .await;
         assert_schedule(&reply, "star, dtr");
-        let reply = process
-            .post("/v1/solve", &solve_body(&star, json!(50_000), "milp"))
-            .await;
+        let reply = post(
+            &process,
+            "/v1/solve",
+            &solve_body(&star, json!(50_000), "milp"),
+        )
+        .await;
         assert_refused(&reply, "over the memory limit", "star, milp");
         drop(star);
         let edgeless: Vec<Value> = (0..320_000)
@@ -212,7 +147,7 @@ async fn serve_under_4_gib_answers_every_large_request() {
             .collect();
         let body = json!({"graph": {"nodes": edgeless}}).to_string();
         drop(edgeless);
-        let reply = process.post("/v1/inspect", body.as_bytes()).await;
+        let reply = post(&process, "/v1/inspect", body.as_bytes()).await;
         assert_eq!(reply.status, 200, "edgeless inspect");
         assert_eq!(reply.json()["nodes"], 320_000);
         drop(body);
@@ -220,14 +155,14 @@ async fn serve_under_4_gib_answers_every_large_request() {
         empties.push_str(r#"{"budget": 100, "graph": {"nodes": ["#);
         empties.push_str(&["{}"; 20_000_000].join(","));
         empties.push_str("]}}");
-        let reply = process.post("/v1/solve", empties.as_bytes()).await;
+        let reply = post(&process, "/v1/solve", empties.as_bytes()).await;
         assert_refused(&reply, "--max-nodes", "60 MB of {} nodes");
     }
     // The periodic trim gives the freed heap back within seconds.
     tokio::time::sleep(Duration::from_secs(6)).await;
     poller.abort();
     assert!(process.alive(), "the server died");
-    let (rss, peak) = (process.status_kb("VmRSS:"), process.status_kb("VmHWM:"));
+    let (rss, peak) = (process.status_kib("VmRSS:"), process.status_kib("VmHWM:"));
     eprintln!(
         "healthz: {} polls, {} failed; server RSS {} MB after, peak {} MB",
         polls.load(Ordering::Relaxed),

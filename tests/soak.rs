@@ -1,64 +1,38 @@
-//! Soak test of `remat serve` (issue 15): a server process on loopback and `--clients`
-//! client threads for `--seconds`, mixing small solves, large requests that must be
+//! Soak test of `remat serve` (issue 15), run by hand or in a scheduled job: a server
+//! process on loopback and `REMAT_SOAK_CLIENTS` (50) client threads for `REMAT_SOAK_SECS`
+//! (300) seconds, mixing small solves, large requests that must be
 //! refused (a 1,500-node MILP: 413), asynchronous jobs deleted while they run, clients
 //! that disconnect mid-solve (both on a 1,200-node `chen-greedy` solve with a seed of its
 //! own, so that the cache never answers them), and inspects. Every answer must be 200, 202, 204, a 4xx or
 //! 503; the server must be alive at the end and, after its periodic trim, hold less than
-//! `--max-rss-mb` (default 300) resident. Prints the counts and the server's RSS before
-//! and after (from /proc/PID/status). Exits 1 when a check fails.
+//! `REMAT_SOAK_MAX_RSS_MB` (300) resident. Prints the counts and the server's RSS before
+//! and after (from /proc/PID/status).
 //!
 //! ```text
-//! cargo build --release && cargo run --release --example soak -- --clients 50 --seconds 300
+//! cargo build --release
+//! REMAT_SOAK_BIN=target/release/remat cargo test --release --test soak -- --ignored --nocapture
 //! ```
 //!
-//! The server is `target/<profile>/remat` beside this example (or `--bin PATH`), started
-//! with `--workers 2 --queue 32` and a 4 GiB address-space limit when `prlimit` exists.
+//! The server is `REMAT_SOAK_BIN`, else this build's binary, started with `--workers 2
+//! --queue 32` and a 4 GiB address-space limit when `prlimit` exists.
+
+mod server;
 
 use remat::graph::generate::random_layered;
 use serde_json::{json, Value};
+use server::Process;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-struct Args {
-    clients: usize,
-    seconds: u64,
-    max_rss_mb: u64,
-    bin: Option<String>,
-}
-
-fn args() -> Args {
-    let mut a = Args {
-        clients: 50,
-        seconds: 300,
-        max_rss_mb: 300,
-        bin: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let value = it.next().unwrap_or_default();
-        let number = || {
-            value.parse().unwrap_or_else(|_| {
-                eprintln!("{flag} needs a number, got '{value}'");
-                std::process::exit(2)
-            })
-        };
-        match flag.as_str() {
-            "--clients" => a.clients = number() as usize,
-            "--seconds" => a.seconds = number(),
-            "--max-rss-mb" => a.max_rss_mb = number(),
-            "--bin" => a.bin = Some(value.clone()),
-            _ => {
-                eprintln!("usage: soak [--clients N] [--seconds S] [--max-rss-mb M] [--bin PATH]");
-                std::process::exit(2)
-            }
-        }
-    }
-    a
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// One HTTP/1.1 exchange (`Connection: close`); the status, or `None` when the
@@ -93,15 +67,6 @@ fn disconnect(addr: SocketAddr, body: &[u8], after: Duration) {
         let _ = s.write_all(body);
         std::thread::sleep(after);
     }
-}
-
-fn rss_kb(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
 }
 
 struct Bodies {
@@ -155,80 +120,31 @@ fn bodies() -> Bodies {
     }
 }
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn main() {
-    let args = args();
-    let bin = args.bin.clone().unwrap_or_else(|| {
-        let exe = std::env::current_exe().expect("the example's path");
-        let dir = exe
-            .parent()
-            .and_then(|d| d.parent())
-            .expect("target/<profile>");
-        dir.join("remat").display().to_string()
-    });
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let serve = [
-        "serve",
-        "--addr",
-        &addr.to_string(),
-        "--workers",
-        "2",
-        "--queue",
-        "32",
-    ];
-    let mut command = if Command::new("prlimit").arg("--version").output().is_ok() {
-        let mut c = Command::new("prlimit");
-        c.arg(format!("--as={}", 4u64 << 30)).arg(&bin).args(serve);
-        c
-    } else {
-        let mut c = Command::new(&bin);
-        c.args(serve);
-        c
-    };
-    let child = command
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"));
-    let server = Server(child);
-    let pid = server.0.id();
-    let began = Instant::now();
-    while TcpStream::connect(addr).is_err() {
-        assert!(
-            began.elapsed() < Duration::from_secs(20),
-            "the server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+#[test]
+#[ignore = "a 5-minute soak test; run by hand"]
+fn clients_mixing_solves_refusals_cancels_and_disconnects() {
+    let clients: usize = env_or("REMAT_SOAK_CLIENTS", 50);
+    let seconds: u64 = env_or("REMAT_SOAK_SECS", 300);
+    let max_rss_mb: u64 = env_or("REMAT_SOAK_MAX_RSS_MB", 300);
+    let bin: String = env_or("REMAT_SOAK_BIN", env!("CARGO_BIN_EXE_remat").to_string());
+    let args = ["--workers", "2", "--queue", "32"];
+    let (mut server, _) = Process::start(&bin, &args, Some(4 << 30));
+    let (addr, pid) = (server.addr, server.pid());
     let bodies = Arc::new(bodies());
     // Warm-up: one of each small solve, then the baseline RSS.
     for b in &bodies.small {
         exchange(addr, "POST", "/v1/solve", b);
     }
     std::thread::sleep(Duration::from_secs(6));
-    let before = rss_kb(pid, "VmRSS:");
+    let before = server.status_kib("VmRSS:");
     println!(
-        "soak: {} clients for {} s against {bin} (pid {pid}); server RSS before {} MB",
-        args.clients,
-        args.seconds,
+        "soak: {clients} clients for {seconds} s against {bin} (pid {pid}); server RSS before {} MB",
         before / 1024
     );
     let counts: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
     let bad = Arc::new(AtomicBool::new(false));
-    let end = Instant::now() + Duration::from_secs(args.seconds);
-    let threads: Vec<_> = (0..args.clients)
+    let end = Instant::now() + Duration::from_secs(seconds);
+    let threads: Vec<_> = (0..clients)
         .map(|c| {
             let (bodies, counts, bad) = (bodies.clone(), counts.clone(), bad.clone());
             std::thread::spawn(move || {
@@ -293,11 +209,10 @@ fn main() {
     }
     // Let disconnected solves end (cancelled) and the periodic trim run.
     std::thread::sleep(Duration::from_secs(8));
-    let mut server = server;
-    let alive = server.0.try_wait().ok().flatten().is_none();
+    let alive = server.alive();
     let healthz = exchange(addr, "GET", "/healthz", b"").map(|r| r.0);
-    let after = rss_kb(pid, "VmRSS:");
-    let peak = rss_kb(pid, "VmHWM:");
+    let after = server.status_kib("VmRSS:");
+    let peak = server.status_kib("VmHWM:");
     println!("counts (request kind, status):");
     for (k, v) in counts.lock().unwrap().iter() {
         println!("  {k:<16} {v}");
@@ -306,16 +221,13 @@ fn main() {
         "server alive: {alive}, /healthz {healthz:?}; RSS before {} MB, after {} MB (limit {} MB), peak {} MB",
         before / 1024,
         after / 1024,
-        args.max_rss_mb,
+        max_rss_mb,
         peak / 1024
     );
-    let failed = bad.load(Ordering::Relaxed)
-        || !alive
-        || healthz != Some(200)
-        || after > args.max_rss_mb * 1024;
-    if failed {
-        println!("soak: FAILED");
-        std::process::exit(1);
-    }
-    println!("soak: passed");
+    assert!(!bad.load(Ordering::Relaxed), "unexpected statuses (above)");
+    assert!(alive && healthz == Some(200), "the server is down");
+    assert!(
+        after <= max_rss_mb * 1024,
+        "the server holds {after} KiB after the run"
+    );
 }
