@@ -177,3 +177,52 @@ async fn serve_under_4_gib_answers_every_large_request() {
         "the server holds {rss} kB after its requests"
     );
 }
+
+/// The command line refuses the same model with exit 2, naming the figures; a bad
+/// `--solve-memory` is a usage error.
+#[test]
+fn the_cli_refuses_a_model_over_solve_memory_with_exit_2() {
+    let dir = std::env::temp_dir().join(format!("remat-admission-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("g1500.json");
+    std::fs::write(&path, spec(&random_layered(1500, 1)).to_string()).unwrap();
+    let remat = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_remat"))
+            .args(args)
+            .env_remove("REMAT_SOLVE_MEMORY")
+            .output()
+            .unwrap()
+    };
+    let graph = path.to_str().unwrap();
+    let out = remat(&[
+        "solve",
+        graph,
+        "-b",
+        "70%",
+        "-s",
+        "milp",
+        "--solve-memory",
+        "1GiB",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("over the memory limit of 1073741824 bytes") && stderr.contains("columns"),
+        "{stderr}"
+    );
+    let out = remat(&[
+        "solve",
+        graph,
+        "-b",
+        "70%",
+        "-s",
+        "dtr",
+        "--solve-memory",
+        "1GiB",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = remat(&["solve", graph, "-b", "70%", "--solve-memory", "lots"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--solve-memory"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

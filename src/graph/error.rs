@@ -115,7 +115,7 @@ pub enum GraphError {
 
 impl GraphError {
     /// The individual problems (one for the error kinds that are not lists), at most
-    /// [`KEPT`] of them and then one that says how many more there are.
+    /// `KEPT` (100) of them and then one that says how many more there are.
     pub fn problems(&self) -> Vec<Problem> {
         match self {
             GraphError::Invalid(p) if p.len() > KEPT => {

@@ -665,6 +665,33 @@ mod tests {
     }
 
     #[test]
+    fn the_build_stops_when_cancelled_or_past_the_deadline() {
+        let g = crate::graph::generate::random_layered(300, 1);
+        let instance = Instance {
+            graph: &g,
+            budget: checkpoint_all_peak(&g),
+        };
+        let options = SolveOptions::default();
+        options
+            .cancel
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let stop = Stop::start(&options);
+        assert_eq!(
+            StageModel::build(&instance, &stop).err(),
+            Some(Stopped::Cancelled)
+        );
+        let options = SolveOptions {
+            time_limit: Some(std::time::Duration::ZERO),
+            ..SolveOptions::default()
+        };
+        let stop = Stop::start(&options);
+        assert_eq!(
+            StageModel::build(&instance, &stop).err(),
+            Some(Stopped::TimeLimit)
+        );
+    }
+
+    #[test]
     fn horizons_of_a_fork() {
         // 0 -> 1, 0 -> 2: node 1 is a sink before 2.
         let g = crate::graph::Graph::new(crate::graph::GraphSpec {
