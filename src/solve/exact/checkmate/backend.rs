@@ -18,12 +18,15 @@
 //!   (424,567 rows). So [`run`] waits for HiGHS only until the deadline plus
 //!   [`GRACE`]; past it, the run is abandoned (reported as a time limit without a
 //!   solution) and its thread, whose interrupt flag stays raised, ends on its own at
-//!   HiGHS's next check.
+//!   HiGHS's next check. Until then it holds its memory (a 999-node LP: 3 GB for 15 s after
+//!   the answer); [`abandoned_bytes`] counts it, and admission adds it to a new model's.
 
 use crate::solve::Stop;
 use highs::{ColProblem, HighsModelStatus, HighsSolutionStatus, Sense};
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A sparse linear program with optional integer columns, built row by row.
@@ -242,6 +245,19 @@ unsafe extern "C" fn interrupt_callback(
     }
 }
 
+/// The estimated bytes of the HiGHS runs abandoned by [`run`] and still running.
+static ABANDONED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// The estimated bytes still held by abandoned HiGHS runs (0 when none runs on).
+pub(crate) fn abandoned_bytes() -> u64 {
+    ABANDONED_BYTES.load(Ordering::SeqCst)
+}
+
+/// A run's thread is still running, has ended, or was abandoned (and still runs).
+const RUNNING: u8 = 0;
+const ENDED: u8 = 1;
+const ABANDONED: u8 = 2;
+
 /// How long [`run`] waits past the deadline for HiGHS to return before abandoning it.
 pub(crate) const GRACE: Duration = Duration::from_secs(1);
 
@@ -251,6 +267,15 @@ pub(crate) const GRACE: Duration = Duration::from_secs(1);
 /// [`GRACE`] whatever HiGHS does.
 pub(crate) fn run(lp: Lp, start: Option<&[f64]>, controls: &Controls) -> Result<Run, HighsError> {
     let began = Instant::now();
+    let bytes = super::ModelSize::of_counts(
+        lp.num_cols() as u64,
+        lp.num_integer() as u64,
+        lp.num_rows() as u64,
+        lp.num_nonzeros() as u64,
+    )
+    .bytes;
+    let state = Arc::new(AtomicU8::new(RUNNING));
+    let thread_state = state.clone();
     let integral = !controls.relax && lp.integer.iter().any(|&b| b);
     let ipm = controls.ipm && lp.num_cols() > IPM_MIN_COLS;
     let job = Job {
@@ -268,6 +293,9 @@ pub(crate) fn run(lp: Lp, start: Option<&[f64]>, controls: &Controls) -> Result<
             // SAFETY: shuts down this thread's HiGHS scheduler (if any) before the thread
             // ends; no HiGHS object is alive on this thread any more.
             unsafe { highs_sys::Highs_resetGlobalScheduler(1) };
+            if thread_state.swap(ENDED, Ordering::SeqCst) == ABANDONED {
+                ABANDONED_BYTES.fetch_sub(bytes, Ordering::SeqCst);
+            }
             // The receiver is gone when the run was abandoned.
             let _ = sender.send(result);
         })
@@ -283,6 +311,14 @@ pub(crate) fn run(lp: Lp, start: Option<&[f64]>, controls: &Controls) -> Result<
     match outcome {
         Ok(result) => result,
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            ABANDONED_BYTES.fetch_add(bytes, Ordering::SeqCst);
+            if state
+                .compare_exchange(RUNNING, ABANDONED, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+            {
+                // It ended meanwhile.
+                ABANDONED_BYTES.fetch_sub(bytes, Ordering::SeqCst);
+            }
             tracing::warn!(
                 overrun_s = began.elapsed().as_secs_f64(),
                 "HiGHS did not stop at the deadline; its run is abandoned"

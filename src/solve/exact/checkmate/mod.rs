@@ -570,14 +570,25 @@ fn precheck(instance: &Instance, solver: &'static str) -> Option<Outcome> {
 const HIGHS_MAX_INDEX: u64 = i32::MAX as u64;
 
 /// Refuses, before anything is allocated, a model that would need more than
-/// `options.memory_limit` bytes ([`model_size`]) or more entries than HiGHS can index.
+/// `options.memory_limit` bytes ([`model_size`], plus what abandoned HiGHS runs still
+/// hold) or more entries than HiGHS can index.
 fn admit(graph: &Graph, options: &SolveOptions, solver: &'static str) -> Result<(), SolveError> {
     let size = model_size(graph);
-    if let Some(limit) = options.memory_limit.filter(|&limit| size.bytes > limit) {
+    // HiGHS runs abandoned at their deadline hold their memory until they stop.
+    let held = backend::abandoned_bytes();
+    let needed = size.bytes.saturating_add(held);
+    if let Some(limit) = options.memory_limit.filter(|&limit| needed > limit) {
+        let what = if held > 0 {
+            format!(
+                "{size}, beside {held} bytes still held by HiGHS runs abandoned at their deadline"
+            )
+        } else {
+            size.to_string()
+        };
         return Err(SolveError::TooLarge {
             solver,
-            what: size.to_string(),
-            needed: size.bytes,
+            what,
+            needed,
             limit,
         });
     }
