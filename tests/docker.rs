@@ -125,4 +125,15 @@ fn compose_kubernetes_and_dockerfiles_agree_with_the_binary() {
         "{args}"
     );
     assert!(args.contains("remat batch"));
+
+    // One memory story (docker/README.md): 4 GiB everywhere, the per-solve share spelled
+    // out, two solves at a time.
+    assert_eq!(runtime["REMAT_SOLVE_MEMORY"], "75%");
+    assert_eq!(sidecar["mem_limit"], "4g");
+    assert_eq!(remat["resources"]["limits"]["memory"], "4Gi");
+    let batch_container = &batch["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(batch_container["resources"]["limits"]["memory"], "4Gi");
+    assert_eq!(k8s_env(batch_container)["REMAT_SOLVE_MEMORY"], "75%");
+    assert!(args.contains("--jobs 2"), "{args}");
+    assert_eq!(runtime["REMAT_WORKERS"], "2");
 }

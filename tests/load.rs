@@ -18,9 +18,8 @@ mod server;
 
 use rand::{Rng, SeedableRng};
 use serde_json::json;
-use server::{fixture, request};
+use server::{fixture, request, Process};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,15 +32,7 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 
 /// Resident memory of a process in KiB (Linux).
 fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
+    server::status_kib(pid, "VmRSS:")
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -54,31 +45,8 @@ fn fifty_clients_for_thirty_seconds() {
     let clients: usize = env_or("REMAT_LOAD_CLIENTS", 50);
     let secs: u64 = env_or("REMAT_LOAD_SECS", 30);
     let bin = std::env::var("REMAT_LOAD_BIN").unwrap_or(env!("CARGO_BIN_EXE_remat").into());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let mut server = std::process::Command::new(&bin)
-        .args([
-            "serve",
-            "--addr",
-            &addr.to_string(),
-            "--workers",
-            "2",
-            "--queue",
-            "16",
-        ])
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while std::net::TcpStream::connect(addr).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let pid = server.id();
+    let (mut server, _) = Process::start(&bin, &["--workers", "2", "--queue", "16"], None);
+    let (addr, pid) = (server.addr, server.pid());
     let rss_start = rss_kib(pid);
 
     let chain = serde_json::to_value(remat::graph::generate::linear(20).to_spec()).unwrap();
@@ -144,7 +112,7 @@ fn fifty_clients_for_thirty_seconds() {
         .status()
         .unwrap()
         .success());
-    assert_eq!(server.wait().unwrap().code(), Some(0));
+    assert_eq!(server.child.wait().unwrap().code(), Some(0));
 
     let statuses = statuses.lock().unwrap().clone();
     let mut lat = latencies.lock().unwrap().clone();

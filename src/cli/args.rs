@@ -145,6 +145,11 @@ pub(super) struct SolveArgs {
     /// Threads for the MILP solver (1 to 1024).
     #[arg(long, value_parser = threads)]
     pub threads: Option<u32>,
+    /// Memory the solve may use for its model: bytes, a size (2GiB) or a share of the
+    /// machine's memory (50%; the cgroup limit in a container). Default: 75%. A larger
+    /// model is refused (exit 2) before it is allocated.
+    #[arg(long, env = "REMAT_SOLVE_MEMORY", value_parser = parse_solve_memory)]
+    pub solve_memory: Option<crate::front::SolveMemory>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -304,6 +309,11 @@ pub(super) struct BatchArgs {
     /// Input format of the graphs: auto, native or node-link.
     #[arg(long, default_value = "auto", value_parser = parse_format)]
     pub format: Format,
+    /// Memory one solve may use for its model: bytes, a size (2GiB), or a share of the
+    /// machine's memory (50%; the cgroup limit in a container) split among --jobs.
+    /// Default: 75%. A larger model is refused (an error row) before it is allocated.
+    #[arg(long, env = "REMAT_SOLVE_MEMORY", value_parser = parse_solve_memory)]
+    pub solve_memory: Option<crate::front::SolveMemory>,
 }
 
 /// Slice `k` of `n` of a batch's items.
@@ -311,6 +321,10 @@ pub(super) struct BatchArgs {
 pub(super) struct Shard {
     pub k: usize,
     pub n: usize,
+}
+
+fn parse_solve_memory(s: &str) -> Result<crate::front::SolveMemory, String> {
+    s.parse()
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {

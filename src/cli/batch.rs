@@ -309,6 +309,10 @@ pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
     solve::find(&args.solver)?;
     let mut options = OptionsInput {
         time_limit_s: args.time_limit,
+        memory_limit: Some(crate::front::solve_memory_limit(
+            args.solve_memory,
+            args.jobs,
+        )),
         ..OptionsInput::default()
     }
     .validate()?;
@@ -460,6 +464,7 @@ mod tests {
             time_limit: None,
             shard,
             format: Format::Auto,
+            solve_memory: None,
         };
         let all: Vec<PathBuf> = plan(&args(None))
             .unwrap()

@@ -4,7 +4,7 @@
 use super::args::SolveArgs;
 use super::render::{bytes, num, print_json, print_tiers, unit};
 use super::{load, resolve_budget, write_file, CliError};
-use crate::front::OptionsInput;
+use crate::front::{solve_memory_limit, OptionsInput};
 use crate::graph::Graph;
 use crate::schedule::checkpoint_all_peak;
 use crate::solve::{self, Instance, SolveOptions, SolveResult, Status};
@@ -21,6 +21,7 @@ pub(super) fn run(args: &SolveArgs) -> Result<Status, CliError> {
         mip_gap: args.mip_gap,
         seed: args.seed,
         threads: args.threads,
+        memory_limit: Some(solve_memory_limit(args.solve_memory, 1)),
     }
     .validate()?;
     let result = solve_with_progress(&g, budget, &args.solver, options)?;

@@ -9,6 +9,8 @@
 //!   event list, a solve result) and the report of its replay, which `remat simulate
 //!   --json` prints and `POST /v1/simulate` returns.
 //! - [`mod@report`]: the graph report of `remat inspect` and `POST /v1/inspect`.
+//! - [`memory`]: the memory one solve may use (`--solve-memory`, the container's cgroup
+//!   limit), which sets `SolveOptions::memory_limit`.
 //! - [`files`]: the graph files named by paths and directories (`remat batch`,
 //!   `remat bench`).
 //!
@@ -18,11 +20,13 @@
 //! into its own output.
 
 pub mod files;
+pub mod memory;
 pub mod options;
 pub mod report;
 pub mod simulate;
 
 pub use files::{graph_files, GraphFilesError};
+pub use memory::{solve_memory_limit, SolveMemory};
 pub use options::{InvalidOption, OptionName, OptionsInput};
 pub use report::{report, GraphReport, KindCounts, StorageTier};
 pub use simulate::{read_schedule, simulate_report, ScheduleInputError, SimulateReport};

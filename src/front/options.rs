@@ -49,6 +49,8 @@ pub struct OptionsInput {
     pub seed: u64,
     /// Threads a solver may use.
     pub threads: Option<u32>,
+    /// Bytes one solve may use for its model (`super::memory`).
+    pub memory_limit: Option<u64>,
 }
 
 /// An option that has a value to validate.
@@ -141,6 +143,7 @@ impl OptionsInput {
             mip_gap: self.mip_gap,
             seed: self.seed,
             threads: self.threads,
+            memory_limit: self.memory_limit,
             ..SolveOptions::default()
         })
     }
@@ -219,10 +222,12 @@ mod tests {
             mip_gap: Some(0.0),
             seed: 7,
             threads: Some(2),
+            memory_limit: Some(1 << 30),
         }
         .validate()
         .unwrap();
         assert_eq!(o.time_limit, Some(Duration::from_millis(1500)));
         assert_eq!((o.mip_gap, o.seed, o.threads), (Some(0.0), 7, Some(2)));
+        assert_eq!(o.memory_limit, Some(1 << 30));
     }
 }

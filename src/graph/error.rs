@@ -1,6 +1,9 @@
 //! Errors of loading and validating a graph. Every problem names where it is: the node
 //! (by id, or by its position in the file when it has no usable id), the field and the
-//! offending value. All problems of a graph are collected, not only the first.
+//! offending value. All problems of a graph are collected, not only the first; what is
+//! shown of them is capped ([`SHOWN`] in the message, [`KEPT`] in
+//! [`GraphError::problems`]), with the number of the others, so that a large bad graph
+//! (60 MB of `{}` nodes) does not become a message a hundred times its size.
 
 use serde::Serialize;
 use std::fmt;
@@ -86,6 +89,11 @@ impl fmt::Display for Problem {
     }
 }
 
+/// Problems written out in [`GraphError`]'s message.
+pub const SHOWN: usize = 20;
+/// Problems listed by [`GraphError::problems`] (a last entry counts the others).
+pub const KEPT: usize = 100;
+
 /// Why a graph could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum GraphError {
@@ -108,9 +116,19 @@ pub enum GraphError {
 }
 
 impl GraphError {
-    /// The individual problems (one for the error kinds that are not lists).
+    /// The individual problems (one for the error kinds that are not lists), at most
+    /// `KEPT` (100) of them and then one that says how many more there are.
     pub fn problems(&self) -> Vec<Problem> {
         match self {
+            GraphError::Invalid(p) if p.len() > KEPT => {
+                let mut kept = p[..KEPT].to_vec();
+                kept.push(Problem::graph(
+                    ProblemKind::InvalidField,
+                    "graph",
+                    format!("{} more problems are not listed", p.len() - KEPT),
+                ));
+                kept
+            }
             GraphError::Invalid(p) => p.clone(),
             other => vec![Problem::graph(
                 ProblemKind::InvalidField,
@@ -127,9 +145,35 @@ fn render_problems(problems: &[Problem]) -> String {
         problems.len(),
         if problems.len() == 1 { "" } else { "s" }
     );
-    for p in problems {
+    for p in problems.iter().take(SHOWN) {
         s.push_str("\n  - ");
         s.push_str(&p.to_string());
     }
+    if problems.len() > SHOWN {
+        s.push_str(&format!("\n  - ... and {} more", problems.len() - SHOWN));
+    }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_problems_are_capped_with_their_count() {
+        let problems: Vec<Problem> = (0..1000)
+            .map(|i| Problem::at_index(ProblemKind::MissingField, i, "id", "the id is missing"))
+            .collect();
+        let e = GraphError::Invalid(problems);
+        let text = e.to_string();
+        assert!(text.starts_with("the graph has 1000 problems:"), "{text}");
+        assert_eq!(text.lines().count(), 1 + SHOWN + 1);
+        assert!(text.ends_with("... and 980 more"), "{text}");
+        let listed = e.problems();
+        assert_eq!(listed.len(), KEPT + 1);
+        assert_eq!(listed[KEPT].message, "900 more problems are not listed");
+        let few = GraphError::Invalid(listed[..3].to_vec());
+        assert_eq!(few.problems().len(), 3);
+        assert_eq!(few.to_string().lines().count(), 4);
+    }
 }

@@ -3,8 +3,11 @@
 //! order, so two spellings of one graph share a key) and its storage tier, the budget resolved to bytes, the
 //! solver and every option that reaches it. The crate version is part of the key.
 //! Only deterministic answers are kept (`optimal`, `feasible`, `infeasible`); a time limit
-//! with no schedule, an error or a cancel is never cached. When full, the least recently
-//! used entry goes.
+//! with no schedule, an error or a cancel is never cached. The cache holds at most
+//! `capacity` results and `max_bytes` of them, each weighed by the length of its JSON
+//! (counted without writing it; a 999-node result is about 2 MB, its structures in memory
+//! a few times that); a result heavier than `max_bytes` alone is not kept. When full, the
+//! least recently used entries go.
 
 use crate::graph::Graph;
 use crate::solve::{SolveResult, Status};
@@ -61,25 +64,60 @@ pub fn cacheable(result: &SolveResult) -> bool {
 }
 
 struct Inner {
-    entries: HashMap<Key, (Arc<SolveResult>, u64)>,
+    /// Result, last use, weight.
+    entries: HashMap<Key, (Arc<SolveResult>, u64, usize)>,
     tick: u64,
+    /// Σ weights.
+    bytes: usize,
 }
 
 pub struct Cache {
     capacity: usize,
+    max_bytes: usize,
     inner: Mutex<Inner>,
 }
 
+/// Counts what is written to it.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The length of `result`'s JSON.
+fn weight(result: &SolveResult) -> usize {
+    let mut counter = Counter(0);
+    match serde_json::to_writer(&mut counter, result) {
+        Ok(()) => counter.0,
+        Err(_) => usize::MAX,
+    }
+}
+
 impl Cache {
-    /// A cache of at most `capacity` results (0 disables it).
-    pub fn new(capacity: usize) -> Cache {
+    /// A cache of at most `capacity` results and `max_bytes` of their JSON (either 0
+    /// disables it).
+    pub fn new(capacity: usize, max_bytes: usize) -> Cache {
         Cache {
             capacity,
+            max_bytes,
             inner: Mutex::new(Inner {
                 entries: HashMap::new(),
                 tick: 0,
+                bytes: 0,
             }),
         }
+    }
+
+    /// The weight of the results held.
+    #[cfg(test)]
+    pub fn bytes(&self) -> usize {
+        self.inner.lock().expect("cache lock").bytes
     }
 
     pub fn len(&self) -> usize {
@@ -90,7 +128,7 @@ impl Cache {
         let mut inner = self.inner.lock().expect("cache lock");
         inner.tick += 1;
         let tick = inner.tick;
-        inner.entries.get_mut(key).map(|(r, used)| {
+        inner.entries.get_mut(key).map(|(r, used, _)| {
             *used = tick;
             r.clone()
         })
@@ -100,20 +138,30 @@ impl Cache {
         if self.capacity == 0 || !cacheable(&result) {
             return;
         }
+        let weight = weight(&result);
+        if weight > self.max_bytes {
+            return;
+        }
         let mut inner = self.inner.lock().expect("cache lock");
         inner.tick += 1;
         let tick = inner.tick;
-        if !inner.entries.contains_key(&key) && inner.entries.len() >= self.capacity {
+        if let Some((_, _, old)) = inner.entries.remove(&key) {
+            inner.bytes -= old;
+        }
+        while !inner.entries.is_empty()
+            && (inner.entries.len() >= self.capacity || inner.bytes + weight > self.max_bytes)
+        {
             let oldest = inner
                 .entries
                 .iter()
-                .min_by_key(|(_, (_, used))| *used)
+                .min_by_key(|(_, (_, used, _))| *used)
                 .map(|(k, _)| *k);
-            if let Some(k) = oldest {
-                inner.entries.remove(&k);
+            if let Some((_, _, w)) = oldest.and_then(|k| inner.entries.remove(&k)) {
+                inner.bytes -= w;
             }
         }
-        inner.entries.insert(key, (result, tick));
+        inner.bytes += weight;
+        inner.entries.insert(key, (result, tick, weight));
     }
 }
 
@@ -165,7 +213,7 @@ mod tests {
             }
         }
         assert_eq!(key(&g, 100, "auto"), ks[0]);
-        let c = Cache::new(2);
+        let c = Cache::new(2, usize::MAX);
         let r = result(&g, 1 << 20);
         c.put(ks[0], r.clone());
         c.put(ks[1], r.clone());
@@ -177,5 +225,22 @@ mod tests {
             "the least recently used entry goes"
         );
         assert!(c.get(&ks[0]).is_some() && c.get(&ks[2]).is_some());
+    }
+
+    #[test]
+    fn the_cache_holds_at_most_its_bytes() {
+        let g = generate::linear(3);
+        let r = result(&g, 1 << 20);
+        let w = weight(&r);
+        assert_eq!(w, serde_json::to_vec(&*r).unwrap().len());
+        let c = Cache::new(100, 2 * w + w / 2);
+        for budget in 0..5 {
+            c.put(key(&g, budget, "auto"), r.clone());
+        }
+        assert_eq!((c.len(), c.bytes()), (2, 2 * w));
+        assert!(c.get(&key(&g, 4, "auto")).is_some(), "the newest stays");
+        let tiny = Cache::new(100, w - 1);
+        tiny.put(key(&g, 0, "auto"), r);
+        assert_eq!(tiny.len(), 0, "a result over max_bytes alone is not kept");
     }
 }

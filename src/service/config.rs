@@ -1,6 +1,7 @@
 //! The server's settings: each is a `remat serve` flag and an environment variable.
 
 use crate::budget::Budget;
+use crate::front::{solve_memory_limit, SolveMemory};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -34,6 +35,10 @@ pub struct Config {
     /// Results kept in the cache (0 disables it).
     #[arg(long, env = "REMAT_CACHE", default_value_t = 256)]
     pub cache: usize,
+    /// Bytes of results the cache keeps, counted as their JSON (a 999-node result is
+    /// about 2 MB): bytes or a size.
+    #[arg(long, env = "REMAT_CACHE_BYTES", default_value = "64MiB", value_parser = parse_size)]
+    pub cache_bytes: usize,
     /// Jobs kept at once (finished ones are dropped oldest first to make room).
     #[arg(long, env = "REMAT_MAX_JOBS", default_value_t = 1024)]
     pub max_jobs: usize,
@@ -46,6 +51,18 @@ pub struct Config {
     /// Seconds in-flight solves may take to finish after SIGTERM before they are cancelled.
     #[arg(long, env = "REMAT_GRACE", default_value_t = 20.0, value_parser = parse_seconds)]
     pub grace: f64,
+    /// Memory one solve may use for its model: bytes or a size (2GiB) per solve, or a share
+    /// of the container's memory (50%) split among the workers. Default: 75% of the
+    /// container's memory limit (cgroup; else the physical memory) split among the workers.
+    /// A model estimated larger is refused with 413 before it is allocated.
+    #[arg(long, env = "REMAT_SOLVE_MEMORY", value_parser = parse_solve_memory)]
+    pub solve_memory: Option<SolveMemory>,
+    /// Largest graph accepted, in nodes; larger graphs get 413 before they are built.
+    #[arg(long, env = "REMAT_MAX_NODES", default_value_t = DEFAULT_MAX_NODES)]
+    pub max_nodes: usize,
+    /// Largest graph accepted, in edges (inputs summed over the nodes).
+    #[arg(long, env = "REMAT_MAX_EDGES", default_value_t = DEFAULT_MAX_EDGES)]
+    pub max_edges: usize,
     /// Log format.
     #[arg(long, env = "REMAT_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -61,10 +78,14 @@ impl Default for Config {
             time_limit: 60.0,
             solver_threads: None,
             cache: 256,
+            cache_bytes: 64 << 20,
             max_jobs: 1024,
             job_ttl: 3600.0,
             max_sweep: 64,
             grace: 20.0,
+            solve_memory: None,
+            max_nodes: DEFAULT_MAX_NODES,
+            max_edges: DEFAULT_MAX_EDGES,
             log_format: LogFormat::Text,
         }
     }
@@ -80,6 +101,20 @@ impl Config {
     pub fn job_ttl(&self) -> Duration {
         Duration::from_secs_f64(self.job_ttl)
     }
+    /// The bytes one solve may use: `--solve-memory` resolved against the container's
+    /// memory and the workers.
+    pub fn solve_memory_limit(&self) -> u64 {
+        solve_memory_limit(self.solve_memory, self.workers)
+    }
+}
+
+/// Default of `--max-nodes`.
+pub const DEFAULT_MAX_NODES: usize = 1_000_000;
+/// Default of `--max-edges`.
+pub const DEFAULT_MAX_EDGES: usize = 4_000_000;
+
+fn parse_solve_memory(s: &str) -> Result<SolveMemory, String> {
+    s.parse()
 }
 
 fn default_workers() -> usize {

@@ -26,6 +26,7 @@ mod cache;
 mod config;
 mod endpoints;
 mod jobs;
+mod limits;
 mod metrics;
 mod pool;
 mod problem;
@@ -77,7 +78,7 @@ impl AppState {
     pub fn new(config: Config) -> AppState {
         AppState {
             pool: pool::Pool::new(config.workers, config.queue),
-            cache: cache::Cache::new(config.cache),
+            cache: cache::Cache::new(config.cache, config.cache_bytes),
             jobs: jobs::Jobs::new(config.max_jobs, config.job_ttl()),
             metrics: metrics::Metrics::default(),
             draining: AtomicBool::new(false),
@@ -167,6 +168,9 @@ fn panic_response(payload: Box<dyn std::any::Any + Send + 'static>) -> Response 
     problem::ApiProblem::new(problem::Kind::Internal, format!("panic: {message}")).into_response()
 }
 
+/// How often the server returns freed heap memory to the system (beside each solve's end).
+const TRIM_EVERY: Duration = Duration::from_secs(5);
+
 /// Serves on `listener` until `shutdown` resolves, then drains: no new connections,
 /// in-flight requests and jobs get `config.grace` to finish, then their solves are
 /// cancelled.
@@ -192,6 +196,15 @@ pub async fn serve(
             .with_graceful_shutdown(signal)
             .into_future(),
     );
+    // Requests answered on the runtime (inspect, simulate, refused bodies) free their
+    // memory into the runtime threads' arenas; give it back now and then.
+    let trim = tokio::spawn(async {
+        let mut every = tokio::time::interval(TRIM_EVERY);
+        loop {
+            every.tick().await;
+            pool::release_free_memory();
+        }
+    });
     let finished = |r: Result<std::io::Result<()>, tokio::task::JoinError>| {
         r.map_err(std::io::Error::other).and_then(|r| r)
     };
@@ -210,6 +223,7 @@ pub async fn serve(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    trim.abort();
     finished(server.await)?;
     tracing::info!("stopped");
     Ok(())

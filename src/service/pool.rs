@@ -10,6 +10,10 @@
 //! (the solver's `SolveOptions::cancel`); [`CancelOnDrop`] raises it when the request's
 //! future is dropped (the client went away), and [`Pool::cancel_all`] raises every
 //! flag at the end of the shutdown grace period.
+//!
+//! After each task the worker gives the heap's free memory back to the system
+//! ([`release_free_memory`]): glibc keeps what a thread freed in that thread's arena, so
+//! after one 999-node MILP the server held 2.4 GB with nothing in use.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -158,12 +162,24 @@ impl Pool {
         let handle = tokio::task::spawn_blocking(move || {
             running.fetch_add(1, Ordering::SeqCst);
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+            release_free_memory();
             running.fetch_sub(1, Ordering::SeqCst);
             drop(permit);
             drop(admission);
             out.map_err(|panic| PoolError::Panicked(panic_message(panic.as_ref())))
         });
         handle.await.map_err(|_| PoolError::Closed)?
+    }
+}
+
+/// Returns the free memory of every malloc arena to the system (glibc's `malloc_trim`;
+/// nothing elsewhere). A few milliseconds after a large solve, microseconds after a small
+/// one.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks and trims the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

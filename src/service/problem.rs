@@ -20,7 +20,8 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 pub enum Kind {
     /// The body is not JSON (400).
     BadJson,
-    /// The body is larger than `--max-body` (413).
+    /// The body, the graph or a solver's model is over the server's limits
+    /// (`--max-body`, `--max-nodes`, `--max-edges`, `--solve-memory`) (413).
     TooLarge,
     /// JSON of the wrong shape: a missing or mistyped field (422).
     InvalidRequest,
@@ -90,7 +91,7 @@ impl Kind {
     fn title(self) -> &'static str {
         match self {
             Kind::BadJson => "The request body is not valid JSON",
-            Kind::TooLarge => "The request body is too large",
+            Kind::TooLarge => "The request is too large for this server's limits",
             Kind::InvalidRequest => "The request does not have the expected fields",
             Kind::InvalidGraph => "The graph is invalid",
             Kind::InvalidBudget => "The budget is invalid",

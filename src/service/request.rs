@@ -84,9 +84,11 @@ impl Body {
         })
     }
 
-    /// The `graph` field, in the `format` given, with a request-level `storage`.
-    pub fn graph(&mut self) -> Result<Graph, ApiProblem> {
+    /// The `graph` field, in the `format` given, with a request-level `storage`, within
+    /// the server's limits on nodes and edges.
+    pub fn graph(&mut self, config: &Config) -> Result<Graph, ApiProblem> {
         let value: Value = self.required("graph", Kind::InvalidGraph)?;
+        super::limits::check_value(&value, config)?;
         let format = match self.optional::<String>("format", Kind::InvalidRequest)? {
             None => Format::Auto,
             Some(f) => f.parse().map_err(|e: String| {
@@ -94,6 +96,8 @@ impl Body {
             })?,
         };
         let graph = graph_from_value(&value, format).map_err(|e| ApiProblem::graph(&e))?;
+        drop(value);
+        super::limits::check_graph(&graph, config)?;
         // A request-level `storage` replaces the graph's own (as `--storage` does).
         Ok(
             match self.optional::<Storage>("storage", Kind::InvalidGraph)? {
@@ -147,6 +151,7 @@ impl Options {
             mip_gap: body.optional("mip_gap", Kind::InvalidRequest)?,
             seed: body.optional("seed", Kind::InvalidRequest)?.unwrap_or(0),
             threads: config.solver_threads,
+            memory_limit: Some(config.solve_memory_limit()),
         }
         .validate()?;
         let cap = config.time_limit();
@@ -214,7 +219,7 @@ impl SolveRequest {
         bytes: Result<Bytes, BytesRejection>,
     ) -> Result<SolveRequest, ApiProblem> {
         let mut body = Body::parse(bytes)?;
-        let graph = body.graph()?;
+        let graph = body.graph(&state.config)?;
         let budget: Budget = body.required("budget", Kind::InvalidBudget)?;
         let options = Options::read(&mut body, &state.config)?;
         body.finish()?;

@@ -115,6 +115,10 @@ pub struct CheckmateDetails {
     /// The MILP: whether HiGHS took the start as its first incumbent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mip_start_accepted: Option<bool>,
+    /// The MILP: why and how its solution was solved again, when HiGHS's schedule was
+    /// over the budget within its tolerances.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repair: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub solve_time_s: Option<f64>,
     /// Where the returned schedule comes from ("branch and bound", a rounding, a baseline).

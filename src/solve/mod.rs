@@ -34,4 +34,5 @@ pub use details::Details;
 use dp::{chain_dp, revolve, two_level};
 pub use driver::{find, registry, solve, solve_exhaustive_unbounded};
 pub(crate) use driver::{fit, internal};
+pub use exact::checkmate::{model_size, ModelSize};
 pub use result::{SolveResult, Status};

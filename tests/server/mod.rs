@@ -218,3 +218,86 @@ pub fn config(workers: usize, queue: usize) -> Config {
         ..Config::default()
     }
 }
+
+/// A `remat serve` process (this build's binary, or `binary`) on a free loopback port,
+/// optionally under an address-space limit (`prlimit --as`, when `prlimit` exists);
+/// killed when dropped.
+pub struct Process {
+    pub child: std::process::Child,
+    pub addr: SocketAddr,
+}
+
+impl Process {
+    /// Starts `binary serve --addr ADDR args...` and waits until it accepts connections.
+    /// Returns the process and whether the address-space limit could be applied.
+    pub fn start(binary: &str, args: &[&str], address_space: Option<u64>) -> (Process, bool) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let limited = address_space.filter(|_| {
+            std::process::Command::new("prlimit")
+                .arg("--version")
+                .output()
+                .is_ok()
+        });
+        let mut command = match limited {
+            Some(bytes) => {
+                let mut c = std::process::Command::new("prlimit");
+                c.arg(format!("--as={bytes}")).arg(binary);
+                c
+            }
+            None => std::process::Command::new(binary),
+        };
+        let child = command
+            .args(["serve", "--addr", &addr.to_string()])
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let process = Process { child, addr };
+        let start = Instant::now();
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (process, limited.is_some())
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// A figure of /proc/PID/status in KiB (`VmRSS:`, `VmHWM:`), 0 when unreadable.
+    pub fn status_kib(&self, field: &str) -> u64 {
+        status_kib(self.pid(), field)
+    }
+}
+
+/// A figure of /proc/`pid`/status in KiB (`VmRSS:`, `VmHWM:`), 0 when unreadable (Linux).
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

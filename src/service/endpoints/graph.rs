@@ -19,11 +19,11 @@ use serde_json::Value;
 /// `POST /v1/simulate`: replays a schedule; 200 with its figures, 422 naming the event,
 /// node and rule it breaks.
 pub async fn simulate_schedule(
-    State(_state): Shared,
+    State(state): Shared,
     bytes: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
     let mut body = Body::parse(bytes)?;
-    let graph = body.graph()?;
+    let graph = body.graph(&state.config)?;
     let raw: Value = body.required("schedule", Kind::InvalidSchedule)?;
     let budget: Option<Budget> = body.optional("budget", Kind::InvalidBudget)?;
     body.finish()?;
@@ -34,9 +34,9 @@ pub async fn simulate_schedule(
 }
 
 /// `POST /v1/inspect`: size, cost and memory bounds of a graph.
-pub async fn inspect(State(_state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
+pub async fn inspect(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
     let mut body = Body::parse(bytes)?;
-    let graph = body.graph()?;
+    let graph = body.graph(&state.config)?;
     body.finish()?;
     Ok(json_response(StatusCode::OK, &report(&graph, None)))
 }

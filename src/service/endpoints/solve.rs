@@ -208,7 +208,7 @@ pub async fn delete_job(
 /// other on one worker within the server's time limit overall.
 pub async fn sweep(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
     let mut body = Body::parse(bytes)?;
-    let graph = body.graph()?;
+    let graph = body.graph(&state.config)?;
     let budgets: Vec<Budget> = body.required("budgets", Kind::InvalidBudget)?;
     if budgets.is_empty() || budgets.len() > state.config.max_sweep {
         return Err(ApiProblem::new(

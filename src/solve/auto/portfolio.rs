@@ -7,8 +7,9 @@ use crate::solve::details::{AutoDetails, Details, Tried, Verdict};
 use crate::solve::{Bound, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Stop};
 use std::time::Duration;
 
-/// The least time a floor candidate gets, even past the deadline.
-const FLOOR_TIME: Duration = Duration::from_secs(1);
+/// The least time a floor candidate gets, even past the deadline (Chen's greedy sweep
+/// takes 3.6 s on 10,000 nodes in a release build).
+const FLOOR_TIME: Duration = Duration::from_secs(10);
 
 /// The candidates run so far and the best verified plan among them.
 pub(super) struct Portfolio<'a> {

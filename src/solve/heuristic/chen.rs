@@ -30,6 +30,7 @@ use crate::schedule::stages::{empty_s, Stages};
 use crate::solve::details::{ChenDetails, Details};
 use crate::solve::{
     fit, internal, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+    Stopped,
 };
 use std::collections::HashMap;
 
@@ -247,10 +248,16 @@ impl Solver for ChenGreedy {
         let mut lowest_peak = u64::MAX;
         let steps = sets.len() * GREEDY_GRID;
         let stop = Stop::start(options);
-        for (set_index, (label, candidates)) in sets.iter().enumerate() {
+        let mut timed_out = false;
+        'sweep: for (set_index, (label, candidates)) in sets.iter().enumerate() {
             for step in 0..GREEDY_GRID {
-                if stop.cancelled() {
-                    return Err(SolveError::Cancelled);
+                match stop.poll() {
+                    Err(Stopped::Cancelled) => return Err(SolveError::Cancelled),
+                    Err(Stopped::TimeLimit) => {
+                        timed_out = true;
+                        break 'sweep;
+                    }
+                    Ok(()) => {}
                 }
                 let done = set_index * GREEDY_GRID + step;
                 options.report(
@@ -283,6 +290,9 @@ impl Solver for ChenGreedy {
             }
         }
         let Some((_, _, checkpoints, label, b)) = best else {
+            if timed_out {
+                return Stopped::TimeLimit.outcome("chen-greedy", "while sweeping segment budgets");
+            }
             return Ok(Outcome::Infeasible {
                 solver: "chen-greedy",
                 proven: None,

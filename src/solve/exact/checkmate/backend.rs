@@ -18,12 +18,15 @@
 //!   (424,567 rows). So [`run`] waits for HiGHS only until the deadline plus
 //!   [`GRACE`]; past it, the run is abandoned (reported as a time limit without a
 //!   solution) and its thread, whose interrupt flag stays raised, ends on its own at
-//!   HiGHS's next check.
+//!   HiGHS's next check. Until then it holds its memory (a 999-node LP: 3 GB for 15 s after
+//!   the answer); [`abandoned_bytes`] counts it, and admission adds it to a new model's.
 
 use crate::solve::Stop;
-use highs::{HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
+use highs::{ColProblem, HighsModelStatus, HighsSolutionStatus, Sense};
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A sparse linear program with optional integer columns, built row by row.
@@ -99,25 +102,68 @@ impl Lp {
         self.integer.iter().filter(|&&b| b).count()
     }
 
-    fn to_highs(&self, relax: bool) -> RowProblem {
-        let mut pb = RowProblem::new();
-        let cols: Vec<highs::Col> = (0..self.num_cols())
-            .map(|j| {
-                pb.add_column_with_integrality(
-                    self.cost[j],
-                    self.lower[j]..=self.upper[j],
-                    self.integer[j] && !relax,
-                )
-            })
+    pub(crate) fn num_nonzeros(&self) -> usize {
+        self.index.len()
+    }
+
+    /// The problem as HiGHS reads it, column-wise, consuming `self`: the rows are
+    /// transposed into columns (12 bytes a nonzero) and this row-wise copy is dropped
+    /// before HiGHS's column-wise problem is filled, so that at most two copies of the
+    /// matrix live at once (the `highs` crate's `RowProblem` keeps two small vectors per
+    /// column, several times the size of the matrix on Checkmate's models).
+    fn into_highs(self, relax: bool) -> ColProblem {
+        let Lp {
+            cost,
+            lower,
+            upper,
+            integer,
+            row_lower,
+            row_upper,
+            row_start,
+            index,
+            value,
+        } = self;
+        let cols = cost.len();
+        // Counting sort of the entries by column: `start[j]..start[j + 1]` are column j's.
+        let mut start = vec![0u32; cols + 1];
+        for &c in &index {
+            start[c + 1] += 1;
+        }
+        for j in 0..cols {
+            start[j + 1] += start[j];
+        }
+        let mut next = start.clone();
+        let mut rows_of = vec![0u32; index.len()];
+        let mut values = vec![0f64; index.len()];
+        for r in 0..row_lower.len() {
+            for e in row_start[r]..row_start[r + 1] {
+                let slot = &mut next[index[e]];
+                rows_of[*slot as usize] = r as u32;
+                values[*slot as usize] = value[e];
+                *slot += 1;
+            }
+        }
+        drop((next, index, value, row_start));
+        let mut pb = ColProblem::new();
+        // HiGHS reads ±inf as "no bound".
+        let rows: Vec<highs::Row> = row_lower
+            .iter()
+            .zip(&row_upper)
+            .map(|(&l, &u)| pb.add_row(l..=u))
             .collect();
-        for r in 0..self.num_rows() {
-            let range = self.row_start[r]..self.row_start[r + 1];
-            let factors = self.index[range.clone()]
+        drop((row_lower, row_upper));
+        for j in 0..cols {
+            let entries = start[j] as usize..start[j + 1] as usize;
+            let factors = rows_of[entries.clone()]
                 .iter()
-                .zip(&self.value[range])
-                .map(|(&c, &v)| (cols[c], v));
-            // HiGHS reads ±inf as "no bound".
-            pb.add_row(self.row_lower[r]..=self.row_upper[r], factors);
+                .zip(&values[entries])
+                .map(|(&r, &v)| (rows[r as usize], v));
+            pb.add_column_with_integrality(
+                cost[j],
+                lower[j]..=upper[j],
+                factors,
+                integer[j] && !relax,
+            );
         }
         pb
     }
@@ -199,18 +245,43 @@ unsafe extern "C" fn interrupt_callback(
     }
 }
 
+/// The estimated bytes of the HiGHS runs abandoned by [`run`] and still running.
+static ABANDONED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// The estimated bytes still held by abandoned HiGHS runs (0 when none runs on).
+pub(crate) fn abandoned_bytes() -> u64 {
+    ABANDONED_BYTES.load(Ordering::SeqCst)
+}
+
+/// A run's thread is still running, has ended, or was abandoned (and still runs).
+const RUNNING: u8 = 0;
+const ENDED: u8 = 1;
+const ABANDONED: u8 = 2;
+
 /// How long [`run`] waits past the deadline for HiGHS to return before abandoning it.
 pub(crate) const GRACE: Duration = Duration::from_secs(1);
 
-/// Solves `lp` (minimising), starting from `start` when given (a complete column vector,
+/// Solves `lp` (minimising; it is consumed, so that its memory is freed before HiGHS copies
+/// the problem), starting from `start` when given (a complete column vector,
 /// used by HiGHS as the first incumbent if it is feasible). Returns by the deadline plus
 /// [`GRACE`] whatever HiGHS does.
-pub(crate) fn run(lp: &Lp, start: Option<&[f64]>, controls: &Controls) -> Result<Run, HighsError> {
+pub(crate) fn run(lp: Lp, start: Option<&[f64]>, controls: &Controls) -> Result<Run, HighsError> {
     let began = Instant::now();
+    let bytes = super::ModelSize::of_counts(
+        lp.num_cols() as u64,
+        lp.num_integer() as u64,
+        lp.num_rows() as u64,
+        lp.num_nonzeros() as u64,
+    )
+    .bytes;
+    let state = Arc::new(AtomicU8::new(RUNNING));
+    let thread_state = state.clone();
+    let integral = !controls.relax && lp.integer.iter().any(|&b| b);
+    let ipm = controls.ipm && lp.num_cols() > IPM_MIN_COLS;
     let job = Job {
-        problem: lp.to_highs(controls.relax),
-        integral: !controls.relax && lp.integer.iter().any(|&b| b),
-        ipm: controls.ipm && lp.num_cols() > IPM_MIN_COLS,
+        problem: lp.into_highs(controls.relax),
+        integral,
+        ipm,
         start: start.map(<[f64]>::to_vec),
         controls: controls.clone(),
     };
@@ -222,6 +293,9 @@ pub(crate) fn run(lp: &Lp, start: Option<&[f64]>, controls: &Controls) -> Result
             // SAFETY: shuts down this thread's HiGHS scheduler (if any) before the thread
             // ends; no HiGHS object is alive on this thread any more.
             unsafe { highs_sys::Highs_resetGlobalScheduler(1) };
+            if thread_state.swap(ENDED, Ordering::SeqCst) == ABANDONED {
+                ABANDONED_BYTES.fetch_sub(bytes, Ordering::SeqCst);
+            }
             // The receiver is gone when the run was abandoned.
             let _ = sender.send(result);
         })
@@ -237,6 +311,14 @@ pub(crate) fn run(lp: &Lp, start: Option<&[f64]>, controls: &Controls) -> Result
     match outcome {
         Ok(result) => result,
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            ABANDONED_BYTES.fetch_add(bytes, Ordering::SeqCst);
+            if state
+                .compare_exchange(RUNNING, ABANDONED, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+            {
+                // It ended meanwhile.
+                ABANDONED_BYTES.fetch_sub(bytes, Ordering::SeqCst);
+            }
             tracing::warn!(
                 overrun_s = began.elapsed().as_secs_f64(),
                 "HiGHS did not stop at the deadline; its run is abandoned"
@@ -261,7 +343,7 @@ pub(crate) fn run(lp: &Lp, start: Option<&[f64]>, controls: &Controls) -> Result
 
 /// One HiGHS run, owned by the thread that performs it.
 struct Job {
-    problem: RowProblem,
+    problem: ColProblem,
     integral: bool,
     /// Solve the (relaxed) LP by the interior-point method without crossover.
     ipm: bool,
@@ -399,11 +481,11 @@ mod tests {
             3.0,
             &mut vec![(x, 1.0), (y, 1.0), (x, 1.0)],
         );
-        let mip = run(&lp, None, &controls(false)).unwrap();
+        let mip = run(lp.clone(), None, &controls(false)).unwrap();
         assert_eq!(mip.status, RunStatus::Optimal);
         assert_eq!(mip.objective, Some(-2.0));
         // Relaxation: x = 0.5, y = 2.
-        let rel = run(&lp, None, &controls(true)).unwrap();
+        let rel = run(lp, None, &controls(true)).unwrap();
         assert!((rel.objective.unwrap() + 2.5).abs() < 1e-9);
         assert!((rel.bound.unwrap() + 2.5).abs() < 1e-9);
     }
@@ -416,7 +498,10 @@ mod tests {
         for threads in [1, 2, 1] {
             let mut c = controls(false);
             c.threads = Some(threads);
-            assert_eq!(run(&lp, None, &c).unwrap().status, RunStatus::Infeasible);
+            assert_eq!(
+                run(lp.clone(), None, &c).unwrap().status,
+                RunStatus::Infeasible
+            );
         }
     }
 }

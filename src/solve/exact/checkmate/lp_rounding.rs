@@ -25,12 +25,12 @@
 //! by-product. When neither a rounding nor a baseline fits, both answer `infeasible`
 //! with `proven: None` (the MILP may still find a schedule; the test suite lists where).
 
-use super::{backend, best_baseline, controls, failed, precheck, Candidate, StageModel};
+use super::{admit, backend, best_baseline, controls, failed, precheck, Candidate, StageModel};
 use crate::schedule::stages::Stages;
 use crate::solve::details::{CheckmateDetails, Details};
 use crate::solve::{
     Bound, BoundMethod, Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver,
-    SolverInfo, Stop,
+    SolverInfo, Stop, Stopped,
 };
 use backend::RunStatus;
 use rand::{Rng, SeedableRng};
@@ -96,6 +96,7 @@ pub(crate) fn solve_rounding(
         return Ok(outcome);
     }
     let graph = instance.graph;
+    admit(graph, options, solver)?;
     let (min_budget, _) = graph.min_feasible_budget();
     let working = instance.budget - graph.fixed_memory();
     let fractions = std::iter::once(1.0).chain(RETRY_FRACTIONS);
@@ -109,11 +110,19 @@ pub(crate) fn solve_rounding(
         if lp_budget < min_budget {
             break;
         }
-        let model = StageModel::build(&Instance {
+        let lp_instance = Instance {
             graph,
             budget: lp_budget,
-        });
-        let run = backend::run(&model.lp, None, &controls(options, true, &stop))
+        };
+        let mut model = match StageModel::build(&lp_instance, &stop) {
+            Ok(model) => model,
+            Err(Stopped::Cancelled) => return Err(SolveError::Cancelled),
+            Err(Stopped::TimeLimit) => {
+                timed_out = true;
+                break;
+            }
+        };
+        let run = backend::run(model.take_lp(), None, &controls(options, true, &stop))
             .map_err(|e| failed(solver, e))?;
         tried.push(lp_budget);
         if fraction == 1.0 {

@@ -22,7 +22,7 @@ use crate::schedule::stages::Stages;
 use crate::solve::details::{CheckmateDetails, Details};
 use crate::solve::{
     internal, Bound, BoundMethod, Claim, Instance, Outcome, Scope, SolveError, SolveOptions,
-    Solver, SolverInfo, Stop,
+    Solver, SolverInfo, Stop, Stopped,
 };
 use backend::RunStatus;
 
@@ -81,10 +81,16 @@ pub(crate) fn solve_milp(
             Outcome::Infeasible { .. } => (None, None, true),
         };
     let tolerance = options.mip_gap.unwrap_or(DEFAULT_GAP).min(DEFAULT_GAP);
-    let model = StageModel::build(instance);
-    let mut details = model.details();
+    let built = StageModel::build(instance, &stop);
+    let mut details = built
+        .as_ref()
+        .map_or_else(|_| CheckmateDetails::default(), StageModel::details);
     details.lp_bound = Some(lp_bound.map(|b| b.cost));
     details.start = Some(start.as_ref().map(|c| (c.source.clone(), c.cost)));
+    let mut model = match built {
+        Ok(model) => model,
+        Err(stopped) => return stopped_building(stopped, start, lp_bound, tolerance, details),
+    };
     if !lp_solved {
         // The relaxation did not finish in half of the time limit. Branch and bound must
         // solve the same LP at its root before anything else, so it cannot finish either
@@ -136,7 +142,7 @@ pub(crate) fn solve_milp(
     });
     details.mip_start_accepted = Some(point.is_some());
     let run = backend::run(
-        &model.lp,
+        model.take_lp(),
         point.as_deref(),
         &controls(options, false, &stop),
     )
@@ -167,26 +173,15 @@ pub(crate) fn solve_milp(
         });
     }
     let found = match run.columns {
-        Some(columns) => {
-            let stages = Stages::from_s(graph, model.s_at(&columns, 0.5));
-            let schedule = stages.into_schedule(graph);
-            let stats = simulate(graph, &schedule).map_err(|e| internal(NAME, e))?;
-            if stats.peak_memory > instance.budget {
-                return Err(SolveError::Failed {
-                    solver: NAME,
-                    reason: format!(
-                        "the MILP solution peaks at {} bytes in the simulator, over the budget of \
-                         {} bytes; please report this",
-                        stats.peak_memory, instance.budget
-                    ),
-                });
+        Some(columns) => match extract(graph, &model, &columns, instance.budget)? {
+            Ok(fits) => Some(fits),
+            Err(peak) => {
+                drop(model);
+                let repaired = repair(instance, options, &stop, start.as_ref(), peak)?;
+                details.repair = Some(repaired.1.clone());
+                repaired.0
             }
-            Some(Candidate {
-                source: "branch and bound".into(),
-                schedule,
-                cost: stats.total_cost,
-            })
-        }
+        },
         None => None,
     };
     let best = match (found, start) {
@@ -211,6 +206,126 @@ pub(crate) fn solve_milp(
         _ => "the time limit passed before optimality was proved".to_string(),
     };
     Ok(plan(best, lower_bound, tolerance, Some(stopped), details))
+}
+
+/// The schedule of a MILP solution (S rounded at 0.5, the minimal R): `Ok` a candidate
+/// when the simulator finds it within `budget`, `Err` its peak when it is not.
+fn extract(
+    graph: &crate::graph::Graph,
+    model: &StageModel,
+    columns: &[f64],
+    budget: u64,
+) -> Result<Result<Candidate, u64>, SolveError> {
+    let stages = Stages::from_s(graph, model.s_at(columns, 0.5));
+    let schedule = stages.into_schedule(graph);
+    let stats = simulate(graph, &schedule).map_err(|e| internal(NAME, e))?;
+    if stats.peak_memory > budget {
+        return Ok(Err(stats.peak_memory));
+    }
+    Ok(Ok(Candidate {
+        source: "branch and bound".into(),
+        schedule,
+        cost: stats.total_cost,
+    }))
+}
+
+/// HiGHS's default integrality tolerance (`mip_feasibility_tolerance`): a binary within it
+/// of 0 or 1 counts as integral.
+const INTEGRALITY_TOLERANCE: f64 = 1e-6;
+/// HiGHS's default `primal_feasibility_tolerance` on each row.
+const ROW_TOLERANCE: f64 = 1e-7;
+
+/// How far a MILP solution's `U` may exceed the exact memory of its rounded point, in
+/// memory units: every binary within [`INTEGRALITY_TOLERANCE`] of integral moves `U[t,k]`
+/// by at most that times its coefficient (each size `m_i` in a stage's `S`, `R` and the
+/// FREE of each of its readers), and each of the `n` rows (e), (f) of a stage may be off
+/// by [`ROW_TOLERANCE`].
+fn tolerance_margin(graph: &crate::graph::Graph) -> u64 {
+    let g = super::memory_scale(graph);
+    let coefficients: f64 = (0..graph.len())
+        .map(|i| (graph.memory(i) / g) as f64 * (2 + graph.succs(i).len()) as f64)
+        .sum();
+    (INTEGRALITY_TOLERANCE * coefficients + ROW_TOLERANCE * graph.len() as f64).ceil() as u64
+}
+
+/// A MILP solution whose schedule peaked at `peak`, over the budget: HiGHS met the memory
+/// rows only within its tolerances. The MILP is solved again, from `start`, with every
+/// budget row tightened by [`tolerance_margin`] (at least the overshoot), and its
+/// solution kept only if the simulator finds it within the budget. Returns the candidate
+/// (`None`: the start stays the answer) and what happened, for the details. The first
+/// run's bound stays valid: it is over the untightened model.
+fn repair(
+    instance: &Instance,
+    options: &SolveOptions,
+    stop: &Stop,
+    start: Option<&Candidate>,
+    peak: u64,
+) -> Result<(Option<Candidate>, String), SolveError> {
+    let graph = instance.graph;
+    let g = super::memory_scale(graph);
+    let over = peak - instance.budget;
+    let margin = tolerance_margin(graph).max(over.div_ceil(g));
+    let what = format!(
+        "HiGHS's solution peaked {over} bytes over the budget (its memory rows are met within \
+         its tolerance); solved again with the budget rows {} bytes tighter",
+        margin.saturating_mul(g)
+    );
+    let mut model = match StageModel::build_within(instance, margin, stop) {
+        Ok(model) => model,
+        Err(Stopped::Cancelled) => return Err(SolveError::Cancelled),
+        Err(Stopped::TimeLimit) => return Ok((None, format!("{what}: no time left"))),
+    };
+    let point = start.and_then(|c| {
+        let stages = without_spurious(graph, c.stages().clone());
+        model.point(graph, &stages)
+    });
+    let run = backend::run(
+        model.take_lp(),
+        point.as_deref(),
+        &controls(options, false, stop),
+    )
+    .map_err(|e| failed(NAME, e))?;
+    if run.status == RunStatus::Cancelled {
+        return Err(SolveError::Cancelled);
+    }
+    let Some(columns) = run.columns else {
+        return Ok((None, format!("{what}: no solution; the start is kept")));
+    };
+    Ok(match extract(graph, &model, &columns, instance.budget)? {
+        Ok(fits) => (Some(fits), what),
+        Err(peak) => (
+            None,
+            format!(
+                "{what}: still {} bytes over; the start is kept",
+                peak - instance.budget
+            ),
+        ),
+    })
+}
+
+/// The answer when the deadline or a cancel stopped the MILP's build: the start (the LP
+/// rounding or a baseline) with the LP bound when the time ran out and there is one.
+fn stopped_building(
+    stopped: Stopped,
+    start: Option<Candidate>,
+    lp_bound: Option<Bound>,
+    tolerance: f64,
+    details: CheckmateDetails,
+) -> Result<Outcome, SolveError> {
+    match (stopped, start) {
+        (Stopped::TimeLimit, Some(start)) => {
+            let unproven = "the time limit passed while building the MILP; returned its start \
+                            with the LP bound";
+            Ok(plan(
+                start,
+                lp_bound,
+                tolerance,
+                Some(unproven.into()),
+                details,
+            ))
+        }
+        (stopped, _) => stopped.outcome(NAME, "while building the MILP"),
+    }
 }
 
 /// `(cost − bound) / cost`, 0 for a zero cost.

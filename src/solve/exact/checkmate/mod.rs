@@ -62,11 +62,13 @@
 mod backend;
 mod lp_rounding;
 mod milp;
+mod size;
 
 use lp_rounding::solve_rounding;
 pub use lp_rounding::{LpBound, LpRounding};
 pub(crate) use milp::solve_milp;
 pub use milp::Milp;
+pub use size::{model_size, ModelSize};
 
 use crate::graph::Graph;
 use crate::schedule::stages::{empty_s, Stages};
@@ -75,7 +77,9 @@ use crate::solve::details::{CheckmateDetails, Details};
 use crate::solve::heuristic::baseline::recompute_all;
 use crate::solve::heuristic::chen::{ChenGreedy, ChenSqrt};
 use crate::solve::heuristic::dtr;
-use crate::solve::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, Stop};
+use crate::solve::{
+    Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, Stop, Stopped,
+};
 use backend::{Controls, Lp};
 use fixedbitset::FixedBitSet;
 use std::time::{Duration, Instant};
@@ -84,7 +88,10 @@ const NONE: u32 = u32::MAX;
 
 /// The Checkmate model of one instance, with the map from (R, S, FREE, U) to columns.
 pub(crate) struct StageModel {
+    /// Taken by the HiGHS run ([`StageModel::take_lp`]); the maps below stay.
     lp: Lp,
+    /// Its counts, as built (bytes by [`ModelSize`]'s calibration).
+    pub size: ModelSize,
     /// `r[t][i]`: column of `R[t,i]`, or `NONE`.
     r: Vec<Vec<u32>>,
     /// `s[t][i]`: column of `S[t,i]` (`i < t`), or `NONE`.
@@ -112,6 +119,11 @@ fn horizons(graph: &Graph) -> Vec<usize> {
         }
     }
     h
+}
+
+/// The memory unit `g` of the model: the gcd of the sizes.
+fn memory_scale(graph: &Graph) -> u64 {
+    graph.nodes().iter().map(|v| v.memory).fold(0, gcd).max(1)
 }
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {
@@ -147,22 +159,36 @@ fn cost_scale(graph: &Graph) -> f64 {
 }
 
 impl StageModel {
-    /// Builds the model of `instance` (`budget >= fixed_memory` is the caller's check).
-    pub(crate) fn build(instance: &Instance) -> StageModel {
+    /// Builds the model of `instance` (`budget >= fixed_memory` is the caller's check,
+    /// and [`admit`] the check that it fits in memory), polling `stop` once per stage.
+    pub(crate) fn build(instance: &Instance, stop: &Stop) -> Result<StageModel, Stopped> {
+        StageModel::build_within(instance, 0, stop)
+    }
+
+    /// The model with its budget rows tightened by `margin` memory units:
+    /// `U <= ⌊(B − K)/g⌋ − margin`.
+    pub(crate) fn build_within(
+        instance: &Instance,
+        margin: u64,
+        stop: &Stop,
+    ) -> Result<StageModel, Stopped> {
         let began = Instant::now();
         let graph = instance.graph;
         let n = graph.len();
         let h = horizons(graph);
-        let mem_scale = graph.nodes().iter().map(|v| v.memory).fold(0, gcd).max(1);
+        let mem_scale = memory_scale(graph);
         let m = |i: usize| (graph.memory(i) / mem_scale) as f64;
-        let budget_units =
-            (instance.budget.saturating_sub(graph.fixed_memory()) / mem_scale) as f64;
+        let budget_units = (instance.budget.saturating_sub(graph.fixed_memory()) / mem_scale)
+            .saturating_sub(margin) as f64;
         let cost_scale = cost_scale(graph);
         let mut lp = Lp::new();
         let mut r = vec![Vec::new(); n];
         let mut s = vec![Vec::new(); n];
         let mut u = vec![Vec::new(); n];
         for t in 0..n {
+            if t % 64 == 0 {
+                stop.poll()?;
+            }
             r[t] = (0..=t)
                 .map(|i| {
                     if t > h[i] {
@@ -192,6 +218,7 @@ impl StageModel {
         let mut free_of: Vec<Vec<(usize, usize)>> = Vec::new();
         let mut row = Vec::new();
         for t in 0..n {
+            stop.poll()?;
             free_of.clear();
             free_of.resize(t + 1, Vec::new());
             for k in 0..=t {
@@ -267,8 +294,15 @@ impl StageModel {
                 }
             }
         }
-        StageModel {
+        let size = ModelSize::of_counts(
+            lp.num_cols() as u64,
+            lp.num_integer() as u64,
+            lp.num_rows() as u64,
+            lp.num_nonzeros() as u64,
+        );
+        Ok(StageModel {
             lp,
+            size,
             r,
             s,
             u,
@@ -277,22 +311,27 @@ impl StageModel {
             mem_scale,
             budget_units,
             build_time: began.elapsed(),
-        }
+        })
     }
 
-    pub(crate) fn num_variables(&self) -> usize {
-        self.lp.num_cols()
+    pub(crate) fn num_variables(&self) -> u64 {
+        self.size.columns
     }
-    pub(crate) fn num_constraints(&self) -> usize {
-        self.lp.num_rows()
+    pub(crate) fn num_constraints(&self) -> u64 {
+        self.size.rows
+    }
+
+    /// The sparse program, for the one HiGHS run of this model; its memory goes with it.
+    fn take_lp(&mut self) -> Lp {
+        std::mem::take(&mut self.lp)
     }
 
     /// Model figures for a result's `details`.
     fn details(&self) -> CheckmateDetails {
         CheckmateDetails {
-            variables: Some(self.lp.num_cols()),
-            binaries: Some(self.lp.num_integer()),
-            constraints: Some(self.lp.num_rows()),
+            variables: Some(self.size.columns as usize),
+            binaries: Some(self.size.integer_columns as usize),
+            constraints: Some(self.size.rows as usize),
             build_time_s: Some(self.build_time.as_secs_f64()),
             ..CheckmateDetails::default()
         }
@@ -330,7 +369,7 @@ impl StageModel {
     /// (a variable it needs does not exist, or `U` exceeds the budget).
     fn point(&self, graph: &Graph, stages: &Stages) -> Option<Vec<f64>> {
         let n = graph.len();
-        let mut x = vec![0.0; self.lp.num_cols()];
+        let mut x = vec![0.0; self.size.columns as usize];
         for t in 0..n {
             for i in stages.r[t].ones() {
                 x[*self.r[t].get(i).filter(|&&c| c != NONE)? as usize] = 1.0;
@@ -527,6 +566,45 @@ fn precheck(instance: &Instance, solver: &'static str) -> Option<Outcome> {
     })
 }
 
+/// HiGHS indexes columns, rows and nonzeros with 32-bit integers.
+const HIGHS_MAX_INDEX: u64 = i32::MAX as u64;
+
+/// Refuses, before anything is allocated, a model that would need more than
+/// `options.memory_limit` bytes ([`model_size`], plus what abandoned HiGHS runs still
+/// hold) or more entries than HiGHS can index.
+fn admit(graph: &Graph, options: &SolveOptions, solver: &'static str) -> Result<(), SolveError> {
+    let size = model_size(graph);
+    // HiGHS runs abandoned at their deadline hold their memory until they stop.
+    let held = backend::abandoned_bytes();
+    let needed = size.bytes.saturating_add(held);
+    if let Some(limit) = options.memory_limit.filter(|&limit| needed > limit) {
+        let what = if held > 0 {
+            format!(
+                "{size}, beside {held} bytes still held by HiGHS runs abandoned at their deadline"
+            )
+        } else {
+            size.to_string()
+        };
+        return Err(SolveError::TooLarge {
+            solver,
+            what,
+            needed,
+            limit,
+        });
+    }
+    let largest = size.columns.max(size.rows).max(size.nonzeros);
+    if largest > HIGHS_MAX_INDEX {
+        return Err(SolveError::Unsupported {
+            solver,
+            reason: format!(
+                "its model would be {size}, more than HiGHS's 32-bit indices allow \
+                 ({HIGHS_MAX_INDEX})"
+            ),
+        });
+    }
+    Ok(())
+}
+
 fn failed(solver: &'static str, e: backend::HighsError) -> SolveError {
     SolveError::Failed {
         solver,
@@ -543,10 +621,15 @@ mod tests {
     #[test]
     fn model_has_only_the_lower_triangle() {
         let g = linear(4); // T = 9, |E| = 12
-        let model = StageModel::build(&Instance {
-            graph: &g,
-            budget: 5,
-        });
+        let stop = Stop::start(&SolveOptions::default());
+        let model = StageModel::build(
+            &Instance {
+                graph: &g,
+                budget: 5,
+            },
+            &stop,
+        )
+        .unwrap();
         let n = g.len();
         // R and S: the horizon of every node of the linear graph is the last node.
         let r: usize = model.r.iter().flatten().filter(|&&c| c != NONE).count();
@@ -556,7 +639,10 @@ mod tests {
         // FREE: one per edge (i,k) and stage t >= k.
         let free: usize = g.edges().map(|(_, k)| n - k).sum();
         assert_eq!(model.free.len(), free);
-        assert_eq!(model.num_variables(), r + s + n * (n + 1) / 2 + free);
+        assert_eq!(
+            model.num_variables(),
+            (r + s + n * (n + 1) / 2 + free) as u64
+        );
         // The budget of 5 is below the checkpoint-all peak.
         assert_eq!(checkpoint_all_peak(&g), 6);
     }
@@ -570,7 +656,7 @@ mod tests {
         let options = SolveOptions::default();
         let at = |budget| {
             let instance = Instance { graph: &g, budget };
-            let model = StageModel::build(&instance);
+            let model = StageModel::build(&instance, &Stop::start(&options)).unwrap();
             let keep_all = best_baseline(
                 &Instance {
                     graph: &g,
@@ -587,6 +673,33 @@ mod tests {
         let x = at(peak).expect("checkpoint-all is a point at its peak");
         assert!(x.iter().all(|v| (0.0..=peak as f64).contains(v)));
         assert!(at(peak - 1).is_none());
+    }
+
+    #[test]
+    fn the_build_stops_when_cancelled_or_past_the_deadline() {
+        let g = crate::graph::generate::random_layered(300, 1);
+        let instance = Instance {
+            graph: &g,
+            budget: checkpoint_all_peak(&g),
+        };
+        let options = SolveOptions::default();
+        options
+            .cancel
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let stop = Stop::start(&options);
+        assert_eq!(
+            StageModel::build(&instance, &stop).err(),
+            Some(Stopped::Cancelled)
+        );
+        let options = SolveOptions {
+            time_limit: Some(std::time::Duration::ZERO),
+            ..SolveOptions::default()
+        };
+        let stop = Stop::start(&options);
+        assert_eq!(
+            StageModel::build(&instance, &stop).err(),
+            Some(Stopped::TimeLimit)
+        );
     }
 
     #[test]
