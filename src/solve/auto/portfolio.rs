@@ -78,7 +78,7 @@ impl<'a> Portfolio<'a> {
         if self.stop.should_stop() {
             return Ok(());
         }
-        self.run_for(name, self.time_left().mul_f64(share), solve)
+        self.run_for(name, self.time_left().map(|t| t.mul_f64(share)), solve)
     }
 
     /// Runs a floor candidate, one every answer must be at least as good as: it runs even
@@ -89,20 +89,20 @@ impl<'a> Portfolio<'a> {
         name: &'static str,
         solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
     ) -> Result<(), SolveError> {
-        self.run_for(name, self.time_left().max(FLOOR_TIME), solve)
+        self.run_for(name, self.time_left().map(|t| t.max(FLOOR_TIME)), solve)
     }
 
     fn run_for(
         &mut self,
         name: &'static str,
-        time_limit: Duration,
+        time_limit: Option<Duration>,
         solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
     ) -> Result<(), SolveError> {
         if self.done() {
             return Ok(());
         }
         let mut options = self.options.clone();
-        options.time_limit = Some(time_limit);
+        options.time_limit = time_limit;
         let started = self.stop.elapsed();
         let outcome = solve(self.instance, &options);
         let mut tried = Tried {
@@ -195,11 +195,11 @@ impl<'a> Portfolio<'a> {
         });
     }
 
-    fn time_left(&self) -> Duration {
-        match self.stop.deadline() {
-            Some(deadline) => deadline.saturating_duration_since(std::time::Instant::now()),
-            None => Duration::MAX,
-        }
+    /// The time to the deadline, when there is one.
+    fn time_left(&self) -> Option<Duration> {
+        self.stop
+            .deadline()
+            .map(|deadline| deadline.saturating_duration_since(std::time::Instant::now()))
     }
 
     /// The answer: the best verified plan with the portfolio's record, a proof that no
@@ -270,5 +270,62 @@ impl<'a> Portfolio<'a> {
             .iter()
             .find(|t| t.verdict == Verdict::Schedule)
             .map(|t| t.finished_s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::generate::linear;
+    use crate::schedule::{checkpoint_all, checkpoint_all_peak};
+    use crate::solve::find;
+
+    /// A candidate that claims an optimum over the budget, and one that fails, are
+    /// recorded and skipped: the answer is the verified schedule of a third (issue 15,
+    /// item 5: a solver's failure is never the answer).
+    #[test]
+    fn failing_and_over_budget_candidates_are_recorded_and_skipped() {
+        let g = linear(6);
+        let instance = Instance {
+            graph: &g,
+            budget: checkpoint_all_peak(&g) - 1,
+        };
+        let options = SolveOptions::default();
+        let mut portfolio = Portfolio::new(&instance, &options);
+        let over = |_: &Instance, _: &SolveOptions| {
+            Ok(Outcome::Plan(Plan {
+                schedule: checkpoint_all(&g),
+                claim: Claim::Optimal,
+                solver: "checkpoint-all",
+                scope: Scope::GlobalOptimum,
+                lower_bound: None,
+                message: None,
+                details: None,
+            }))
+        };
+        portfolio.run("checkpoint-all", 1.0, over).unwrap();
+        let fail = |_: &Instance, _: &SolveOptions| {
+            Err(SolveError::Failed {
+                solver: "milp",
+                reason: "HiGHS failed".into(),
+            })
+        };
+        portfolio.run("milp", 1.0, fail).unwrap();
+        let dtr = find("dtr").unwrap();
+        portfolio.run("dtr", 1.0, |i, o| dtr.solve(i, o)).unwrap();
+        let Outcome::Plan(plan) = portfolio.finish() else {
+            panic!("dtr's schedule fits")
+        };
+        assert_eq!(plan.solver, "dtr");
+        let Some(Details::Auto(details)) = &plan.details else {
+            panic!("the portfolio's details")
+        };
+        let verdicts: Vec<Verdict> = details.tried.iter().map(|t| t.verdict).collect();
+        assert_eq!(
+            verdicts,
+            [Verdict::OverBudget, Verdict::Failed, Verdict::Schedule]
+        );
+        let peak = simulate(&g, &plan.schedule).unwrap().peak_memory;
+        assert!(peak <= instance.budget);
     }
 }
