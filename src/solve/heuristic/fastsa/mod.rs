@@ -102,7 +102,6 @@ impl Solver for FastSa {
 /// Anneals from the compute sequence of `start`, a valid schedule of `instance.graph`
 /// (phase 2 alone), and returns the cheapest schedule within budget it finds, or `start`
 /// itself when `start` fits and nothing cheaper was found: never worse than `start`.
-#[allow(dead_code)] // `auto` will call it with the best schedule it has.
 pub(crate) fn improve(
     instance: &Instance,
     options: &SolveOptions,
