@@ -3,18 +3,11 @@
 //! with the MILP), the portfolio elsewhere (never worse than any candidate or baseline).
 
 use remat::graph::generate::{linear, random_layered};
-use remat::graph::Graph;
-use remat::solve::{self, Instance, SolveOptions, SolveResult, Status};
-use std::time::Duration;
+use remat::solve::{SolveResult, Status};
 
-fn run(graph: &Graph, budget: u64, solver: &str, time_limit: Option<u64>) -> SolveResult {
-    let options = SolveOptions {
-        threads: Some(1),
-        time_limit: time_limit.map(Duration::from_secs),
-        ..SolveOptions::default()
-    };
-    solve::solve(&Instance { graph, budget }, solver, &options).unwrap()
-}
+mod common;
+
+use common::solve_on_one_thread as run;
 
 fn cost(r: &SolveResult) -> f64 {
     r.stats.as_ref().expect("a schedule").total_cost

@@ -3,16 +3,11 @@
 //! `storage` object, `--solver two-level`, store/load events replayed by `simulate`,
 //! `inspect`'s verdict, `--storage`, `bench-tiers`).
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn remat(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_remat"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap()
-}
+use common::remat;
+use std::path::PathBuf;
+use std::process::Output;
 
 fn code(o: &Output) -> i32 {
     o.status.code().unwrap()

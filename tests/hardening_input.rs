@@ -5,22 +5,17 @@
 //! documented code); HTTP cases go through the router in-process and assert a 4xx
 //! `application/problem+json` naming the field.
 
+mod common;
+
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
+use common::remat;
 use remat::service::{router, AppState, Config, PROBLEM_JSON};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use tower::ServiceExt;
-
-fn remat(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_remat"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap()
-}
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("remat-input-{name}-{}", std::process::id()));

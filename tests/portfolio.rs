@@ -9,16 +9,10 @@ mod common;
 use remat::budget::Budget;
 use remat::graph::Graph;
 use remat::schedule::{simulate, ScheduleJson};
-use remat::solve::{self, Instance, SolveOptions, SolveResult};
-use std::time::Duration;
+use remat::solve::SolveResult;
 
 fn run(graph: &Graph, budget: u64, solver: &str) -> SolveResult {
-    let options = SolveOptions {
-        threads: Some(1),
-        time_limit: Some(Duration::from_secs(1)),
-        ..SolveOptions::default()
-    };
-    solve::solve(&Instance { graph, budget }, solver, &options).unwrap()
+    common::solve_on_one_thread(graph, budget, solver, Some(1))
 }
 
 /// The cost of `r`'s schedule, replayed from its JSON and checked against the budget.

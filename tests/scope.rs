@@ -10,17 +10,11 @@ use remat::graph::generate::{random_dag, DagShape};
 use remat::graph::{Graph, GraphSpec, NodeSpec};
 use remat::schedule::checkpoint_all_peak;
 use remat::solve::{self, Instance, Scope, SolveOptions, SolveResult, Status};
-use std::time::Duration;
 
 const EPS: f64 = 1e-9;
 
 fn run(graph: &Graph, budget: u64, solver: &str) -> SolveResult {
-    let options = SolveOptions {
-        threads: Some(1),
-        time_limit: Some(Duration::from_secs(1)),
-        ..SolveOptions::default()
-    };
-    solve::solve(&Instance { graph, budget }, solver, &options).unwrap()
+    common::solve_on_one_thread(graph, budget, solver, Some(1))
 }
 
 fn cost(r: &SolveResult) -> Option<f64> {

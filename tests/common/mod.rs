@@ -3,9 +3,12 @@
 
 use remat::graph::load::{load_graph, Format};
 use remat::graph::Graph;
+use remat::solve::{self, Instance, SolveOptions, SolveResult};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -117,4 +120,29 @@ pub fn check_fixture<T>(
             path.display()
         );
     }
+}
+
+/// Runs the built `remat` binary with `args` in the repository root.
+pub fn remat(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_remat"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap()
+}
+
+/// Solves `graph` at `budget` with `solver` on one thread, within `time_limit_s` seconds
+/// when given.
+pub fn solve_on_one_thread(
+    graph: &Graph,
+    budget: u64,
+    solver: &str,
+    time_limit_s: Option<u64>,
+) -> SolveResult {
+    let options = SolveOptions {
+        threads: Some(1),
+        time_limit: time_limit_s.map(Duration::from_secs),
+        ..SolveOptions::default()
+    };
+    solve::solve(&Instance { graph, budget }, solver, &options).unwrap()
 }
