@@ -7,7 +7,7 @@ use super::{load, resolve_budget, write_file, CliError};
 use crate::front::{solve_memory_limit, OptionsInput};
 use crate::graph::Graph;
 use crate::schedule::checkpoint_all_peak;
-use crate::solve::{self, Instance, SolveOptions, SolveResult, Status};
+use crate::solve::{self, Instance, Scope, SolveOptions, SolveResult, Status};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,14 +87,16 @@ fn print_result(g: &Graph, r: &SolveResult) {
     let status = r.status;
     match (r.proven, r.proven_in_scope, r.status) {
         (Some(true), _, _) => println!("status     {status} (proven: no schedule fits)"),
-        (_, Some(true), _) => {
-            println!("status     {status} (proven for the {scope} schedules only: others may fit)")
-        }
+        (_, Some(true), _) => println!(
+            "status     {status} (proven for the {} only: others may fit)",
+            scope_phrase(r.scope)
+        ),
         (Some(false), _, _) => {
             println!("status     {status} (this solver found no schedule that fits)")
         }
         (_, _, Status::OptimalInScope) => println!(
-            "status     {status} (optimal among the {scope} schedules; others may be cheaper)"
+            "status     {status} (optimal among the {}; others may be cheaper)",
+            scope_phrase(r.scope)
         ),
         _ => println!("status     {status}"),
     }
@@ -121,17 +123,27 @@ fn print_result(g: &Graph, r: &SolveResult) {
             .gap
             .map(|g| format!(" (gap {:.2}%)", 100.0 * g))
             .unwrap_or_default();
-        let scope = r.lower_bound_scope.map_or("-", |s| s.as_str());
         let method = r.lower_bound_method.map_or("-", |m| m.as_str());
         println!(
-            "bound      {}{gap} ({method}, over {scope} schedules)",
-            num(lb)
+            "bound      {}{gap} ({method}, over {})",
+            num(lb),
+            scope_phrase(r.lower_bound_scope)
         );
     }
     if let Some(m) = &r.message {
         println!("note       {m}");
     }
     println!("time       {:.3} s", r.solve_time_s);
+}
+
+/// The set of schedules a scope names, in words.
+fn scope_phrase(scope: Option<Scope>) -> &'static str {
+    match scope {
+        Some(Scope::GlobalOptimum) => "all schedules",
+        Some(Scope::OptimalForOrder) => "frontier-advancing schedules in the solver order",
+        Some(Scope::OptimalAmongPersistent) => "persistent chain schedules",
+        Some(Scope::Heuristic | Scope::LowerBound) | None => "schedules the solver considers",
+    }
 }
 
 /// The nodes computed more than once, most recomputed first (eight at the most).

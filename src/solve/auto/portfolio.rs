@@ -249,7 +249,12 @@ impl<'a> Portfolio<'a> {
             self.tried
                 .iter()
                 .map(|t| t.solver)
-                .collect::<Vec<_>>()
+                .fold(Vec::new(), |mut names, name| {
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                    names
+                })
                 .join(", "),
             plan.message
                 .take()
