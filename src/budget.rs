@@ -69,6 +69,15 @@ impl Budget {
     }
 }
 
+/// The budget a fraction `f` (in `[0, 1]`) of the way from `graph`'s minimum feasible
+/// budget (`Graph::min_feasible_budget`) to its checkpoint-all peak, rounded down: how the
+/// benches and tests place budgets between the tightest and the loosest.
+pub fn between_min_and_peak(graph: &Graph, f: f64) -> u64 {
+    let (min, _) = graph.min_feasible_budget();
+    let peak = checkpoint_all_peak(graph).max(min);
+    min + ((peak - min) as f64 * f.clamp(0.0, 1.0)).floor() as u64
+}
+
 /// A number of bytes written without a unit, or `unit == "b"`: it must be an integer.
 fn whole_bytes(value: f64) -> Result<u64, String> {
     if value.fract() != 0.0 {

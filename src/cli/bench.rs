@@ -7,11 +7,10 @@
 use super::args::BenchArgs;
 use super::render::cell;
 use super::{bad, CliError};
-use crate::budget::Budget;
+use crate::budget::{between_min_and_peak, Budget};
 use crate::front::{graph_files, OptionsInput};
 use crate::graph::load::{load_graph, Format};
 use crate::graph::Graph;
-use crate::schedule::checkpoint_all_peak;
 use crate::solve::details::{CheckmateDetails, Details};
 use crate::solve::{self, Instance, SolveResult};
 use std::path::Path;
@@ -45,11 +44,7 @@ impl BenchBudget {
     fn resolve(self, graph: &Graph) -> Result<u64, CliError> {
         Ok(match self {
             BenchBudget::OfPeak(f) => Budget::OfPeak(f).resolve(graph)?,
-            BenchBudget::Span(f) => {
-                let (min, _) = graph.min_feasible_budget();
-                let peak = checkpoint_all_peak(graph).max(min);
-                min + ((peak - min) as f64 * f).round() as u64
-            }
+            BenchBudget::Span(f) => between_min_and_peak(graph, f),
             BenchBudget::Bytes(b) => Budget::Bytes(b).resolve(graph)?,
         })
     }

@@ -218,6 +218,12 @@ impl BoundMethod {
 }
 
 impl Bound {
+    /// Whether a schedule of cost `cost` meets the bound (up to rounding): nothing in the
+    /// bound's scope is cheaper.
+    pub fn met_by(&self, cost: f64) -> bool {
+        cost <= self.cost * (1.0 + 1e-9)
+    }
+
     /// `Σ_v c_v`, the bound on every schedule of `graph`.
     pub fn sum_of_costs(graph: &Graph) -> Bound {
         Bound {

@@ -1,7 +1,7 @@
 //! The result of a solve, as `remat solve --json` prints it and `POST /solve` returns it.
 //! Every figure in it comes from the simulator.
 
-use super::{BoundMethod, Claim, Details, Instance, Outcome, Scope};
+use super::{Bound, BoundMethod, Claim, Details, Instance, Outcome, Scope};
 use crate::schedule::{simulate, ScheduleJson, SimStats};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -174,12 +174,11 @@ impl SolveResult {
                         // Σ_v c_v: every node is computed at least once) is a global optimum,
                         // whatever its solver claimed.
                         // Not with copies between tiers: their schedules are judged by time.
-                        let meets = |bound: f64| cost <= bound * (1.0 + 1e-9);
                         let meets_global_bound = stats.tiers.is_none()
-                            && (meets(graph.total_cost())
-                                || plan.lower_bound.is_some_and(|b| {
-                                    b.scope == Scope::GlobalOptimum && meets(b.cost)
-                                }));
+                            && [Some(Bound::sum_of_costs(graph)), plan.lower_bound]
+                                .into_iter()
+                                .flatten()
+                                .any(|b| b.scope == Scope::GlobalOptimum && b.met_by(cost));
                         result.status = match plan.claim {
                             _ if meets_global_bound => {
                                 result.scope = Some(Scope::GlobalOptimum);

@@ -50,7 +50,7 @@ impl<'a> Portfolio<'a> {
             || self.proven_infeasible.is_some()
             || self.best.as_ref().is_some_and(|b| {
                 (b.plan.claim == Claim::Optimal && b.plan.scope == Scope::GlobalOptimum)
-                    || b.cost <= self.instance.graph.total_cost() * (1.0 + 1e-9)
+                    || Bound::sum_of_costs(self.instance.graph).met_by(b.cost)
             })
     }
 

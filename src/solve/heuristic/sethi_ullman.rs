@@ -751,6 +751,7 @@ impl Run<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budget::between_min_and_peak;
     use crate::graph::generate::{self, DagShape};
     use crate::schedule::{checkpoint_all_peak, simulate};
     use crate::solve::solve_exhaustive_unbounded;
@@ -838,10 +839,8 @@ mod tests {
         })
         .unwrap();
         for g in [generate::random_layered(2_000, 1), transformer] {
-            let (lower, _) = g.min_feasible_budget();
-            let peak = checkpoint_all_peak(&g);
             for percent in [10, 25, 50] {
-                let budget = lower + (peak - lower) / 100 * percent;
+                let budget = between_min_and_peak(&g, f64::from(percent) / 100.0);
                 let result =
                     crate::solve::solve(&Instance { graph: &g, budget }, NAME, &Default::default())
                         .unwrap();
