@@ -1,0 +1,125 @@
+//! Strict fields: the fields each format reads, and the problem, with a "did you mean"
+//! hint, for any other (see the module doc of [`super`]).
+
+use super::At;
+use crate::graph::{Problem, ProblemKind};
+use serde_json::{Map, Value};
+
+/// The graph-level fields of each format (`meta` is free-form metadata, read by nothing).
+pub(super) const NATIVE_GRAPH_FIELDS: &[&str] = &[
+    "name",
+    "fixed_memory",
+    "cost_unit",
+    "nodes",
+    "storage",
+    "meta",
+];
+pub(super) const NATIVE_NODE_FIELDS: &[&str] =
+    &["id", "cost", "memory", "inputs", "kind", "op", "meta"];
+pub(super) const NODE_LINK_GRAPH_FIELDS: &[&str] = &[
+    "directed",
+    "multigraph",
+    "graph",
+    "nodes",
+    "links",
+    "edges",
+    "storage",
+    "meta",
+];
+pub(super) const NODE_LINK_NODE_FIELDS: &[&str] = &[
+    "id",
+    "name",
+    "cost_cpu",
+    "duration",
+    "cost_ram",
+    "out_cost",
+    "param_cost",
+    "backward",
+    "meta",
+];
+pub(super) const CHAIN_FIELDS: &[&str] = &[
+    "name", "fw", "bw", "x", "xbar", "ftmp", "btmp", "budget", "meta",
+];
+
+/// Names users reach for that are not a field's edit-distance neighbours.
+const ALIASES: &[(&str, &str)] = &[
+    ("deps", "inputs"),
+    ("dependencies", "inputs"),
+    ("parents", "inputs"),
+    ("predecessors", "inputs"),
+    ("args", "inputs"),
+    ("mem", "memory"),
+    ("size", "memory"),
+    ("bytes", "memory"),
+    ("time", "cost"),
+    ("flops", "cost"),
+    ("edges", "inputs"),
+    ("type", "kind"),
+];
+
+/// The known field an unknown `field` most likely means: an alias, a field it is a prefix
+/// of (or that is a prefix of it), or one within two edits.
+pub(crate) fn suggest(field: &str, known: &[&'static str]) -> Option<&'static str> {
+    let lower = field.to_ascii_lowercase();
+    if let Some(&(_, to)) = ALIASES
+        .iter()
+        .find(|(from, to)| *from == lower && known.contains(to))
+    {
+        return Some(to);
+    }
+    let near = |k: &&str| {
+        (lower.len() >= 3 && (k.starts_with(lower.as_str()) || lower.starts_with(*k)))
+            || edit_distance(&lower, k) <= 2
+    };
+    known
+        .iter()
+        .copied()
+        .filter(|&k| k != "meta")
+        .find(|k| near(k))
+}
+
+/// Levenshtein distance (bytes; field names are ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let here = (prev + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            prev = row[j + 1];
+            row[j + 1] = here;
+        }
+    }
+    row[b.len()]
+}
+
+/// The message for an unknown field: the hint, the accepted fields, the `meta` opt-out.
+pub(crate) fn unknown_field_message(field: &str, known: &[&'static str]) -> String {
+    let hint = suggest(field, known)
+        .map(|k| format!("did you mean `{k}`? "))
+        .unwrap_or_default();
+    format!(
+        "unknown field `{field}`; {hint}accepted: {} (put extra metadata in `meta`)",
+        known.join(", ")
+    )
+}
+
+/// Records every field of `obj` outside `known`, at the graph level (`at` is `None`) or
+/// at a node.
+pub(super) fn unknown_fields(
+    obj: &Map<String, Value>,
+    known: &[&'static str],
+    at: Option<&At>,
+    problems: &mut Vec<Problem>,
+) {
+    for field in obj.keys().filter(|k| !known.contains(&k.as_str())) {
+        let message = unknown_field_message(field, known);
+        problems.push(match at {
+            Some(at) => at.problem(ProblemKind::UnknownField, field, message),
+            None => Problem::graph(ProblemKind::UnknownField, field, message),
+        });
+    }
+}

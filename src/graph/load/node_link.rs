@@ -1,0 +1,186 @@
+//! The networkx node-link format of Checkmate's and Moccasin's benchmark graphs, mapped to
+//! the native one as the table in [`super`]'s module doc says.
+
+use super::fields::{unknown_fields, NODE_LINK_NODE_FIELDS};
+use super::{bytes_of, cost_of, id_of, node_objects, type_name, At};
+use crate::graph::{GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, MAX_BYTES};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+pub(super) fn node_link_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> GraphSpec {
+    let mut spec = GraphSpec::default();
+    // Σ param_cost, exact; `Graph::new` refuses a `fixed_memory` above `MAX_BYTES`.
+    let mut params: u128 = 0;
+    let graph_attrs = root.get("graph").and_then(Value::as_object);
+    if let Some(name) = graph_attrs
+        .and_then(|g| g.get("name"))
+        .and_then(Value::as_str)
+    {
+        spec.name = Some(name.to_string());
+    }
+    let mut backward_flags: Vec<Option<bool>> = Vec::new();
+    for (index, obj) in node_objects(root, problems) {
+        let (key_field, key) = match obj.get("id") {
+            Some(v) => ("id", id_of(v)),
+            None => ("name", obj.get("name").and_then(id_of)),
+        };
+        let Some(key) = key else {
+            problems.push(Problem::at_index(
+                ProblemKind::MissingField,
+                index,
+                key_field,
+                "a node-link node needs an `id` or a `name` (string or integer)",
+            ));
+            continue;
+        };
+        let at = At {
+            id: Some(&key),
+            index,
+        };
+        unknown_fields(obj, NODE_LINK_NODE_FIELDS, Some(&at), problems);
+        let cost = at.required(
+            obj,
+            &["cost_cpu", "duration"],
+            ProblemKind::InvalidCost,
+            cost_of,
+            problems,
+        );
+        let memory = at.required(
+            obj,
+            &["cost_ram", "out_cost"],
+            ProblemKind::InvalidMemory,
+            bytes_of,
+            problems,
+        );
+        if let Some(v) = obj.get("param_cost") {
+            match bytes_of(v) {
+                Ok(b) => params += u128::from(b),
+                Err(m) => problems.push(at.problem(ProblemKind::InvalidMemory, "param_cost", m)),
+            }
+        }
+        backward_flags.push(obj.get("backward").and_then(Value::as_bool));
+        let op = if key_field == "id" {
+            obj.get("name").and_then(id_of)
+        } else {
+            None
+        };
+        spec.nodes.push(NodeSpec {
+            id: key,
+            cost,
+            memory,
+            inputs: Vec::new(),
+            kind: None,
+            op,
+        });
+    }
+    match u64::try_from(params) {
+        Ok(p) if p <= MAX_BYTES => spec.fixed_memory = p,
+        _ => problems.push(Problem::graph(
+            ProblemKind::InvalidMemory,
+            "param_cost",
+            format!(
+                "the sum of every node's `param_cost` (the graph's fixed memory) must be at \
+                 most 2^53 = {MAX_BYTES} bytes, got {params}"
+            ),
+        )),
+    }
+    let position: HashMap<String, usize> = spec
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.id.clone(), i))
+        .collect();
+    let links = match root.get("links").or_else(|| root.get("edges")) {
+        Some(Value::Array(a)) => a.as_slice(),
+        Some(other) => {
+            problems.push(Problem::graph(
+                ProblemKind::InvalidField,
+                "links",
+                format!("`links` must be an array, got {}", type_name(other)),
+            ));
+            &[]
+        }
+        None => &[],
+    };
+    for (k, link) in links.iter().enumerate() {
+        let ends = link.as_object().map(|o| {
+            let s = o.get("source").or_else(|| o.get("0")).and_then(id_of);
+            let t = o.get("target").or_else(|| o.get("1")).and_then(id_of);
+            (s, t)
+        });
+        match ends {
+            Some((Some(s), Some(t))) => match (position.get(&s), position.get(&t)) {
+                (Some(_), Some(&ti)) => spec.nodes[ti].inputs.push(s),
+                _ => {
+                    let missing = if position.contains_key(&s) { t } else { s };
+                    problems.push(Problem::graph(
+                        ProblemKind::UnknownInput,
+                        "links",
+                        format!("link #{k} names node '{missing}', which is not in `nodes`"),
+                    ));
+                }
+            },
+            _ => problems.push(Problem::graph(
+                ProblemKind::InvalidField,
+                "links",
+                format!("link #{k} must be {{\"source\": s, \"target\": t}} or {{\"0\": s, \"1\": t}}, got {link}"),
+            )),
+        }
+    }
+    assign_kinds(&mut spec, &backward_flags, &position);
+    if let Some(order) = graph_attrs
+        .and_then(|g| g.get("order"))
+        .and_then(Value::as_array)
+    {
+        apply_order(&mut spec, order, &position);
+    }
+    spec
+}
+
+/// Checkmate marks forward ops `backward: false` and the loss and gradient ops `true`;
+/// the loss is the one backward op that reads only forward outputs.
+fn assign_kinds(spec: &mut GraphSpec, flags: &[Option<bool>], position: &HashMap<String, usize>) {
+    if flags.len() != spec.nodes.len() || flags.iter().any(Option::is_none) {
+        return;
+    }
+    let is_bwd = |i: usize| flags[i] == Some(true);
+    let loss_candidates: Vec<usize> = (0..spec.nodes.len())
+        .filter(|&i| {
+            is_bwd(i)
+                && !spec.nodes[i].inputs.is_empty()
+                && spec.nodes[i].inputs.iter().all(|s| !is_bwd(position[s]))
+        })
+        .collect();
+    for i in 0..spec.nodes.len() {
+        spec.nodes[i].kind = Some(if !is_bwd(i) {
+            NodeKind::Forward
+        } else if loss_candidates == [i] {
+            NodeKind::Loss
+        } else {
+            NodeKind::Backward
+        });
+    }
+}
+
+/// Moccasin's files carry a topological order in `graph.order`: use it as the file order
+/// when it is a permutation of the node keys.
+fn apply_order(spec: &mut GraphSpec, order: &[Value], position: &HashMap<String, usize>) {
+    let keys: Option<Vec<usize>> = order
+        .iter()
+        .map(|v| id_of(v).and_then(|k| position.get(&k).copied()))
+        .collect();
+    let Some(keys) = keys else { return };
+    let mut seen = vec![false; spec.nodes.len()];
+    if keys.len() != spec.nodes.len() || keys.iter().any(|&k| std::mem::replace(&mut seen[k], true))
+    {
+        return;
+    }
+    let mut nodes: Vec<Option<NodeSpec>> = std::mem::take(&mut spec.nodes)
+        .into_iter()
+        .map(Some)
+        .collect();
+    spec.nodes = keys
+        .iter()
+        .map(|&k| nodes[k].take().expect("a permutation"))
+        .collect();
+}
