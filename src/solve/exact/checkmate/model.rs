@@ -1,0 +1,342 @@
+//! The Checkmate model of one instance (the formulation in [`super`]'s module doc): the
+//! lower-triangle columns cut at each node's horizon, scaled costs and memory, and the map
+//! from (R, S, FREE, U) to columns.
+
+use super::backend::Lp;
+use super::ModelSize;
+use crate::graph::Graph;
+use crate::schedule::stages::{empty_s, Stages};
+use crate::solve::details::CheckmateDetails;
+use crate::solve::{Instance, Stop, Stopped};
+use fixedbitset::FixedBitSet;
+use std::time::{Duration, Instant};
+
+pub(super) const NONE: u32 = u32::MAX;
+
+/// The Checkmate model of one instance, with the map from (R, S, FREE, U) to columns.
+pub(crate) struct StageModel {
+    /// Taken by the HiGHS run ([`StageModel::take_lp`]); the maps below stay.
+    pub(super) lp: Lp,
+    /// Its counts, as built (bytes by [`ModelSize`]'s calibration).
+    pub size: ModelSize,
+    /// `r[t][i]`: column of `R[t,i]`, or `NONE`.
+    pub(super) r: Vec<Vec<u32>>,
+    /// `s[t][i]`: column of `S[t,i]` (`i < t`), or `NONE`.
+    pub(super) s: Vec<Vec<u32>>,
+    /// `u[t][k]`: column of `U[t,k]`.
+    pub(super) u: Vec<Vec<u32>>,
+    /// Every FREE column as `(t, i, k, column)`.
+    pub(super) free: Vec<(u32, u32, u32, u32)>,
+    /// Objective units: cost `c` is `c / cost_scale` in the model.
+    pub(super) cost_scale: f64,
+    /// Memory in units of `mem_scale` bytes.
+    pub(super) mem_scale: u64,
+    /// `⌊(B − K) / mem_scale⌋`.
+    pub(super) budget_units: f64,
+    pub build_time: Duration,
+}
+
+/// `h(i)`: the largest index among `i` and its descendants.
+pub(super) fn horizons(graph: &Graph) -> Vec<usize> {
+    let n = graph.len();
+    let mut h: Vec<usize> = (0..n).collect();
+    for i in (0..n).rev() {
+        for &j in graph.succs(i) {
+            h[i] = h[i].max(h[j]);
+        }
+    }
+    h
+}
+
+/// The memory unit `g` of the model: the gcd of the sizes.
+pub(super) fn memory_scale(graph: &Graph) -> u64 {
+    graph.nodes().iter().map(|v| v.memory).fold(0, gcd).max(1)
+}
+
+pub(super) fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// The unit costs are expressed in: their gcd when they are all (not too large)
+/// integers and the ratio to the largest stays moderate, else the largest cost.
+pub(super) fn cost_scale(graph: &Graph) -> f64 {
+    let max = graph.nodes().iter().map(|n| n.cost).fold(0.0, f64::max);
+    if max <= 0.0 {
+        return 1.0;
+    }
+    let integral = graph
+        .nodes()
+        .iter()
+        .all(|n| n.cost.fract() == 0.0 && n.cost < 9.0e15);
+    if integral {
+        let g = graph
+            .nodes()
+            .iter()
+            .map(|n| n.cost as u64)
+            .fold(0, gcd)
+            .max(1) as f64;
+        if max / g <= 1.0e9 {
+            return g;
+        }
+    }
+    max
+}
+
+impl StageModel {
+    /// Builds the model of `instance` (`budget >= fixed_memory` is the caller's check,
+    /// and [`admit`] the check that it fits in memory), polling `stop` once per stage.
+    pub(crate) fn build(instance: &Instance, stop: &Stop) -> Result<StageModel, Stopped> {
+        StageModel::build_within(instance, 0, stop)
+    }
+
+    /// The model with its budget rows tightened by `margin` memory units:
+    /// `U <= ⌊(B − K)/g⌋ − margin`.
+    pub(crate) fn build_within(
+        instance: &Instance,
+        margin: u64,
+        stop: &Stop,
+    ) -> Result<StageModel, Stopped> {
+        let began = Instant::now();
+        let graph = instance.graph;
+        let n = graph.len();
+        let h = horizons(graph);
+        let mem_scale = memory_scale(graph);
+        let m = |i: usize| (graph.memory(i) / mem_scale) as f64;
+        let budget_units = (instance.budget.saturating_sub(graph.fixed_memory()) / mem_scale)
+            .saturating_sub(margin) as f64;
+        let cost_scale = cost_scale(graph);
+        let mut lp = Lp::new();
+        let mut r = vec![Vec::new(); n];
+        let mut s = vec![Vec::new(); n];
+        let mut u = vec![Vec::new(); n];
+        for t in 0..n {
+            if t % 64 == 0 {
+                stop.poll()?;
+            }
+            r[t] = (0..=t)
+                .map(|i| {
+                    if t > h[i] {
+                        NONE
+                    } else {
+                        let lower = if i == t { 1.0 } else { 0.0 };
+                        lp.add_col(graph.cost(i) / cost_scale, lower, 1.0, true) as u32
+                    }
+                })
+                .collect();
+            s[t] = (0..t)
+                .map(|i| {
+                    if t > h[i] {
+                        NONE
+                    } else {
+                        lp.add_col(0.0, 0.0, 1.0, true) as u32
+                    }
+                })
+                .collect();
+            u[t] = (0..=t)
+                .map(|_| lp.add_col(0.0, 0.0, budget_units, false) as u32)
+                .collect();
+        }
+        let col = |c: u32| (c != NONE).then_some(c as usize);
+        let mut free = Vec::new();
+        // free_of[t][k]: the FREE columns (i, column) of the edges into k, in stage t.
+        let mut free_of: Vec<Vec<(usize, usize)>> = Vec::new();
+        let mut row = Vec::new();
+        for t in 0..n {
+            stop.poll()?;
+            free_of.clear();
+            free_of.resize(t + 1, Vec::new());
+            for k in 0..=t {
+                if col(r[t][k]).is_some() {
+                    for &i in graph.preds(k) {
+                        let c = lp.add_col(0.0, 0.0, 1.0, true);
+                        free.push((t as u32, i as u32, k as u32, c as u32));
+                        free_of[k].push((i, c));
+                    }
+                }
+            }
+            let r_t = |i: usize| col(r[t][i]);
+            let s_t = |i: usize| if i < t { col(s[t][i]) } else { None };
+            let s_next = |i: usize| s.get(t + 1).and_then(|row| col(row[i]));
+            // (e) U[t,0] = M_0 R[t,0] + Σ_i M_i S[t,i].
+            row.push((u[t][0] as usize, 1.0));
+            row.extend(r_t(0).map(|c| (c, -m(0))));
+            row.extend((0..t).filter_map(|i| s_t(i).map(|c| (c, -m(i)))));
+            lp.add_row(0.0, 0.0, &mut row);
+            // (f) U[t,k+1] = U[t,k] + M_{k+1} R[t,k+1] − Σ_{(i,k)} M_i FREE[t,(i,k)].
+            for k in 0..t {
+                row.push((u[t][k + 1] as usize, 1.0));
+                row.push((u[t][k] as usize, -1.0));
+                row.extend(r_t(k + 1).map(|c| (c, -m(k + 1))));
+                row.extend(free_of[k].iter().map(|&(i, c)| (c, m(i))));
+                lp.add_row(0.0, 0.0, &mut row);
+            }
+            // (b) persistence S[t,i] <= S[t-1,i] + R[t-1,i].
+            if t >= 1 {
+                for (i, &r_prev) in r[t - 1].iter().enumerate() {
+                    if let Some(c) = s_t(i) {
+                        row.push((c, 1.0));
+                        row.extend(col(r_prev).map(|c| (c, -1.0)));
+                        row.extend(s[t - 1].get(i).and_then(|&c| col(c)).map(|c| (c, -1.0)));
+                        lp.add_row(f64::NEG_INFINITY, 0.0, &mut row);
+                    }
+                }
+            }
+            // (c) dependencies R[t,v] <= R[t,u] + S[t,u].
+            for v in 0..=t {
+                let Some(rv) = r_t(v) else { continue };
+                for &p in graph.preds(v) {
+                    row.push((rv, 1.0));
+                    row.extend(r_t(p).map(|c| (c, -1.0)));
+                    row.extend(s_t(p).map(|c| (c, -1.0)));
+                    lp.add_row(f64::NEG_INFINITY, 0.0, &mut row);
+                }
+            }
+            // (d) FREE[t,(i,k)] = R[t,k] (1 − S[t+1,i]) Π_{j>k} (1 − R[t,j]).
+            for (k, frees) in free_of.iter().enumerate() {
+                let Some(rk) = r_t(k) else { continue };
+                for &(i, f) in frees {
+                    let later: Vec<usize> = graph
+                        .succs(i)
+                        .iter()
+                        .filter(|&&j| j > k && j <= t)
+                        .filter_map(|&j| r_t(j))
+                        .collect();
+                    let keep = s_next(i);
+                    let kappa = 1.0 + keep.is_some() as u8 as f64 + later.len() as f64;
+                    // 1 − FREE <= H
+                    row.push((f, -1.0));
+                    row.push((rk, 1.0));
+                    row.extend(keep.map(|c| (c, -1.0)));
+                    row.extend(later.iter().map(|&c| (c, -1.0)));
+                    lp.add_row(f64::NEG_INFINITY, 0.0, &mut row);
+                    // κ (1 − FREE) >= H
+                    row.push((f, kappa));
+                    row.push((rk, -1.0));
+                    row.extend(keep.map(|c| (c, 1.0)));
+                    row.extend(later.iter().map(|&c| (c, 1.0)));
+                    lp.add_row(f64::NEG_INFINITY, kappa - 1.0, &mut row);
+                }
+            }
+        }
+        let size = ModelSize::of_counts(
+            lp.num_cols() as u64,
+            lp.num_integer() as u64,
+            lp.num_rows() as u64,
+            lp.num_nonzeros() as u64,
+        );
+        Ok(StageModel {
+            lp,
+            size,
+            r,
+            s,
+            u,
+            free,
+            cost_scale,
+            mem_scale,
+            budget_units,
+            build_time: began.elapsed(),
+        })
+    }
+
+    pub(crate) fn num_variables(&self) -> u64 {
+        self.size.columns
+    }
+    pub(crate) fn num_constraints(&self) -> u64 {
+        self.size.rows
+    }
+
+    /// The sparse program, for the one HiGHS run of this model; its memory goes with it.
+    pub(super) fn take_lp(&mut self) -> Lp {
+        std::mem::take(&mut self.lp)
+    }
+
+    /// Model figures for a result's `details`.
+    pub(super) fn details(&self) -> CheckmateDetails {
+        CheckmateDetails {
+            variables: Some(self.size.columns as usize),
+            binaries: Some(self.size.integer_columns as usize),
+            constraints: Some(self.size.rows as usize),
+            build_time_s: Some(self.build_time.as_secs_f64()),
+            ..CheckmateDetails::default()
+        }
+    }
+
+    /// An objective value in the graph's cost units.
+    pub(super) fn cost(&self, objective: f64) -> f64 {
+        objective * self.cost_scale
+    }
+
+    /// The value of `S[t,i]` in `columns` (0 where the variable does not exist).
+    pub(super) fn s_value(&self, columns: &[f64], t: usize, i: usize) -> f64 {
+        match self.s[t].get(i) {
+            Some(&c) if c != NONE => columns[c as usize],
+            _ => 0.0,
+        }
+    }
+
+    /// S rounded at `threshold`: `S[t,i] = 1` where the value is `>= threshold`.
+    pub(super) fn s_at(&self, columns: &[f64], threshold: f64) -> Vec<FixedBitSet> {
+        let n = self.s.len();
+        let mut s = empty_s(n);
+        for (t, row) in s.iter_mut().enumerate() {
+            for i in 0..t {
+                if self.s_value(columns, t, i) >= threshold {
+                    row.insert(i);
+                }
+            }
+        }
+        s
+    }
+
+    /// A complete column vector for the stage schedule `stages` (R, S as given, FREE and
+    /// U by their definitions), or `None` when it is not a feasible point of this model
+    /// (a variable it needs does not exist, or `U` exceeds the budget).
+    pub(super) fn point(&self, graph: &Graph, stages: &Stages) -> Option<Vec<f64>> {
+        let n = graph.len();
+        let mut x = vec![0.0; self.size.columns as usize];
+        for t in 0..n {
+            for i in stages.r[t].ones() {
+                x[*self.r[t].get(i).filter(|&&c| c != NONE)? as usize] = 1.0;
+            }
+            for i in stages.s[t].ones() {
+                x[*self.s[t].get(i).filter(|&&c| c != NONE)? as usize] = 1.0;
+            }
+        }
+        let kept = |t: usize, i: usize| t + 1 < n && stages.s[t + 1].contains(i);
+        let mut freed: Vec<Vec<f64>> = (0..n).map(|t| vec![0.0; t + 1]).collect();
+        for &(t, i, k, c) in &self.free {
+            let (t, i, k) = (t as usize, i as usize, k as usize);
+            let r = &stages.r[t];
+            let value = r.contains(k)
+                && !kept(t, i)
+                && !graph
+                    .succs(i)
+                    .iter()
+                    .any(|&j| j > k && j <= t && r.contains(j));
+            if value {
+                x[c as usize] = 1.0;
+                freed[t][k] += (graph.memory(i) / self.mem_scale) as f64;
+            }
+        }
+        let m = |i: usize| (graph.memory(i) / self.mem_scale) as f64;
+        for t in 0..n {
+            let mut used: f64 = stages.s[t].ones().map(m).sum();
+            for k in 0..=t {
+                if k > 0 {
+                    used -= freed[t][k - 1];
+                }
+                if stages.r[t].contains(k) {
+                    used += m(k);
+                }
+                if used > self.budget_units + 1e-9 {
+                    return None;
+                }
+                x[self.u[t][k] as usize] = used;
+            }
+        }
+        Some(x)
+    }
+}
