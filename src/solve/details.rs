@@ -19,6 +19,7 @@ pub enum Details {
     Dtr(DtrDetails),
     FastSa(Box<FastSaDetails>),
     SethiUllman(SethiUllmanDetails),
+    Knapsack(KnapsackDetails),
     Checkmate(Box<CheckmateDetails>),
     Revolve(RevolveDetails),
     Slots(SlotDetails),
@@ -91,6 +92,17 @@ pub struct SethiUllmanDetails {
     pub need_budget: Option<u64>,
     /// Computes beyond the first of each node.
     pub recomputations: usize,
+}
+
+/// The saved-set knapsack.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KnapsackDetails {
+    /// Forward values some backward node reads: the values that can be saved.
+    pub candidates: usize,
+    /// Candidates dropped (recomputed once, before the backward pass reads them).
+    pub dropped: usize,
+    /// The ranking that chose them: `own_cost` or `with_unsaved_inputs`.
+    pub ranking: &'static str,
 }
 
 /// The Checkmate MILP, its LP relaxation and the LP rounding. The model's figures are

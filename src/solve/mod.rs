@@ -24,7 +24,7 @@ mod result;
 
 use dp::{bptt, join_dp};
 use exact::{checkmate, exhaustive};
-use heuristic::{baseline, chen, dtr, fastsa, sethi_ullman};
+use heuristic::{baseline, chen, dtr, fastsa, knapsack, sethi_ullman};
 
 pub use self::core::{
     Bound, BoundMethod, Claim, Instance, Outcome, Plan, Progress, ProgressSink, Scope, SolveError,

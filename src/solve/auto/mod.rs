@@ -39,8 +39,14 @@ pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(60);
 
 /// The constructive solvers: Sethi–Ullman's recursive rematerialisation first (a schedule
 /// at every budget from its need bound, in about a second on 10,000 nodes), then the
-/// classic heuristics.
-const FAST: [&str; 4] = ["sethi-ullman", "dtr", "chen-greedy", "checkpoint-all"];
+/// classic heuristics and the partitioner's saved-set knapsack.
+const FAST: [&str; 5] = [
+    "sethi-ullman",
+    "dtr",
+    "knapsack",
+    "chen-greedy",
+    "checkpoint-all",
+];
 
 /// Graphs up to this size try the MILP (larger ones: its LP relaxation alone outlasts a
 /// minute on two cores, issue 9's measurements at 250-1000 nodes).

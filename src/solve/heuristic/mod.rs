@@ -5,6 +5,8 @@
 //! * [`chen`]: Chen et al.'s √n and greedy segment schedules at articulation points.
 //! * [`dtr`]: Dynamic Tensor Rematerialization (Kirisame et al.) simulated ahead of time.
 //! * [`fastsa`]: FastSA (Imanishi et al.), simulated annealing over the compute sequence.
+//! * [`knapsack`]: the saved-set knapsack of PyTorch's memory-budget partitioner, each
+//!   dropped value recomputed once, just before the backward pass reads it.
 //! * [`sethi_ullman`]: recursive rematerialisation in Sethi–Ullman order, a schedule at
 //!   every budget from its need bound.
 
@@ -12,4 +14,5 @@ pub mod baseline;
 pub mod chen;
 pub mod dtr;
 pub mod fastsa;
+pub mod knapsack;
 pub mod sethi_ullman;
