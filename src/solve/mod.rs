@@ -22,7 +22,7 @@ mod exact;
 mod heuristic;
 mod result;
 
-use dp::{bptt, join_dp};
+use dp::{block_rotor, bptt, join_dp};
 use exact::{checkmate, exhaustive};
 use heuristic::{baseline, chen, dtr, fastsa, knapsack, sethi_ullman};
 

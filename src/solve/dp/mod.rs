@@ -18,9 +18,13 @@
 //!   backward phase), with the second turn, over the nesting orders.
 //! * [`two_level`]: Kukreja et al.'s asynchronous two-level scheme on a chain with a slow
 //!   storage tier: Revolve inside intervals whose bases are copied out and prefetched.
+//! * [`block_rotor`]: rotor's recurrence over the blocks between the forward pass's
+//!   articulation points (Rockmate's rk-Rotor, one option per block) on general graphs,
+//!   fitted to the budget by the simulator.
 //! * [`structured`]: which exact DP a graph's structure allows (`auto` asks it), with the
 //!   detected chain handed to that DP so that it is not detected again.
 
+pub mod block_rotor;
 pub mod bptt;
 pub mod chain_dp;
 pub mod join_dp;

@@ -1,0 +1,300 @@
+//! `block-rotor`: rotor's persistent checkpointing DP (Beaumont, Eyraud-Dubois, Herrmann,
+//! Joly, Shilova 2019) run over the graph's *blocks*, the stretches of the forward pass
+//! between its articulation points ([`blocks`]), as Rockmate (Zhao et al. 2023) runs
+//! rk-Rotor over the blocks of a PyTorch model with one option per block: a block's
+//! forward `F_j` either keeps its whole tape (`F_j^all`, the values its backward `B_j`
+//! reads) or only its output `x_j`.
+//!
+//! With `u_f(j)`, `u_b(j)` the forward and backward costs of block `j`, `ω_x(j)` the size
+//! of `x_j` (and of its gradient `δ_j`), `ω_x̄(j)` that of its tape, all in memory slots,
+//! `C(s, t, m)` is the cheapest way to run `B_t, …, B_s` when `x_{s−1}` is stored and `δ_t`
+//! held, with `m` slots left besides them:
+//!
+//! ```text
+//! C(s, s, m) = u_f(s) + u_b(s)                         if ω_x̄(s) + ω_x(s−1) ≤ m
+//! C(s, t, m) = min( u_f(s) + C(s+1, t, m − ω_x̄(s)) + u_b(s)            (F_s^all),
+//!                   min_{s < s' ≤ t} Σ_{k=s}^{s'−1} u_f(k)
+//!                        + C(s', t, m − ω_x(s'−1))                        (x_{s'−1} kept)
+//!                        + C(s, s'−1, m + ω_x(t) − ω_x(s'−1)) )
+//! ```
+//!
+//! (after `B_{s'}` the gradient `δ_t` is gone and `δ_{s'−1}` held). The plan is a compute
+//! sequence (each block's ops in solver order; every free implied, see
+//! [`from_computes`]), so values inside a block live exactly as long as the sequence
+//! needs them. The DP does not see the transient memory inside a block, so its budget is
+//! the real budget less `fixed_memory` at first, then lowered by the simulator's excess
+//! while the replayed schedule does not fit and raised by half the slack while it does
+//! ([`ATTEMPTS`] tries; the cheapest schedule that fits is the answer).
+//!
+//! Scope: a heuristic on general graphs (the DP is optimal only for its block model); it
+//! needs forward/backward kinds and at least two cuts, and graphs whose backward ops feed
+//! the backward ops of later blocks are declined.
+
+mod blocks;
+mod options;
+
+use crate::schedule::sequence::from_computes;
+use crate::schedule::{simulate, Schedule};
+use crate::solve::{
+    fit, internal, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+};
+use blocks::{blocks, Block, NotBlocks};
+
+pub struct BlockRotor;
+
+/// Blocks beyond this are merged into neighbours (the table is `O(L² · S)` and its fill
+/// `O(L³ · S)`).
+const MAX_BLOCKS: usize = 64;
+/// Memory slots `S` the DP's budget is cut into.
+const SLOTS: usize = 400;
+/// DP budgets tried, each lowered by the previous replay's excess over the budget.
+const ATTEMPTS: usize = 12;
+
+impl Solver for BlockRotor {
+    fn info(&self) -> SolverInfo {
+        SolverInfo {
+            name: "block-rotor",
+            description: "Rotor's persistent checkpointing DP over the blocks between the forward \
+                          pass's articulation points (Rockmate's rk-Rotor with one option per \
+                          block: keep the block's tape or only its output), replayed and fitted \
+                          to the budget by the simulator.",
+            scope: Scope::Heuristic,
+            accepts: "graphs with forward/backward kinds and at least two articulation points",
+        }
+    }
+
+    fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
+        let graph = instance.graph;
+        let stop = Stop::start(options);
+        let chain = match blocks(graph, MAX_BLOCKS) {
+            Ok(chain) => chain,
+            Err(why) => {
+                let reason = match why {
+                    NotBlocks::NoCut => {
+                        "the graph has no forward/backward kinds or fewer than two articulation \
+                         points in its forward pass"
+                            .to_string()
+                    }
+                    NotBlocks::Crossing { node } => format!(
+                        "backward op `{}` reads the backward pass of a later block than its own",
+                        graph.id(node)
+                    ),
+                };
+                return Ok(Outcome::Infeasible {
+                    solver: "block-rotor",
+                    proven: None,
+                    reason,
+                });
+            }
+        };
+        let mut dp_budget = instance.budget.saturating_sub(graph.fixed_memory());
+        let mut lowest_peak = u64::MAX;
+        let mut best: Option<(f64, Schedule)> = None;
+        let mut tried = Vec::with_capacity(ATTEMPTS);
+        for _ in 0..ATTEMPTS {
+            if let Err(stopped) = stop.poll() {
+                if best.is_some() {
+                    break;
+                }
+                return stopped.outcome("block-rotor", "while fitting the DP's budget");
+            }
+            if tried.contains(&dp_budget) {
+                break;
+            }
+            tried.push(dp_budget);
+            let Some(computes) = Table::fill(&chain, dp_budget).sequence(&chain) else {
+                break;
+            };
+            let schedule = from_computes(graph, &computes);
+            let stats = simulate(graph, &schedule).map_err(|e| internal("block-rotor", e))?;
+            lowest_peak = lowest_peak.min(stats.peak_memory);
+            // Over the budget: lower the DP's by the excess; under: raise it by the slack.
+            if stats.peak_memory <= instance.budget {
+                if best.as_ref().is_none_or(|(c, _)| stats.total_cost < *c) {
+                    best = Some((stats.total_cost, schedule));
+                }
+                dp_budget = dp_budget.saturating_add((instance.budget - stats.peak_memory) / 2);
+            } else {
+                dp_budget = dp_budget.saturating_sub(stats.peak_memory - instance.budget);
+            }
+        }
+        if let Some((_, schedule)) = best {
+            return fit(instance, "block-rotor", schedule, None);
+        }
+        Ok(Outcome::Infeasible {
+            solver: "block-rotor",
+            proven: None,
+            reason: format!(
+                "no DP budget gave a schedule within {} bytes ({} blocks; the lowest peak replayed is {})",
+                instance.budget,
+                chain.len(),
+                if lowest_peak == u64::MAX {
+                    "none: the DP found no plan".to_string()
+                } else {
+                    format!("{lowest_peak} bytes")
+                }
+            ),
+        })
+    }
+}
+
+/// What the DP chose for `C(s, t, m)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// No plan within `m`.
+    None,
+    /// `F_s` keeping the tape of option `k`, then the rest, then `B_s` as that option runs it.
+    Tape(u8),
+    /// Run `F_s … F_{s'−1}`, keep `x_{s'−1}`.
+    Keep(u32),
+}
+
+/// `C(s, t, m)` and its choices for `1 ≤ s ≤ t ≤ L`, `0 ≤ m ≤ S`, with the block sizes
+/// in slots.
+struct Table {
+    l: usize,
+    /// The budget in slots: `⌊budget / q⌋ ≤ S`.
+    cap: usize,
+    cost: Vec<f64>,
+    step: Vec<Step>,
+    /// `ω_x(j)` for `j = 0..=L` (`ω_x(0) = 0`: the inputs are fixed memory).
+    out: Vec<usize>,
+    /// `ω_x̄(j, k)` for `j = 1..=L` (index 0 unused) and option `k`.
+    tape: Vec<Vec<usize>>,
+    /// The cost option `k` adds to `B_j`.
+    extra: Vec<Vec<f64>>,
+}
+
+impl Table {
+    fn at(&self, s: usize, t: usize, m: usize) -> usize {
+        ((s - 1) * self.l + (t - 1)) * (SLOTS + 1) + m
+    }
+
+    fn fill(chain: &[Block], budget: u64) -> Table {
+        let l = chain.len();
+        let q = budget.div_ceil(SLOTS as u64).max(1);
+        let slots = |bytes: u64| bytes.div_ceil(q).min(SLOTS as u64 + 1) as usize;
+        let mut out = vec![0];
+        out.extend(chain.iter().map(|b| slots(b.output)));
+        let mut tape = vec![Vec::new()];
+        tape.extend(
+            chain
+                .iter()
+                .map(|b| b.options.iter().map(|o| slots(o.tape)).collect()),
+        );
+        let mut extra = vec![Vec::new()];
+        extra.extend(
+            chain
+                .iter()
+                .map(|b| b.options.iter().map(|o| o.extra).collect()),
+        );
+        let size = l * l * (SLOTS + 1);
+        let cap = (budget / q).min(SLOTS as u64) as usize;
+        let mut table = Table {
+            l,
+            cap,
+            cost: vec![f64::INFINITY; size],
+            step: vec![Step::None; size],
+            out,
+            tape,
+            extra,
+        };
+        let (fw, bw): (Vec<f64>, Vec<f64>) = std::iter::once((0.0, 0.0))
+            .chain(chain.iter().map(|b| (b.forward_cost, b.backward_cost)))
+            .unzip();
+        for len in 0..l {
+            for s in 1..=l - len {
+                let t = s + len;
+                for m in 0..=cap {
+                    let best = table.best(s, t, m, &fw, &bw);
+                    let i = table.at(s, t, m);
+                    (table.cost[i], table.step[i]) = best;
+                }
+            }
+        }
+        table
+    }
+
+    /// The recurrence for `C(s, t, m)`, the shorter spans already filled.
+    fn best(&self, s: usize, t: usize, m: usize, fw: &[f64], bw: &[f64]) -> (f64, Step) {
+        let c = |s: usize, t: usize, m: usize| self.cost[self.at(s, t, m)];
+        let mut best = (f64::INFINITY, Step::None);
+        for (k, (&tape, &extra)) in self.tape[s].iter().zip(&self.extra[s]).enumerate() {
+            let rest = if s == t {
+                (tape + self.out[s - 1] <= m).then_some(0.0)
+            } else {
+                m.checked_sub(tape).map(|left| c(s + 1, t, left))
+            };
+            if let Some(rest) = rest {
+                let total = fw[s] + rest + bw[s] + extra;
+                if total < best.0 {
+                    best = (total, Step::Tape(k as u8));
+                }
+            }
+        }
+        if s == t {
+            return best;
+        }
+        let mut forward = 0.0;
+        for next in s + 1..=t {
+            forward += fw[next - 1];
+            let held = self.out[next - 1];
+            let Some(rest) = m.checked_sub(held) else {
+                continue;
+            };
+            let Some(after) = (m + self.out[t]).checked_sub(held) else {
+                continue;
+            };
+            let total = forward + c(next, t, rest) + c(s, next - 1, after.min(self.cap));
+            if total < best.0 {
+                best = (total, Step::Keep(next as u32));
+            }
+        }
+        best
+    }
+
+    /// The compute sequence of the plan for the whole chain with every slot, or `None`
+    /// when the DP has none.
+    fn sequence(&self, chain: &[Block]) -> Option<Vec<usize>> {
+        let m = self.cap.checked_sub(self.out[self.l])?;
+        let mut computes = Vec::new();
+        self.emit(chain, 1, self.l, m, &mut computes)?;
+        Some(computes)
+    }
+
+    /// Appends the plan of `C(s, t, m)`; `None` where the table has no plan.
+    fn emit(
+        &self,
+        chain: &[Block],
+        s: usize,
+        t: usize,
+        m: usize,
+        computes: &mut Vec<usize>,
+    ) -> Option<()> {
+        match self.step[self.at(s, t, m)] {
+            Step::None => return None,
+            Step::Tape(k) => {
+                let k = k as usize;
+                computes.extend_from_slice(&chain[s - 1].forward);
+                if s < t {
+                    self.emit(chain, s + 1, t, m.checked_sub(self.tape[s][k])?, computes)?;
+                }
+                computes.extend_from_slice(&chain[s - 1].options[k].backward);
+            }
+            Step::Keep(next) => {
+                let next = next as usize;
+                for block in &chain[s - 1..next - 1] {
+                    computes.extend_from_slice(&block.forward);
+                }
+                let held = self.out[next - 1];
+                self.emit(chain, next, t, m.checked_sub(held)?, computes)?;
+                let after = (m + self.out[t]).checked_sub(held)?.min(self.cap);
+                self.emit(chain, s, next - 1, after, computes)?;
+            }
+        }
+        Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
