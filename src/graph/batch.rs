@@ -184,7 +184,8 @@ impl Graph {
         }
         let (big_b, b128) = (u128::from(batch.size), u128::from(b));
         // Validated: p·B <= size, so the fixed part never underflows.
-        let at = |size: u64, p: u64| u128::from(size) - u128::from(p) * big_b + u128::from(p) * b128;
+        let at =
+            |size: u64, p: u64| u128::from(size) - u128::from(p) * big_b + u128::from(p) * b128;
         let fixed = at(self.fixed_memory, batch.fixed_per_sample);
         let sizes: Vec<u128> = self
             .nodes
@@ -270,7 +271,10 @@ mod tests {
         assert_eq!(at8.total_cost(), 2.0 * g.total_cost());
         assert_eq!(at8.at_batch(4).unwrap().memory(0), 8, "rebased at 8");
         let (fixed, per) = g.batch_parts().unwrap();
-        assert_eq!((fixed.memory(0), per.memory(0), fixed.fixed_memory()), (0, 2, 2));
+        assert_eq!(
+            (fixed.memory(0), per.memory(0), fixed.fixed_memory()),
+            (0, 2, 2)
+        );
     }
 
     #[test]

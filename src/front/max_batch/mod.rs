@@ -181,7 +181,8 @@ pub struct Cap {
 impl Cap {
     /// Whether an overhead is within the cap (a relative 1e-9 for float rounding).
     pub fn admits(&self, overhead: f64) -> bool {
-        self.max_overhead.is_none_or(|rho| overhead <= rho * (1.0 + 1e-9))
+        self.max_overhead
+            .is_none_or(|rho| overhead <= rho * (1.0 + 1e-9))
     }
 }
 

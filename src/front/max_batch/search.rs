@@ -1,9 +1,7 @@
 //! The search of [`super`]'s module docs: gallop up from the no-recomputation batch until a
 //! probe fails, then bisect; with `auto`, a fast constructive solver brackets first.
 
-use super::{
-    AtBatch, BatchModel, Bounds, MaxBatchError, MaxBatchRequest, MaxBatchResult, Probe,
-};
+use super::{AtBatch, BatchModel, Bounds, MaxBatchError, MaxBatchRequest, MaxBatchResult, Probe};
 use crate::graph::{BatchSource, Graph};
 use crate::schedule::{checkpoint_all, simulate};
 use crate::solve::{self, Instance, SolveError, SolveOptions, SolveResult};
@@ -200,7 +198,11 @@ impl Search<'_> {
         if self.lo == 0 {
             return Ok(None);
         }
-        let best = self.best.take().filter(|(b, _)| *b == self.lo).map(|(_, r)| r);
+        let best = self
+            .best
+            .take()
+            .filter(|(b, _)| *b == self.lo)
+            .map(|(_, r)| r);
         let confirmed = best
             .as_ref()
             .is_some_and(|r| requested(r) == self.request.solver);

@@ -40,7 +40,10 @@ fn the_no_recompute_batch_is_the_checkpoint_all_scan() {
         for memory in [peak1 - 1, peak1, 3 * peak1 + 7, 10 * peak1] {
             let bounds = Bounds::new(&g, memory);
             let scan = |fits: &dyn Fn(&Graph) -> bool| {
-                (1..).take_while(|&b| fits(&g.at_batch(b).unwrap())).last().unwrap_or(0)
+                (1..)
+                    .take_while(|&b| fits(&g.at_batch(b).unwrap()))
+                    .last()
+                    .unwrap_or(0)
             };
             assert_eq!(
                 bounds.no_recompute,
@@ -71,11 +74,23 @@ fn bad_requests_name_their_field() {
         .map_err(|e| e.field())
     };
     assert_eq!(ask("1GiB", Some(0.9), None), Err(Some(Field::MaxOverhead)));
-    assert_eq!(ask("1GiB", Some(f64::NAN), None), Err(Some(Field::MaxOverhead)));
-    assert_eq!(ask("1GiB", None, Some(-1.0)), Err(Some(Field::MaxExtraForward)));
-    assert_eq!(ask("1GiB", Some(1.5), Some(1.0)), Err(Some(Field::MaxOverhead)));
+    assert_eq!(
+        ask("1GiB", Some(f64::NAN), None),
+        Err(Some(Field::MaxOverhead))
+    );
+    assert_eq!(
+        ask("1GiB", None, Some(-1.0)),
+        Err(Some(Field::MaxExtraForward))
+    );
+    assert_eq!(
+        ask("1GiB", Some(1.5), Some(1.0)),
+        Err(Some(Field::MaxOverhead))
+    );
     assert!(!g.has_kinds(), "random_dag marks no forward op");
-    assert_eq!(ask("1GiB", None, Some(1.0)), Err(Some(Field::MaxExtraForward)));
+    assert_eq!(
+        ask("1GiB", None, Some(1.0)),
+        Err(Some(Field::MaxExtraForward))
+    );
     assert_eq!(ask("1GiB", Some(1.0), None), Ok(()));
     let plain = random_dag(&DagShape::sparse(), 1);
     let e = MaxBatchInput {
@@ -103,5 +118,11 @@ fn bad_requests_name_their_field() {
     }
     .validate(&fixed)
     .unwrap_err();
-    assert!(matches!(e, MaxBatchError::BelowFixed { memory: 99, fixed: 100 }));
+    assert!(matches!(
+        e,
+        MaxBatchError::BelowFixed {
+            memory: 99,
+            fixed: 100
+        }
+    ));
 }

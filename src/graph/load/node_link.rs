@@ -200,7 +200,11 @@ pub(super) fn infer_batch(
     let batch_size = match attrs.and_then(|g| g.get("batch_size")) {
         Some(v) => batch_of(v)
             .map_err(|m| {
-                problems.push(Problem::graph(ProblemKind::InvalidField, "graph.batch_size", m))
+                problems.push(Problem::graph(
+                    ProblemKind::InvalidField,
+                    "graph.batch_size",
+                    m,
+                ))
             })
             .ok(),
         None => spec.name.as_deref().and_then(checkmate_batch),
@@ -237,8 +241,14 @@ mod tests {
 
     #[test]
     fn checkmate_names_state_their_batch() {
-        assert_eq!(checkmate_batch("VGG16 (MLSys)_256_(224, 224, 3)_train"), Some(256));
-        assert_eq!(checkmate_batch("fcn_8_vgg (MLSys)_32_(416, 608, 3)_train"), Some(32));
+        assert_eq!(
+            checkmate_batch("VGG16 (MLSys)_256_(224, 224, 3)_train"),
+            Some(256)
+        );
+        assert_eq!(
+            checkmate_batch("fcn_8_vgg (MLSys)_32_(416, 608, 3)_train"),
+            Some(32)
+        );
         assert_eq!(checkmate_batch("random_layered_n100_w0.27"), None);
         assert_eq!(checkmate_batch("x_0_(1)_train"), None);
         assert_eq!(checkmate_batch("x__(1)"), None);
