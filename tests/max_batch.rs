@@ -168,8 +168,8 @@ fn on_mlsys_graphs_under_the_linear_assumption_the_search_is_the_scan() {
                 for solver in ["checkpoint-all", "chen-greedy"] {
                     let r = request(&g, memory, rho, fwd, solver);
                     let what = format!("{name} memory {memory} cap {rho:?}/{fwd:?} {solver}");
-                    let monotone = check_against_scan(&g, &r, &what);
-                    println!("{what}: monotone {monotone}");
+                    // Measured: both solvers are monotone in the batch on these cases.
+                    assert!(check_against_scan(&g, &r, &what), "{what}: not monotone");
                 }
             }
         }

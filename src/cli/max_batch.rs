@@ -3,8 +3,8 @@
 //! JSON.
 
 use super::args::GraphArg;
-use super::render::{bytes, num, print_json, unit};
-use super::{load, write_file, CliError};
+use super::render::{bytes, num, unit};
+use super::{deliver, load, CliError};
 use crate::front::max_batch::{search, AtBatch, MaxBatchError, MaxBatchInput, MaxBatchResult};
 use crate::front::{solve_memory_limit, OptionsInput};
 use crate::graph::Graph;
@@ -89,15 +89,9 @@ pub(super) fn run(args: &MaxBatchArgs) -> Result<i32, CliError> {
         eprintln!("max-batch: {}", p.message)
     }));
     let result = search(&g, &request, &options)?;
-    if let Some(path) = &args.output {
-        let text = serde_json::to_vec_pretty(&result).expect("results serialise");
-        write_file(path, &text)?;
-    }
-    if args.json {
-        print_json(&result);
-    } else {
-        print_result(&g, &result);
-    }
+    deliver(&result, args.output.as_deref(), args.json, |r| {
+        print_result(&g, r)
+    })?;
     Ok(if result.batch > 0 { 0 } else { 1 })
 }
 

@@ -21,7 +21,7 @@ mod solvers;
 
 pub use args::Cli;
 pub use output::write_atomic;
-use output::write_file;
+use output::{deliver, write_file};
 
 use crate::budget::{Budget, BudgetError};
 use crate::front::{GraphFilesError, InvalidOption};

@@ -199,7 +199,7 @@ impl Graph {
         }
         let scale = b as f64 / batch.size as f64;
         let total_cost = self.total_cost() * scale;
-        if !(total_cost <= MAX_TOTAL_COST) {
+        if !(total_cost.is_finite() && total_cost <= MAX_TOTAL_COST) {
             return Err(BatchError::TooCostly {
                 batch: b,
                 total: total_cost,
@@ -265,8 +265,8 @@ mod tests {
         let id = g.id(0).to_string();
         let g = g.with_batch(spec(4, 2, &[(&id, 2)])).unwrap();
         let at8 = g.at_batch(8).unwrap();
-        assert_eq!(at8.fixed_memory(), 10 - 8 + 16);
-        assert_eq!(at8.memory(0), 8 - 8 + 16);
+        assert_eq!(at8.fixed_memory(), 18, "10 − 2·4 + 2·8");
+        assert_eq!(at8.memory(0), 16, "8 − 2·4 + 2·8");
         assert_eq!(at8.memory(1), 8, "no per-sample part: constant");
         assert_eq!(at8.total_cost(), 2.0 * g.total_cost());
         assert_eq!(at8.at_batch(4).unwrap().memory(0), 8, "rebased at 8");

@@ -122,7 +122,7 @@ pub enum MaxBatchError {
     BelowFixed { memory: u64, fixed: u64 },
     #[error("{0}")]
     Budget(#[from] BudgetError),
-    #[error("must be a number >= 1 (1 is no recomputation at all), got {0}")]
+    #[error("must be a finite number >= 1 (1 is no recomputation at all), got {0}")]
     CapBelowOne(f64),
     #[error("must be a finite number >= 0 (extra forward passes), got {0}")]
     BadExtraForward(f64),
@@ -210,7 +210,9 @@ impl MaxBatchInput {
         }
         let cap = match (self.max_overhead, self.max_extra_forward) {
             (Some(_), Some(_)) => return Err(MaxBatchError::TwoCaps),
-            (Some(rho), None) if !(rho >= 1.0) => return Err(MaxBatchError::CapBelowOne(rho)),
+            (Some(rho), None) if !(rho.is_finite() && rho >= 1.0) => {
+                return Err(MaxBatchError::CapBelowOne(rho))
+            }
             (Some(rho), None) => Cap {
                 max_overhead: Some(rho),
                 max_extra_forward: None,

@@ -18,6 +18,7 @@
 //! | `links: [{source, target}]` or `[{"0": s, "1": t}]` | `inputs` of the target     |
 //! | `graph.name`                       | `name`                                   |
 //! | `graph.order` (a topological order of the keys) | the file order               |
+//! | `graph.batch_size`, else the batch in a Checkmate `graph.name` | `batch_size`, every output linear in the batch (`crate::graph::Batch`) |
 //!
 //! Both formats take an optional top-level `storage` object: the slow tier
 //! ([`super::Storage`]).
