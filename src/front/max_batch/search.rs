@@ -22,7 +22,15 @@ pub fn search(
     let started = Instant::now();
     let batch = graph.batch().expect("validated: a batch model");
     let bounds = Bounds::new(graph, request.memory);
+    options.report(
+        format!(
+            "no recomputation up to batch {}; no schedule fits above batch {} (footprint bound)",
+            bounds.no_recompute, bounds.upper_bound
+        ),
+        None,
+    );
     let mut s = Search {
+        started,
         graph,
         request,
         options,
@@ -96,6 +104,7 @@ fn at_no_recompute(graph: &Graph, b: u64) -> Result<Option<AtBatch>, MaxBatchErr
 }
 
 struct Search<'a> {
+    started: Instant,
     graph: &'a Graph,
     request: &'a MaxBatchRequest,
     options: &'a SolveOptions,
@@ -179,13 +188,13 @@ impl Search<'_> {
         }
         self.options.report(
             format!(
-                "batch {b} {} with {solver}{}; largest so far {}, none above {}",
+                "batch {b} {} with {solver}{}; largest so far {}, {:.1} s",
                 if fits { "fits" } else { "does not fit" },
                 overhead
                     .map(|o| format!(" (overhead {o:.3})"))
                     .unwrap_or_default(),
                 self.lo,
-                if fits { hi } else { b }.min(self.hi) - 1,
+                self.started.elapsed().as_secs_f64(),
             ),
             None,
         );
