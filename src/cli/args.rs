@@ -91,6 +91,8 @@ pub(super) enum Command {
     Serve(crate::service::Config),
     /// Solve many graphs at several budgets, one result file each, with summaries.
     Batch(BatchArgs),
+    /// The largest batch whose schedule fits a memory under an overhead cap.
+    MaxBatch(super::max_batch::MaxBatchArgs),
 }
 
 #[derive(clap::Args, Debug)]

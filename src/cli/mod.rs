@@ -12,6 +12,7 @@ mod bench;
 mod bench_tiers;
 mod gen;
 mod inspect;
+mod max_batch;
 mod output;
 mod render;
 mod simulate;
@@ -20,7 +21,7 @@ mod solvers;
 
 pub use args::Cli;
 pub use output::write_atomic;
-use output::write_file;
+use output::{deliver, write_file};
 
 use crate::budget::{Budget, BudgetError};
 use crate::front::{GraphFilesError, InvalidOption};
@@ -133,5 +134,6 @@ fn execute(command: Command) -> Result<i32, CliError> {
         Command::Solvers { json } => solvers::run(json),
         Command::Serve(config) => Ok(crate::service::run(config)),
         Command::Batch(args) => batch::run(args),
+        Command::MaxBatch(args) => max_batch::run(&args),
     }
 }

@@ -47,6 +47,26 @@ pub(super) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), super::CliErro
         .map_err(|e| super::bad(format!("cannot write {}: {e}", path.display())))
 }
 
+/// A command's answer: written as JSON to `output` when given, then printed as JSON or,
+/// for people, by `table`.
+pub(super) fn deliver<T: serde::Serialize>(
+    value: &T,
+    output: Option<&Path>,
+    json: bool,
+    table: impl FnOnce(&T),
+) -> Result<(), super::CliError> {
+    if let Some(path) = output {
+        let text = serde_json::to_vec_pretty(value).expect("results serialise");
+        write_file(path, &text)?;
+    }
+    if json {
+        super::render::print_json(value);
+    } else {
+        table(value);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::write_atomic;

@@ -2,8 +2,8 @@
 //! written to a file.
 
 use super::args::SolveArgs;
-use super::render::{bytes, num, print_json, print_tiers, unit};
-use super::{load, resolve_budget, write_file, CliError};
+use super::render::{bytes, num, print_tiers, unit};
+use super::{deliver, load, resolve_budget, CliError};
 use crate::front::{solve_memory_limit, OptionsInput};
 use crate::graph::Graph;
 use crate::schedule::checkpoint_all_peak;
@@ -25,15 +25,9 @@ pub(super) fn run(args: &SolveArgs) -> Result<Status, CliError> {
     }
     .validate()?;
     let result = solve_with_progress(&g, budget, &args.solver, options)?;
-    if let Some(path) = &args.output {
-        let text = serde_json::to_vec_pretty(&result).expect("results serialise");
-        write_file(path, &text)?;
-    }
-    if args.json {
-        print_json(&result);
-    } else {
-        print_result(&g, &result);
-    }
+    deliver(&result, args.output.as_deref(), args.json, |r| {
+        print_result(&g, r)
+    })?;
     Ok(result.status)
 }
 

@@ -13,6 +13,8 @@
 //!   limit), which sets `SolveOptions::memory_limit`.
 //! - [`files`]: the graph files named by paths and directories (`remat batch`,
 //!   `remat bench`).
+//! - [`max_batch`]: the largest batch that fits a memory under an overhead cap
+//!   (`remat max-batch`, `POST /v1/max-batch`).
 //!
 //! Budgets resolve through `crate::budget::Budget::resolve`, and status and scope names
 //! through `Status::as_str` / `Scope::as_str`. The front door knows no HTTP and no
@@ -20,6 +22,7 @@
 //! into its own output.
 
 pub mod files;
+pub mod max_batch;
 pub mod memory;
 pub mod options;
 pub mod report;

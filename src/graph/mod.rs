@@ -27,10 +27,14 @@
 //!   do the sums the solvers form (recomputation costs, bounds, gaps).
 //!
 //! A graph may describe a second, slower storage tier ([`Storage`], the JSON field
-//! `storage`): data only, for the solvers and the simulator that move values to it.
+//! `storage`): data only, for the solvers and the simulator that move values to it. It may
+//! also say how its sizes and costs grow with the batch ([`Batch`], the fields
+//! `batch_size`, `memory_per_sample`, `fixed_memory_per_sample`); [`Graph::at_batch`] gives
+//! the ordinary graph at another batch.
 //!
 //! This module knows nothing of schedules or solvers.
 
+mod batch;
 pub mod chain;
 mod error;
 pub mod generate;
@@ -38,6 +42,7 @@ pub mod load;
 mod storage;
 pub mod structure;
 
+pub use batch::{Batch, BatchError, BatchSource, BatchSpec};
 pub use error::{GraphError, Problem, ProblemKind};
 pub use storage::{Storage, StorageError, StorageSpec, TransferRate};
 
@@ -115,6 +120,8 @@ pub struct Graph {
     index: HashMap<String, usize>,
     /// The slow tier, when the graph (or the solve request) describes one.
     storage: Option<Storage>,
+    /// How sizes and costs grow with the batch, when the graph says (`batch.rs`).
+    batch: Option<Batch>,
 }
 
 impl Graph {
@@ -252,6 +259,7 @@ impl Graph {
             succs,
             index,
             storage: None,
+            batch: None,
         }
     }
 

@@ -1,5 +1,5 @@
-//! Asynchronous solve jobs: `POST /v1/jobs` answers 202 with an id at once, the solve runs
-//! in the worker pool, `GET /v1/jobs/{id}` reports its state and progress and, when done,
+//! Asynchronous jobs: `POST /v1/jobs` (a solve) and `POST /v1/max-batch` (a max-batch
+//! search) answer 202 with an id at once, the work runs in the worker pool, `GET /v1/jobs/{id}` reports its state and progress and, when done,
 //! its result; `DELETE` cancels it (raising the solver's cancel flag).
 //!
 //! Jobs live in memory (the sidecar is stateless): at most `max_jobs` at once, and a
@@ -10,6 +10,7 @@
 #![allow(clippy::result_large_err)]
 
 use super::problem::ApiProblem;
+use crate::front::max_batch::MaxBatchResult;
 use crate::solve::{Progress, SolveResult};
 use rand::Rng;
 use serde::Serialize;
@@ -44,6 +45,14 @@ pub struct JobProgress {
     pub fraction: Option<f64>,
 }
 
+/// What a finished job answers: a solve result or a max-batch result.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum JobResult {
+    Solve(Box<SolveResult>),
+    MaxBatch(Box<MaxBatchResult>),
+}
+
 /// A job as `GET /v1/jobs/{id}` shows it.
 #[derive(Clone, Debug, Serialize)]
 pub struct JobView {
@@ -54,7 +63,7 @@ pub struct JobView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progress: Option<JobProgress>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub result: Option<SolveResult>,
+    pub result: Option<JobResult>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ApiProblem>,
 }
@@ -164,14 +173,14 @@ impl Jobs {
         });
     }
 
-    /// Records the end of a job's solve (ignored if it was cancelled meanwhile).
-    pub fn finish(&self, id: &str, outcome: Result<Arc<SolveResult>, ApiProblem>) {
+    /// Records the end of a job's work (ignored if it was cancelled meanwhile).
+    pub fn finish(&self, id: &str, outcome: Result<JobResult, ApiProblem>) {
         self.update(id, |j| {
             j.finished = Some(Instant::now());
             match outcome {
                 Ok(r) => {
                     j.view.status = JobStatus::Succeeded;
-                    j.view.result = Some((*r).clone());
+                    j.view.result = Some(r);
                 }
                 Err(p) => {
                     j.view.status = JobStatus::Failed;

@@ -99,6 +99,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(endpoints::get_job).delete(endpoints::delete_job),
         )
         .route("/v1/sweep", post(endpoints::sweep))
+        .route("/v1/max-batch", post(endpoints::max_batch))
         .route("/v1/simulate", post(endpoints::simulate_schedule))
         .route("/v1/inspect", post(endpoints::inspect))
         .route("/v1/solvers", get(endpoints::solvers))

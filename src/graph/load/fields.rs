@@ -12,10 +12,20 @@ pub(super) const NATIVE_GRAPH_FIELDS: &[&str] = &[
     "cost_unit",
     "nodes",
     "storage",
+    "batch_size",
+    "fixed_memory_per_sample",
     "meta",
 ];
-pub(super) const NATIVE_NODE_FIELDS: &[&str] =
-    &["id", "cost", "memory", "inputs", "kind", "op", "meta"];
+pub(super) const NATIVE_NODE_FIELDS: &[&str] = &[
+    "id",
+    "cost",
+    "memory",
+    "inputs",
+    "kind",
+    "op",
+    "memory_per_sample",
+    "meta",
+];
 pub(super) const NODE_LINK_GRAPH_FIELDS: &[&str] = &[
     "directed",
     "multigraph",

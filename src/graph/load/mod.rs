@@ -18,6 +18,7 @@
 //! | `links: [{source, target}]` or `[{"0": s, "1": t}]` | `inputs` of the target     |
 //! | `graph.name`                       | `name`                                   |
 //! | `graph.order` (a topological order of the keys) | the file order               |
+//! | `graph.batch_size`, else the batch in a Checkmate `graph.name` | `batch_size`, every output linear in the batch (`crate::graph::Batch`) |
 //!
 //! Both formats take an optional top-level `storage` object: the slow tier
 //! ([`super::Storage`]).
@@ -40,7 +41,8 @@
 
 use super::chain::ChainSpec;
 use super::{
-    Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, Storage, MAX_BYTES,
+    BatchSpec, Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, Storage,
+    MAX_BYTES,
 };
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -53,7 +55,7 @@ pub(crate) use fields::unknown_field_message;
 use fields::{
     unknown_fields, CHAIN_FIELDS, NATIVE_GRAPH_FIELDS, NATIVE_NODE_FIELDS, NODE_LINK_GRAPH_FIELDS,
 };
-use node_link::node_link_spec;
+use node_link::{infer_batch, node_link_spec};
 
 /// The input formats for a training graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,14 +138,17 @@ pub fn graph_from_value(value: &Value, format: Format) -> Result<Graph, GraphErr
         return chain_spec(root)?.to_graph();
     }
     let mut problems = Vec::new();
+    let mut batch = BatchSpec::default();
     let spec = match format {
         Format::NodeLink => {
             unknown_fields(root, NODE_LINK_GRAPH_FIELDS, None, &mut problems);
-            node_link_spec(root, &mut problems)
+            let spec = node_link_spec(root, &mut problems);
+            batch = infer_batch(root, &spec, &mut problems);
+            spec
         }
         _ => {
             unknown_fields(root, NATIVE_GRAPH_FIELDS, None, &mut problems);
-            native_spec(root, &mut problems)
+            native_spec(root, &mut batch, &mut problems)
         }
     };
     if spec.nodes.is_empty() && !problems.is_empty() {
@@ -151,7 +156,7 @@ pub fn graph_from_value(value: &Value, format: Format) -> Result<Graph, GraphErr
     }
     let storage = storage_field(root, &mut problems);
     match Graph::new(spec) {
-        Ok(g) if problems.is_empty() => Ok(g.with_storage(storage)),
+        Ok(g) if problems.is_empty() => g.with_storage(storage).with_batch(batch),
         Ok(_) => Err(GraphError::Invalid(problems)),
         Err(GraphError::Invalid(more)) => {
             problems.extend(more);
@@ -379,6 +384,17 @@ fn bytes_of(v: &Value) -> Result<u64, String> {
     }
 }
 
+/// A batch size: an integer from 1 to `MAX_BYTES`.
+fn batch_of(v: &Value) -> Result<u64, String> {
+    match v.as_u64() {
+        Some(b) if (1..=MAX_BYTES).contains(&b) => Ok(b),
+        _ => Err(format!(
+            "must be an integer from 1 to 2^53 = {MAX_BYTES} (samples), got {}",
+            short(v)
+        )),
+    }
+}
+
 fn cost_of(v: &Value) -> Result<f64, String> {
     match v.as_f64() {
         Some(c) if c.is_finite() && c >= 0.0 => Ok(c),
@@ -410,6 +426,27 @@ fn optional_string(
     }
 }
 
+/// The optional field `key` of `obj` (a node at `at`, else the graph) read by `parse`; a
+/// bad value is recorded as `kind`.
+fn optional_field<T>(
+    obj: &Map<String, Value>,
+    key: &str,
+    at: Option<&At>,
+    kind: ProblemKind,
+    parse: fn(&Value) -> Result<T, String>,
+    problems: &mut Vec<Problem>,
+) -> Option<T> {
+    let v = obj.get(key).filter(|v| !v.is_null())?;
+    parse(v)
+        .map_err(|m| {
+            problems.push(match at {
+                Some(at) => at.problem(kind, key, m),
+                None => Problem::graph(kind, key, m),
+            })
+        })
+        .ok()
+}
+
 fn graph_fields(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> GraphSpec {
     let top = At { id: None, index: 0 };
     let mut spec = GraphSpec::default();
@@ -439,8 +476,28 @@ fn graph_fields(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> Graph
     spec
 }
 
-fn native_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> GraphSpec {
+fn native_spec(
+    root: &Map<String, Value>,
+    batch: &mut BatchSpec,
+    problems: &mut Vec<Problem>,
+) -> GraphSpec {
     let mut spec = graph_fields(root, problems);
+    batch.batch_size = optional_field(
+        root,
+        "batch_size",
+        None,
+        ProblemKind::InvalidField,
+        batch_of,
+        problems,
+    );
+    batch.fixed_memory_per_sample = optional_field(
+        root,
+        "fixed_memory_per_sample",
+        None,
+        ProblemKind::InvalidMemory,
+        bytes_of,
+        problems,
+    );
     for (index, obj) in node_objects(root, problems) {
         let id = obj.get("id").and_then(id_of);
         let at = At {
@@ -508,7 +565,18 @@ fn native_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> GraphS
             },
         };
         let op = optional_string(obj, "op", &at, problems);
+        let per_sample = optional_field(
+            obj,
+            "memory_per_sample",
+            Some(&at),
+            ProblemKind::InvalidMemory,
+            bytes_of,
+            problems,
+        );
         if let Some(id) = id {
+            if let Some(p) = per_sample {
+                batch.memory_per_sample.push((id.clone(), p));
+            }
             spec.nodes.push(NodeSpec {
                 id,
                 cost,

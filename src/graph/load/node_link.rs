@@ -2,8 +2,10 @@
 //! the native one as the table in [`super`]'s module doc says.
 
 use super::fields::{unknown_fields, NODE_LINK_NODE_FIELDS};
-use super::{bytes_of, cost_of, id_of, node_objects, type_name, At};
-use crate::graph::{GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, MAX_BYTES};
+use super::{batch_of, bytes_of, cost_of, id_of, node_objects, type_name, At};
+use crate::graph::{
+    BatchSource, BatchSpec, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, MAX_BYTES,
+};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -183,4 +185,72 @@ fn apply_order(spec: &mut GraphSpec, order: &[Value], position: &HashMap<String,
         .iter()
         .map(|&k| nodes[k].take().expect("a permutation"))
         .collect();
+}
+
+/// The batch model of a node-link graph (see `crate::graph::batch`): the batch `B` from
+/// `graph.batch_size`, else from a Checkmate `graph.name` (`{model}_{B}_({input shape})_train`),
+/// with every node's output linear in the batch (`p_v = ⌊s_v / B⌋`) and the parameters
+/// fixed. A graph that states no batch has no model.
+pub(super) fn infer_batch(
+    root: &Map<String, Value>,
+    spec: &GraphSpec,
+    problems: &mut Vec<Problem>,
+) -> BatchSpec {
+    let attrs = root.get("graph").and_then(Value::as_object);
+    let batch_size = match attrs.and_then(|g| g.get("batch_size")) {
+        Some(v) => batch_of(v)
+            .map_err(|m| {
+                problems.push(Problem::graph(
+                    ProblemKind::InvalidField,
+                    "graph.batch_size",
+                    m,
+                ))
+            })
+            .ok(),
+        None => spec.name.as_deref().and_then(checkmate_batch),
+    };
+    let Some(b) = batch_size else {
+        return BatchSpec::default();
+    };
+    BatchSpec {
+        batch_size: Some(b),
+        fixed_memory_per_sample: None,
+        memory_per_sample: spec
+            .nodes
+            .iter()
+            .map(|n| (n.id.clone(), n.memory / b))
+            .collect(),
+        source: Some(BatchSource::InferredLinear),
+    }
+}
+
+/// The batch a Checkmate graph name states: the number just before `_(` of the input
+/// shape (`VGG16 (MLSys)_256_(224, 224, 3)_train` is 256).
+fn checkmate_batch(name: &str) -> Option<u64> {
+    let head = &name[..name.rfind("_(")?];
+    let digits = &head[head.rfind('_')? + 1..];
+    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().filter(|b| (1..=MAX_BYTES).contains(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::checkmate_batch;
+
+    #[test]
+    fn checkmate_names_state_their_batch() {
+        assert_eq!(
+            checkmate_batch("VGG16 (MLSys)_256_(224, 224, 3)_train"),
+            Some(256)
+        );
+        assert_eq!(
+            checkmate_batch("fcn_8_vgg (MLSys)_32_(416, 608, 3)_train"),
+            Some(32)
+        );
+        assert_eq!(checkmate_batch("random_layered_n100_w0.27"), None);
+        assert_eq!(checkmate_batch("x_0_(1)_train"), None);
+        assert_eq!(checkmate_batch("x__(1)"), None);
+    }
 }

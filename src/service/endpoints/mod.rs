@@ -5,10 +5,12 @@
 //! and `crate::schedule`. Nothing here knows how a solver works.
 
 mod graph;
+mod max_batch;
 mod meta;
 mod solve;
 
 pub use graph::{inspect, simulate_schedule};
+pub use max_batch::max_batch;
 pub use meta::{healthz, method_not_allowed, metrics, not_found, openapi, readyz, solvers};
 pub use solve::{create_job, delete_job, get_job, solve, sweep};
 

@@ -10,7 +10,7 @@
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
 #![allow(clippy::result_large_err)]
 
-use super::super::jobs::{Cancelled, JobView};
+use super::super::jobs::{Cancelled, JobResult, JobView};
 use super::super::pool::{CancelOnDrop, PoolError};
 use super::super::problem::{ApiProblem, Kind};
 use super::super::request::{Body, Options, SolveRequest};
@@ -91,7 +91,7 @@ fn count_solve(
     state.metrics.solve(solver, status);
 }
 
-fn pool_problem(state: &AppState, solver: &str, e: PoolError) -> ApiProblem {
+pub(super) fn pool_problem(state: &AppState, solver: &str, e: PoolError) -> ApiProblem {
     match e {
         PoolError::Busy { .. } => {
             state.metrics.rejected();
@@ -152,9 +152,16 @@ pub async fn create_job(State(state): Shared, bytes: Result<Bytes, BytesRejectio
             start_state.jobs.started(&start_id)
         })
         .await
-        .map(|(result, _)| Options::shape(events_only, result));
+        .map(|(result, _)| {
+            JobResult::Solve(Box::new((*Options::shape(events_only, result)).clone()))
+        });
         job_state.jobs.finish(&job_id, outcome);
     });
+    Ok(accepted(&id))
+}
+
+/// 202 with a new job's id and its `Location`.
+pub(super) fn accepted(id: &str) -> axum::response::Response {
     let mut response = json_response(
         StatusCode::ACCEPTED,
         &json!({ "id": id, "status": "queued" }),
@@ -163,7 +170,7 @@ pub async fn create_job(State(state): Shared, bytes: Result<Bytes, BytesRejectio
         header::LOCATION,
         HeaderValue::try_from(format!("/v1/jobs/{id}")).expect("ids are ASCII"),
     );
-    Ok(response)
+    response
 }
 
 fn no_job(id: &str) -> ApiProblem {

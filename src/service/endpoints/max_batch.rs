@@ -1,0 +1,102 @@
+//! `POST /v1/max-batch`: the largest batch that fits a memory under an overhead cap
+//! (`crate::front::max_batch`), run as a job: 202 with the job's id at once, the search on
+//! one worker of the pool, its probes as the job's progress, its answer at
+//! `GET /v1/jobs/{id}`. The request is checked before the job is created, so bad input is a
+//! 422 naming the field.
+
+// An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
+#![allow(clippy::result_large_err)]
+
+use super::super::jobs::JobResult;
+use super::super::problem::{ApiProblem, Kind};
+use super::super::request::{Body, Options};
+use super::solve::{accepted, pool_problem};
+use super::{ApiResult, Shared};
+use crate::budget::Budget;
+use crate::front::max_batch::{search, Field, MaxBatchError, MaxBatchInput};
+use crate::solve::{self, SolveError};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use std::sync::Arc;
+
+/// A max-batch request the caller got wrong names its field (422); a solve that failed is
+/// the solve's problem.
+impl From<MaxBatchError> for ApiProblem {
+    fn from(e: MaxBatchError) -> ApiProblem {
+        let kind = match &e {
+            MaxBatchError::Solve(_) => None,
+            MaxBatchError::Budget(_) | MaxBatchError::BelowFixed { .. } => {
+                Some(Kind::InvalidBudget)
+            }
+            MaxBatchError::Batch(_) | MaxBatchError::NoGrowth => Some(Kind::InvalidGraph),
+            _ => Some(Kind::InvalidRequest),
+        };
+        let field = e.field().map(Field::field);
+        let problem = match (kind, e) {
+            (Some(kind), e) => ApiProblem::new(kind, e.to_string()),
+            (None, MaxBatchError::Solve(s)) => ApiProblem::from(s),
+            (None, e) => ApiProblem::new(Kind::Internal, e.to_string()),
+        };
+        match field {
+            Some(f) => problem.with_field(f),
+            None => problem,
+        }
+    }
+}
+
+/// `POST /v1/max-batch`: 202 with the job's id and `Location`.
+pub async fn max_batch(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
+    let mut body = Body::parse(bytes)?;
+    let graph = body.graph(&state.config)?;
+    let memory: Budget = body.required("memory", Kind::InvalidBudget)?;
+    let max_overhead = body.optional("max_overhead", Kind::InvalidRequest)?;
+    let max_extra_forward = body.optional("max_extra_forward", Kind::InvalidRequest)?;
+    let options = Options::read(&mut body, &state.config)?;
+    body.finish()?;
+    let request = MaxBatchInput {
+        memory: Some(memory),
+        max_overhead,
+        max_extra_forward,
+        solver: options.solver.clone(),
+    }
+    .validate(&graph)?;
+    if state.pool.is_full() {
+        state.metrics.rejected();
+        return Err(ApiProblem::new(Kind::Busy, "the solve queue is full").retry_after(1));
+    }
+    let (id, cancel) = state.jobs.create()?;
+    let job_state = state.clone();
+    let job_id = id.clone();
+    tokio::spawn(async move {
+        let mut solve_options = options.solve_options(cancel.clone());
+        let sink_state = job_state.clone();
+        let sink_id = job_id.clone();
+        solve_options.progress = Some(Arc::new(move |p: solve::Progress| {
+            sink_state.jobs.progress(&sink_id, p)
+        }));
+        let start_state = job_state.clone();
+        let start_id = job_id.clone();
+        let events_only = options.events_only;
+        let outcome = job_state
+            .pool
+            .run(cancel, move || {
+                start_state.jobs.started(&start_id);
+                search(&graph, &request, &solve_options)
+            })
+            .await;
+        let outcome = match outcome {
+            Err(e) => Err(pool_problem(&job_state, "max-batch", e)),
+            Ok(Err(MaxBatchError::Solve(SolveError::Cancelled))) => return,
+            Ok(Err(e)) => Err(e.into()),
+            Ok(Ok(mut r)) => {
+                if let Some(result) = r.result.as_mut().filter(|_| events_only) {
+                    Options::drop_stages(result);
+                }
+                Ok(JobResult::MaxBatch(Box::new(r)))
+            }
+        };
+        job_state.jobs.finish(&job_id, outcome);
+    });
+    Ok(accepted(&id))
+}
