@@ -35,7 +35,7 @@ pub(super) struct MaxBatchArgs {
     /// sethi-ullman first.
     #[arg(short, long, default_value = "auto")]
     pub solver: String,
-    /// Time limit of the whole search, in seconds.
+    /// Time limit of the whole search, in seconds [default: 120].
     #[arg(long, allow_negative_numbers = true)]
     pub time_limit: Option<f64>,
     /// Seed for randomised steps.

@@ -12,8 +12,13 @@ use std::time::{Duration, Instant};
 /// floor, so every batch it fits, `auto` fits.
 const BRACKET: &str = "sethi-ullman";
 
+/// The whole search's time limit when the caller gives none: each probe of a portfolio
+/// solver would otherwise take that solver's own default (a minute for `auto`).
+pub const DEFAULT_SEARCH_TIME: Duration = Duration::from_secs(120);
+
 /// Finds the largest batch of `graph` that fits `request` (see the module docs);
-/// `options.time_limit` applies to the whole search, `options.progress` hears of each probe.
+/// `options.time_limit` (else [`DEFAULT_SEARCH_TIME`]) applies to the whole search,
+/// `options.progress` hears of each probe.
 pub fn search(
     graph: &Graph,
     request: &MaxBatchRequest,
@@ -34,7 +39,7 @@ pub fn search(
         graph,
         request,
         options,
-        deadline: options.time_limit.map(|t| started + t),
+        deadline: started.checked_add(options.time_limit.unwrap_or(DEFAULT_SEARCH_TIME)),
         probes: Vec::new(),
         best: None,
         lo: bounds.no_recompute,
