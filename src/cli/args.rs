@@ -91,6 +91,8 @@ pub(super) enum Command {
     Serve(crate::service::Config),
     /// Solve many graphs at several budgets, one result file each, with summaries.
     Batch(BatchArgs),
+    /// Draw SVG pictures: the memory timeline, the stage matrices, the budget trade-off.
+    Plot(super::plot::PlotArgs),
 }
 
 #[derive(clap::Args, Debug)]

@@ -13,6 +13,7 @@ mod bench_tiers;
 mod gen;
 mod inspect;
 mod output;
+mod plot;
 mod render;
 mod simulate;
 mod solve;
@@ -133,5 +134,6 @@ fn execute(command: Command) -> Result<i32, CliError> {
         Command::Solvers { json } => solvers::run(json),
         Command::Serve(config) => Ok(crate::service::run(config)),
         Command::Batch(args) => batch::run(args),
+        Command::Plot(args) => plot::run(&args),
     }
 }
