@@ -46,7 +46,7 @@ pub(super) struct PlotArgs {
     #[arg(short, long, default_value = "auto")]
     pub solver: String,
     /// tradeoff: the solvers swept, comma-separated (see `remat solvers`).
-    #[arg(long, value_delimiter = ',', default_value = "auto,dtr,chen-greedy")]
+    #[arg(long, value_delimiter = ',', default_values_t = sweep::DEFAULT_SOLVERS.map(String::from))]
     pub solvers: Vec<String>,
     /// tradeoff: the number of budgets, evenly spaced from the minimum feasible budget to
     /// the checkpoint-all peak (2 to 200).
@@ -102,7 +102,7 @@ fn picture(
         .as_deref()
         .map(|b| resolve_budget(b, g))
         .transpose()?;
-    let (drawn, caption) = match &args.schedule {
+    let (drawn, source) = match &args.schedule {
         Some(path) => {
             let text = std::fs::read(path)
                 .map_err(|e| super::bad(format!("cannot read {}: {e}", path.display())))?;
@@ -118,7 +118,7 @@ fn picture(
                 .ok_or_else(|| super::bad("give --schedule, or --budget to solve on the spot"))?;
             let result = solve_with_progress(g, budget, &args.solver, options)?;
             match input::from_result(g, &result) {
-                Ok(drawn) => (drawn, input::caption(&result)),
+                Ok(drawn) => (drawn, String::new()),
                 Err(e) => {
                     eprintln!("error: {e}");
                     return Ok(None);
@@ -126,7 +126,7 @@ fn picture(
             }
         }
     };
-    plot::draw(kind, g, &drawn, &caption)
+    plot::draw(kind, g, &drawn, &source)
         .map(Some)
         .map_err(super::bad)
 }

@@ -15,21 +15,34 @@ use serde_json::Value;
 pub struct Drawn {
     pub schedule: Schedule,
     pub budget: Option<u64>,
+    /// Where the schedule came from, for a result: its solver and budget.
+    pub caption: Option<String>,
 }
 
 /// Reads `value` (a schedule file or a solve result) against `graph`. The budget is the
 /// result's own `budget` field, when `value` is a result.
 pub fn read(graph: &Graph, value: Value) -> Result<Drawn, PlotError> {
     let budget = value.get("budget").and_then(Value::as_u64);
+    let solver = value
+        .get("solver")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let json = read_schedule(value)?;
-    from_json(graph, &json, budget)
+    let mut drawn = from_json(graph, &json, budget)?;
+    if let (Some(solver), Some(budget)) = (solver, budget) {
+        drawn.caption = Some(caption(&solver, budget));
+    }
+    Ok(drawn)
 }
 
 /// The schedule of a solve's result, with the result's budget; a result without one is
 /// [`PlotError::NoSchedule`] with its status and message.
 pub fn from_result(graph: &Graph, result: &SolveResult) -> Result<Drawn, PlotError> {
     match &result.schedule {
-        Some(json) => from_json(graph, json, Some(result.budget)),
+        Some(json) => Ok(Drawn {
+            caption: Some(caption(&result.solver, result.budget)),
+            ..from_json(graph, json, Some(result.budget))?
+        }),
         None => Err(PlotError::NoSchedule(format!(
             "{} at budget {} bytes: {}",
             result.solver,
@@ -42,9 +55,9 @@ pub fn from_result(graph: &Graph, result: &SolveResult) -> Result<Drawn, PlotErr
     }
 }
 
-/// The words under a picture for a result: the solver that answered and the budget.
-pub fn caption(result: &SolveResult) -> String {
-    format!("{} at {}", result.solver, super::svg::bytes(result.budget))
+/// The words beside a picture of a result: the solver that answered and the budget.
+fn caption(solver: &str, budget: u64) -> String {
+    format!("{solver} at {}", super::svg::bytes(budget))
 }
 
 /// A schedule's JSON form resolved against `graph`, its stage matrices included.
@@ -59,7 +72,11 @@ pub fn from_json(
         .as_deref()
         .map(|rows| stages_from_json(graph, rows))
         .transpose()?;
-    Ok(Drawn { schedule, budget })
+    Ok(Drawn {
+        schedule,
+        budget,
+        caption: None,
+    })
 }
 
 /// The R and S matrices of `rows`, one bit row per stage.

@@ -60,13 +60,15 @@ impl std::str::FromStr for Kind {
 }
 
 /// The timeline or stage picture of `drawn` (a trade-off is drawn from a sweep,
-/// [`tradeoff::render`]).
+/// [`tradeoff::render`]); `source` names the schedule when `drawn` has no caption (a
+/// file name).
 pub fn draw(
     kind: Kind,
     graph: &crate::graph::Graph,
     drawn: &input::Drawn,
-    caption: &str,
+    source: &str,
 ) -> Result<String, PlotError> {
+    let caption = drawn.caption.as_deref().unwrap_or(source);
     match kind {
         Kind::Timeline => timeline::render(graph, drawn, caption),
         Kind::Stages => stages::render(graph, &drawn.schedule, caption),

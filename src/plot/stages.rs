@@ -104,7 +104,7 @@ pub fn render(graph: &Graph, schedule: &Schedule, caption: &str) -> Result<Strin
         }
     };
     let t = stages.r.len();
-    let cell = (640.0 / n.max(t).max(1) as f64).clamp(1.0, 16.0);
+    let cell = (640.0 / n.max(t).max(1) as f64).clamp(1.0, 28.0);
     let label_room = 150.0;
     let (left, top) = (label_room, 92.0);
     let gap = 60.0;
@@ -120,7 +120,7 @@ pub fn render(graph: &Graph, schedule: &Schedule, caption: &str) -> Result<Strin
         ("data-s-cells", count(&stages.s).to_string()),
         ("data-source", source.to_string()),
     ];
-    let mut out = Svg::new(width.max(720.0), height, "Stage matrices R and S", &data);
+    let mut out = Svg::new(width.max(960.0), height, "Stage matrices R and S", &data);
     let name = graph.name().unwrap_or("graph");
     out.label(
         20.0,
@@ -143,8 +143,12 @@ pub fn render(graph: &Graph, schedule: &Schedule, caption: &str) -> Result<Strin
     );
     let every = (12.0 / cell).ceil().max(1.0) as usize;
     for (i, (matrix, title, colour)) in [
-        (&stages.r, "R: computed in stage t", svg::BLUE),
-        (&stages.s, "S: resident entering stage t", svg::ORANGE),
+        (&stages.r, "R[t, i]: stage t computes node i", svg::BLUE),
+        (
+            &stages.s,
+            "S[t, i]: node i resident entering stage t",
+            svg::ORANGE,
+        ),
     ]
     .into_iter()
     .enumerate()
@@ -157,7 +161,6 @@ pub fn render(graph: &Graph, schedule: &Schedule, caption: &str) -> Result<Strin
             title,
             &[("font-weight", "bold".into())],
         );
-        out.label(x0 + side, top - 22.0, "end", "node →", &[]);
         matrix_cells(&mut out, (x0, top), cell, matrix, colour, &frontier, i == 0);
         for v in (0..n).step_by(every) {
             let x = x0 + (v as f64 + 0.5) * cell;

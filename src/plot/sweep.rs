@@ -31,6 +31,8 @@ pub const DEFAULT_POINTS: usize = 20;
 /// The most budgets and solvers of one sweep.
 pub const MAX_POINTS: usize = 200;
 pub const MAX_SOLVERS: usize = 8;
+/// The solvers of a sweep when none are named.
+pub const DEFAULT_SOLVERS: [&str; 3] = ["auto", "dtr", "chen-greedy"];
 
 /// `points` budgets from the minimum feasible budget to the checkpoint-all peak, ascending,
 /// without repeats.
@@ -90,6 +92,27 @@ pub struct Sweep {
     pub lower_bounds: Vec<Option<f64>>,
 }
 
+/// Checks a request before it runs: 1 to [`MAX_SOLVERS`] known solvers, 1 to
+/// [`MAX_POINTS`] budgets.
+pub fn check(request: &Request) -> Result<(), PlotError> {
+    if request.solvers.is_empty() || request.solvers.len() > MAX_SOLVERS {
+        return Err(PlotError::Sweep(format!(
+            "a sweep takes 1 to {MAX_SOLVERS} solvers, got {}",
+            request.solvers.len()
+        )));
+    }
+    if request.budgets.is_empty() || request.budgets.len() > MAX_POINTS {
+        return Err(PlotError::Sweep(format!(
+            "a sweep takes 1 to {MAX_POINTS} budgets, got {}",
+            request.budgets.len()
+        )));
+    }
+    for s in &request.solvers {
+        solve::find(s)?;
+    }
+    Ok(())
+}
+
 /// Runs the sweep; `progress(done, total, point)` after each solve. A cancelled solve
 /// (the options' cancel flag) ends the sweep with `SolveError::Cancelled`.
 pub fn run(
@@ -97,24 +120,10 @@ pub fn run(
     request: &Request,
     progress: &dyn Fn(usize, usize, &Point),
 ) -> Result<Sweep, PlotError> {
-    if request.solvers.is_empty() || request.solvers.len() > MAX_SOLVERS {
-        return Err(PlotError::Sweep(format!(
-            "a sweep takes 1 to {MAX_SOLVERS} solvers, got {}",
-            request.solvers.len()
-        )));
-    }
+    check(request)?;
     let mut budgets = request.budgets.clone();
     budgets.sort_unstable();
     budgets.dedup();
-    if budgets.is_empty() || budgets.len() > MAX_POINTS {
-        return Err(PlotError::Sweep(format!(
-            "a sweep takes 1 to {MAX_POINTS} budgets, got {}",
-            budgets.len()
-        )));
-    }
-    for s in &request.solvers {
-        solve::find(s)?;
-    }
     let total = budgets.len() * request.solvers.len();
     let mut points = Vec::with_capacity(total);
     let mut bounds: Vec<Option<f64>> = vec![None; budgets.len()];

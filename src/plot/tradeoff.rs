@@ -23,6 +23,13 @@ const FRAME: Frame = Frame {
 /// The most non-monotone points listed in words under the plot.
 const MAX_NOTES: usize = 6;
 
+/// A trade-off picture with the sweep it shows (the result of a trade-off job).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Picture {
+    pub svg: String,
+    pub sweep: Sweep,
+}
+
 /// The SVG of `sweep`'s trade-off curves.
 pub fn render(graph: &Graph, sweep: &Sweep) -> String {
     let solvers: Vec<&str> = {

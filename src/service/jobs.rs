@@ -54,9 +54,17 @@ pub struct JobView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progress: Option<JobProgress>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub result: Option<SolveResult>,
+    pub result: Option<JobResult>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ApiProblem>,
+}
+
+/// What a finished job holds: a solve's result, or a trade-off picture and its sweep.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum JobResult {
+    Solve(SolveResult),
+    Tradeoff(crate::plot::tradeoff::Picture),
 }
 
 struct Job {
@@ -166,12 +174,17 @@ impl Jobs {
 
     /// Records the end of a job's solve (ignored if it was cancelled meanwhile).
     pub fn finish(&self, id: &str, outcome: Result<Arc<SolveResult>, ApiProblem>) {
+        self.finish_with(id, outcome.map(|r| JobResult::Solve((*r).clone())));
+    }
+
+    /// Records the end of any job (ignored if it was cancelled meanwhile).
+    pub fn finish_with(&self, id: &str, outcome: Result<JobResult, ApiProblem>) {
         self.update(id, |j| {
             j.finished = Some(Instant::now());
             match outcome {
                 Ok(r) => {
                     j.view.status = JobStatus::Succeeded;
-                    j.view.result = Some((*r).clone());
+                    j.view.result = Some(r);
                 }
                 Err(p) => {
                     j.view.status = JobStatus::Failed;

@@ -21,7 +21,7 @@ use crate::solve::{self, Instance, SolveError, SolveResult, Status};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use serde_json::json;
@@ -31,7 +31,7 @@ use std::time::Instant;
 
 /// Runs one solve in the pool (or answers it from the cache). `progress` receives the
 /// solver's reports. Returns the result and whether it came from the cache.
-async fn run_solve(
+pub(super) async fn run_solve(
     state: &Arc<AppState>,
     request: SolveRequest,
     cancel: Arc<AtomicBool>,
@@ -91,7 +91,7 @@ fn count_solve(
     state.metrics.solve(solver, status);
 }
 
-fn pool_problem(state: &AppState, solver: &str, e: PoolError) -> ApiProblem {
+pub(super) fn pool_problem(state: &AppState, solver: &str, e: PoolError) -> ApiProblem {
     match e {
         PoolError::Busy { .. } => {
             state.metrics.rejected();
@@ -155,15 +155,7 @@ pub async fn create_job(State(state): Shared, bytes: Result<Bytes, BytesRejectio
         .map(|(result, _)| Options::shape(events_only, result));
         job_state.jobs.finish(&job_id, outcome);
     });
-    let mut response = json_response(
-        StatusCode::ACCEPTED,
-        &json!({ "id": id, "status": "queued" }),
-    );
-    response.headers_mut().insert(
-        header::LOCATION,
-        HeaderValue::try_from(format!("/v1/jobs/{id}")).expect("ids are ASCII"),
-    );
-    Ok(response)
+    Ok(super::accepted(&id))
 }
 
 fn no_job(id: &str) -> ApiProblem {
