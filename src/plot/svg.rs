@@ -198,7 +198,7 @@ impl Scale {
 
 /// About `count` round tick values covering `lo..=hi` (steps of 1, 2 or 5 × 10^k).
 pub fn ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
-    if !(hi > lo) || !lo.is_finite() || !hi.is_finite() {
+    if hi <= lo || !lo.is_finite() || !hi.is_finite() {
         return vec![lo];
     }
     let raw = (hi - lo) / count.max(1) as f64;
@@ -281,6 +281,17 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// The frame of a chart with a title and a line of figures above it and the y-axis
+    /// labels on its left, ending at `right` and `bottom`.
+    pub const fn below_title(right: f64, bottom: f64) -> Frame {
+        Frame {
+            left: 92.0,
+            top: 78.0,
+            right,
+            bottom,
+        }
+    }
+
     /// Draws the axes, the tick labels (`xfmt`, `yfmt`) with light grid lines, and the axis
     /// titles. `x` and `y` map onto this frame.
     #[allow(clippy::too_many_arguments)]

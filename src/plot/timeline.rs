@@ -18,12 +18,7 @@ pub const MAX_EVENTS: usize = 2_000_000;
 
 const WIDTH: f64 = 960.0;
 const HEIGHT: f64 = 470.0;
-const FRAME: Frame = Frame {
-    left: 92.0,
-    top: 78.0,
-    right: 935.0,
-    bottom: 400.0,
-};
+const FRAME: Frame = Frame::below_title(935.0, 400.0);
 
 /// The SVG of `drawn`'s memory timeline; `caption` says where the schedule came from.
 pub fn render(graph: &Graph, drawn: &Drawn, caption: &str) -> Result<String, PlotError> {

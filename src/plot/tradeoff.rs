@@ -14,12 +14,7 @@ use super::sweep::{Point, Sweep};
 use crate::graph::Graph;
 
 const WIDTH: f64 = 960.0;
-const FRAME: Frame = Frame {
-    left: 92.0,
-    top: 78.0,
-    right: 870.0,
-    bottom: 420.0,
-};
+const FRAME: Frame = Frame::below_title(870.0, 420.0);
 /// The most non-monotone points listed in words under the plot.
 const MAX_NOTES: usize = 6;
 

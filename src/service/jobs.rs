@@ -63,7 +63,7 @@ pub struct JobView {
 #[derive(Clone, Debug, Serialize)]
 #[serde(untagged)]
 pub enum JobResult {
-    Solve(SolveResult),
+    Solve(Box<SolveResult>),
     Tradeoff(crate::plot::tradeoff::Picture),
 }
 
@@ -174,7 +174,10 @@ impl Jobs {
 
     /// Records the end of a job's solve (ignored if it was cancelled meanwhile).
     pub fn finish(&self, id: &str, outcome: Result<Arc<SolveResult>, ApiProblem>) {
-        self.finish_with(id, outcome.map(|r| JobResult::Solve((*r).clone())));
+        self.finish_with(
+            id,
+            outcome.map(|r| JobResult::Solve(Box::new((*r).clone()))),
+        );
     }
 
     /// Records the end of any job (ignored if it was cancelled meanwhile).

@@ -282,7 +282,10 @@ mod tests {
             .unwrap_err();
         let response = pool_problem(&state, "auto", err).into_response();
         assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
-        assert_eq!(response.headers()[header::CONTENT_TYPE], PROBLEM_JSON);
+        assert_eq!(
+            response.headers()[axum::http::header::CONTENT_TYPE],
+            PROBLEM_JSON
+        );
         assert_eq!(state.pool.run(flag, || 1).await, Ok(1));
         let text = state.metrics.render(&Gauges {
             queue_depth: 0,
