@@ -353,7 +353,7 @@ mod tests {
     fn labels_numbers_and_ticks() {
         assert_eq!(escape("a<b & 'c'"), "a&lt;b &amp; &apos;c&apos;");
         assert_eq!(short(12.345), "12.35");
-        assert_eq!(short(1234.5), "1234.5");
+        assert_eq!(short(1234.4), "1234");
         assert_eq!(short(123456.0), "123.5k");
         assert_eq!(short(0.0), "0");
         assert_eq!(bytes(3 << 29), "1.5 GiB");
