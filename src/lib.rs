@@ -6,6 +6,7 @@ pub mod budget;
 pub mod cli;
 pub mod front;
 pub mod graph;
+pub mod plot;
 pub mod schedule;
 pub mod service;
 pub mod solve;

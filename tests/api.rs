@@ -179,7 +179,7 @@ async fn the_served_document_is_the_yaml_contract_and_every_path_is_served() {
             );
         }
     }
-    assert_eq!(operations, 14);
+    assert_eq!(operations, 17);
     server.stop().await.unwrap();
 }
 

@@ -93,6 +93,8 @@ pub(super) enum Command {
     Batch(BatchArgs),
     /// The largest batch whose schedule fits a memory under an overhead cap.
     MaxBatch(super::max_batch::MaxBatchArgs),
+    /// Draw SVG pictures: the memory timeline, the stage matrices, the budget trade-off.
+    Plot(super::plot::PlotArgs),
 }
 
 #[derive(clap::Args, Debug)]

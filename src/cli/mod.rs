@@ -14,6 +14,7 @@ mod gen;
 mod inspect;
 mod max_batch;
 mod output;
+mod plot;
 mod render;
 mod simulate;
 mod solve;
@@ -135,5 +136,6 @@ fn execute(command: Command) -> Result<i32, CliError> {
         Command::Serve(config) => Ok(crate::service::run(config)),
         Command::Batch(args) => batch::run(args),
         Command::MaxBatch(args) => max_batch::run(&args),
+        Command::Plot(args) => plot::run(&args),
     }
 }

@@ -32,7 +32,7 @@ pub(super) fn run(args: &SolveArgs) -> Result<Status, CliError> {
 }
 
 /// Runs the solve with a spinner on stderr (drawn only when stderr is a terminal).
-fn solve_with_progress(
+pub(super) fn solve_with_progress(
     graph: &Graph,
     budget: u64,
     solver: &str,

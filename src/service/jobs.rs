@@ -45,12 +45,14 @@ pub struct JobProgress {
     pub fraction: Option<f64>,
 }
 
-/// What a finished job answers: a solve result or a max-batch result.
+/// What a finished job answers: a solve result, a max-batch result, or a trade-off
+/// picture and its sweep.
 #[derive(Clone, Debug, Serialize)]
 #[serde(untagged)]
 pub enum JobResult {
     Solve(Box<SolveResult>),
     MaxBatch(Box<MaxBatchResult>),
+    Tradeoff(crate::plot::tradeoff::Picture),
 }
 
 /// A job as `GET /v1/jobs/{id}` shows it.

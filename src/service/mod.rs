@@ -31,6 +31,7 @@ mod metrics;
 mod pool;
 mod problem;
 mod request;
+mod ui;
 
 pub use config::{Config, LogFormat};
 pub use pool::panic_message;
@@ -100,6 +101,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/v1/sweep", post(endpoints::sweep))
         .route("/v1/max-batch", post(endpoints::max_batch))
+        .route("/v1/plot/{kind}", post(endpoints::plot))
+        .route("/", get(ui::page))
         .route("/v1/simulate", post(endpoints::simulate_schedule))
         .route("/v1/inspect", post(endpoints::inspect))
         .route("/v1/solvers", get(endpoints::solvers))

@@ -146,6 +146,23 @@ impl Options {
             .optional::<String>("solver", Kind::InvalidSolver)?
             .unwrap_or_else(|| "auto".into());
         solve::find(&solver)?;
+        let (options, time_limit) = Options::limits(body, config, config.time_limit())?;
+        Ok(Options {
+            events_only: body.events_only()?,
+            solver,
+            time_limit,
+            options,
+        })
+    }
+
+    /// The options every solve takes (`time_limit_s`, `mip_gap`, `seed`) with the server's
+    /// threads and memory; the time limit is `default` when none is given, and never above
+    /// the server's.
+    pub fn limits(
+        body: &mut Body,
+        config: &Config,
+        default: Duration,
+    ) -> Result<(SolveOptions, Duration), ApiProblem> {
         let mut options = OptionsInput {
             time_limit_s: body.optional("time_limit_s", Kind::InvalidRequest)?,
             mip_gap: body.optional("mip_gap", Kind::InvalidRequest)?,
@@ -154,15 +171,12 @@ impl Options {
             memory_limit: Some(config.solve_memory_limit()),
         }
         .validate()?;
-        let cap = config.time_limit();
-        let time_limit = options.time_limit.map_or(cap, |t| t.min(cap));
+        let time_limit = options
+            .time_limit
+            .unwrap_or(default)
+            .min(config.time_limit());
         options.time_limit = Some(time_limit);
-        Ok(Options {
-            events_only: body.events_only()?,
-            solver,
-            time_limit,
-            options,
-        })
+        Ok((options, time_limit))
     }
 
     /// The cache key of a solve of `graph` at `budget` with these options.

@@ -10,7 +10,8 @@
 use super::super::jobs::JobResult;
 use super::super::problem::{ApiProblem, Kind};
 use super::super::request::{Body, Options};
-use super::solve::{accepted, pool_problem};
+use super::accepted;
+use super::solve::pool_problem;
 use super::{ApiResult, Shared};
 use crate::budget::Budget;
 use crate::front::max_batch::{search, Field, MaxBatchError, MaxBatchInput};

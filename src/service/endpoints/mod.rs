@@ -7,17 +7,19 @@
 mod graph;
 mod max_batch;
 mod meta;
+mod plot;
 mod solve;
 
 pub use graph::{inspect, simulate_schedule};
 pub use max_batch::max_batch;
 pub use meta::{healthz, method_not_allowed, metrics, not_found, openapi, readyz, solvers};
+pub use plot::plot;
 pub use solve::{create_job, delete_job, get_job, solve, sweep};
 
 use super::problem::ApiProblem;
 use super::AppState;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
@@ -28,4 +30,17 @@ type ApiResult = Result<Response, ApiProblem>;
 
 fn json_response(status: StatusCode, value: &impl Serialize) -> Response {
     (status, Json(value)).into_response()
+}
+
+/// 202 for a new job, with its id and `Location`.
+fn accepted(id: &str) -> Response {
+    let mut response = json_response(
+        StatusCode::ACCEPTED,
+        &serde_json::json!({ "id": id, "status": "queued" }),
+    );
+    response.headers_mut().insert(
+        header::LOCATION,
+        HeaderValue::try_from(format!("/v1/jobs/{id}")).expect("ids are ASCII"),
+    );
+    response
 }

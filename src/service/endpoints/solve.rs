@@ -21,7 +21,7 @@ use crate::solve::{self, Instance, SolveError, SolveResult, Status};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use serde_json::json;
@@ -31,7 +31,7 @@ use std::time::Instant;
 
 /// Runs one solve in the pool (or answers it from the cache). `progress` receives the
 /// solver's reports. Returns the result and whether it came from the cache.
-async fn run_solve(
+pub(super) async fn run_solve(
     state: &Arc<AppState>,
     request: SolveRequest,
     cancel: Arc<AtomicBool>,
@@ -157,20 +157,7 @@ pub async fn create_job(State(state): Shared, bytes: Result<Bytes, BytesRejectio
         });
         job_state.jobs.finish(&job_id, outcome);
     });
-    Ok(accepted(&id))
-}
-
-/// 202 with a new job's id and its `Location`.
-pub(super) fn accepted(id: &str) -> axum::response::Response {
-    let mut response = json_response(
-        StatusCode::ACCEPTED,
-        &json!({ "id": id, "status": "queued" }),
-    );
-    response.headers_mut().insert(
-        header::LOCATION,
-        HeaderValue::try_from(format!("/v1/jobs/{id}")).expect("ids are ASCII"),
-    );
-    response
+    Ok(super::accepted(&id))
 }
 
 fn no_job(id: &str) -> ApiProblem {
@@ -297,7 +284,10 @@ mod tests {
             .unwrap_err();
         let response = pool_problem(&state, "auto", err).into_response();
         assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
-        assert_eq!(response.headers()[header::CONTENT_TYPE], PROBLEM_JSON);
+        assert_eq!(
+            response.headers()[axum::http::header::CONTENT_TYPE],
+            PROBLEM_JSON
+        );
         assert_eq!(state.pool.run(flag, || 1).await, Ok(1));
         let text = state.metrics.render(&Gauges {
             queue_depth: 0,

@@ -1,0 +1,128 @@
+//! What a picture is drawn from: a schedule in any shape the simulator's front door reads
+//! (`{"events": [...]}`, a bare event list, a solve result), with its stage matrices when
+//! it carries them and the budget of the result it came from.
+
+use super::PlotError;
+use crate::front::read_schedule;
+use crate::graph::Graph;
+use crate::schedule::{Schedule, ScheduleJson, StageJson, Stages};
+use crate::solve::SolveResult;
+use fixedbitset::FixedBitSet;
+use serde_json::Value;
+
+/// A schedule to draw and the budget it was solved for, when known.
+#[derive(Clone, Debug)]
+pub struct Drawn {
+    pub schedule: Schedule,
+    pub budget: Option<u64>,
+    /// Where the schedule came from, for a result: its solver and budget.
+    pub caption: Option<String>,
+}
+
+/// Reads `value` (a schedule file or a solve result) against `graph`. The budget is the
+/// result's own `budget` field, when `value` is a result.
+pub fn read(graph: &Graph, value: Value) -> Result<Drawn, PlotError> {
+    let budget = value.get("budget").and_then(Value::as_u64);
+    let solver = value
+        .get("solver")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let json = read_schedule(value)?;
+    let mut drawn = from_json(graph, &json, budget)?;
+    if let (Some(solver), Some(budget)) = (solver, budget) {
+        drawn.caption = Some(caption(&solver, budget));
+    }
+    Ok(drawn)
+}
+
+/// The schedule of a solve's result, with the result's budget; a result without one is
+/// [`PlotError::NoSchedule`] with its status and message.
+pub fn from_result(graph: &Graph, result: &SolveResult) -> Result<Drawn, PlotError> {
+    match &result.schedule {
+        Some(json) => Ok(Drawn {
+            caption: Some(caption(&result.solver, result.budget)),
+            ..from_json(graph, json, Some(result.budget))?
+        }),
+        None => Err(PlotError::NoSchedule(format!(
+            "{} at budget {} bytes: {}",
+            result.solver,
+            result.budget,
+            result
+                .message
+                .clone()
+                .unwrap_or_else(|| result.status.to_string())
+        ))),
+    }
+}
+
+/// The words beside a picture of a result: the solver that answered and the budget.
+fn caption(solver: &str, budget: u64) -> String {
+    format!("{solver} at {}", super::svg::bytes(budget))
+}
+
+/// A schedule's JSON form resolved against `graph`, its stage matrices included.
+pub fn from_json(
+    graph: &Graph,
+    json: &ScheduleJson,
+    budget: Option<u64>,
+) -> Result<Drawn, PlotError> {
+    let mut schedule = json.resolve(graph)?;
+    schedule.stages = json
+        .stages
+        .as_deref()
+        .map(|rows| stages_from_json(graph, rows))
+        .transpose()?;
+    Ok(Drawn {
+        schedule,
+        budget,
+        caption: None,
+    })
+}
+
+/// The R and S matrices of `rows`, one bit row per stage.
+fn stages_from_json(graph: &Graph, rows: &[StageJson]) -> Result<Stages, PlotError> {
+    let n = graph.len();
+    let bits = |stage: usize, ids: &[String]| -> Result<FixedBitSet, PlotError> {
+        let mut row = FixedBitSet::with_capacity(n);
+        for id in ids {
+            let v = graph
+                .index_of(id)
+                .ok_or_else(|| PlotError::UnknownStageNode {
+                    stage,
+                    node: id.clone(),
+                })?;
+            row.insert(v);
+        }
+        Ok(row)
+    };
+    let mut stages = Stages {
+        r: Vec::with_capacity(rows.len()),
+        s: Vec::with_capacity(rows.len()),
+    };
+    for (t, row) in rows.iter().enumerate() {
+        stages.r.push(bits(t, &row.r)?);
+        stages.s.push(bits(t, &row.s)?);
+    }
+    Ok(stages)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::generate::linear;
+    use crate::schedule::stages::empty_s;
+    use serde_json::json;
+
+    #[test]
+    fn a_result_gives_its_budget_and_stages() {
+        let g = linear(2);
+        let schedule = Stages::from_s(&g, empty_s(g.len())).into_schedule(&g);
+        let result = json!({"budget": 7, "schedule": schedule.to_json(&g)});
+        let drawn = read(&g, result).unwrap();
+        assert_eq!(drawn.budget, Some(7));
+        assert_eq!(drawn.schedule, schedule);
+        let bad = json!({"events": [], "stages": [{"R": ["nope"], "S": []}]});
+        let e = read(&g, bad).unwrap_err();
+        assert!(e.to_string().contains("'nope'"), "{e}");
+    }
+}
