@@ -192,6 +192,7 @@ class _Builder:
             return
         node = self.add(n, x, [src.name], 0.0, src)
         self.nodes[node].parent = src.name
+        self.nodes[node].meta["element"] = i
         self.key[n] = self.new_key(node)
 
     def run(self) -> None:
