@@ -45,6 +45,7 @@ class JointTrace:
     loss_end: int
     # fx node name -> index of the checkpoint region (a module of `regions`) it was traced in
     region_of: dict[str, int]
+    region_spans: list[tuple[int, int]]
 
 
 def _graph_len() -> int:
@@ -143,4 +144,5 @@ def trace_joint(
         forward_end=forward_end,
         loss_end=loss_end,
         region_of=region_of,
+        region_spans=spans,
     )

@@ -5,7 +5,8 @@ as ATen ops, without real compute or memory. The ops become the graph's nodes by
 
 - **memory** is the bytes of an op's output (numel × element size).
 - **Views and aliases are folded** into the tensor they alias: a `view`, `t`, `expand`, `alias`,
-  ... is no node; whoever reads it reads the node that owns the storage.
+  ... is no node (nor is an op whose output shares an input's fake storage without saying so in
+  its schema, like `_unsafe_view`); whoever reads it reads the node that owns the storage.
 - **In-place ops** (`relu_`, `add_`) write a new version of their tensor: a new node (output
   bytes, inputs include the old version) that later readers of the storage read. In-place writes
   into parameters or buffers (BatchNorm's running statistics) are no nodes: that state lives in
@@ -39,6 +40,7 @@ from typing import Any, Literal
 
 import torch
 from torch import fx
+from torch.utils.checkpoint import SAC_IGNORED_OPS
 
 from . import flops as _flops
 from ._trace import JointTrace, LossFn, trace_joint
@@ -72,6 +74,15 @@ def _tensor_args(n: fx.Node) -> list[fx.Node]:
     for a in fx.node.map_arg((n.args, n.kwargs), lambda x: x)[0:2]:
         fx.node.map_arg(a, lambda x: found.append(x) or x)
     return [a for a in dict.fromkeys(found) if isinstance(a.meta.get("val"), torch.Tensor)]
+
+
+def _sharing_arg(n: fx.Node, val: torch.Tensor) -> fx.Node | None:
+    """The tensor argument whose (fake) storage `val` shares, if any."""
+    storage = val.untyped_storage()._cdata
+    for a in _tensor_args(n):
+        if a.meta["val"].untyped_storage()._cdata == storage:
+            return a
+    return None
 
 
 def _aliased_arg(op: Any, n: fx.Node, alias_set: Any) -> fx.Node | None:
@@ -130,7 +141,7 @@ class _Builder:
         op = str(source.target)
         if kind != "backward" and source.name in self.trace.region_of:
             meta["region"] = self.trace.region_of[source.name]
-        if kind != "backward":
+        if kind != "backward" and "remat_occurrence" in source.meta:
             meta["occurrence"] = source.meta["remat_occurrence"]
         self.nodes[n.name] = _Node(n.name, cost, memory, inputs, kind, op, meta, source.name)
         return n.name
@@ -169,6 +180,11 @@ class _Builder:
             return
         ai = returns[0].alias_info
         if ai is None:
+            shared = _sharing_arg(n, val)
+            if shared is not None and shared in self.key:
+                # an alias the schema does not annotate (`_unsafe_view`): the same storage
+                self.key[n] = self.key[shared]
+                return
             self.key[n] = self.new_key(self.add(n, tensor_bytes(val), self.inputs_of(n), cost, n))
             return
         base = _aliased_arg(op, n, ai.before_set)
@@ -178,7 +194,9 @@ class _Builder:
         self.key[n] = k
         if ai.is_write and self.current[k] != _FIXED:
             # a new version of the storage: later readers read this node
+            previous = self.current[k]
             self.current[k] = self.add(n, tensor_bytes(val), self.inputs_of(n), cost, n)
+            self.nodes[self.current[k]].meta["overwrites"] = previous
 
     def getitem(self, n: fx.Node) -> None:
         src, i = n.args[0], n.args[1]
@@ -199,10 +217,15 @@ class _Builder:
         tr = self.trace
         region_counts: dict[tuple[int, str], int] = defaultdict(int)
         for n in tr.gm.graph.nodes:
-            if n.op == "call_function" and n.target is not operator.getitem:
+            # occurrences as selective checkpointing counts them: ops it ignores are not counted
+            if n.op == "call_function" and n.target is not operator.getitem and n.target not in SAC_IGNORED_OPS:
                 r = tr.region_of.get(n.name, -1)
                 n.meta["remat_occurrence"] = region_counts[(r, str(n.target))]
                 region_counts[(r, str(n.target))] += 1
+        self.region_calls: list[dict[str, int]] = [{} for _ in tr.region_spans]
+        for (r, op), count in region_counts.items():
+            if r >= 0:
+                self.region_calls[r][op] = count
         for n in tr.gm.graph.nodes:
             if n.op in ("placeholder", "get_attr"):
                 self.fixed(n)
@@ -328,6 +351,8 @@ def export(
             "flops_per_element": other,
             "optimizer": optimizer,
             "regions": len(regions),
+            # per region, the op calls selective checkpointing will see (also those with no node)
+            "region_calls": b.region_calls,
         },
         "nodes": nodes,
     }

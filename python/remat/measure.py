@@ -8,11 +8,17 @@ are deduplicated by storage, and the storages of the parameters, buffers, inputs
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import torch
+import torch.utils._python_dispatch
+from torch.utils._pytree import tree_flatten
+from weakref import finalize as weakref_finalize
 
 
 class SavedBytes:
@@ -55,3 +61,100 @@ def eager_saved_bytes(
         loss = out if loss_fn is None else loss_fn(out)
     del loss, out
     return rec.total
+
+
+class LiveBytes(torch.utils._python_dispatch.TorchDispatchMode):
+    """Every storage the ops inside the mode create, with the op index at which it was created and
+    freed. `peak(exclude)` is the largest sum of live storages at any op, leaving out the storages in
+    `exclude` (e.g. the parameters' gradients, which remat counts in `fixed_memory`).
+
+    It sees op outputs (what remat's graph models), not kernels' internal scratch buffers.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = 0
+        self.storages: dict[int, list[int]] = {}  # id -> [ptr, bytes, born, died]
+        self._next = 0
+        self._ptrs: set[int] = set()
+
+    def _track(self, t: torch.Tensor) -> None:
+        st = t.untyped_storage()
+        ptr = st.data_ptr()
+        if ptr in self._ptrs or st.nbytes() == 0 or t.device.type == "meta":
+            return
+        self._ptrs.add(ptr)
+        sid = self._next
+        self._next += 1
+        self.storages[sid] = [ptr, int(st.nbytes()), self.clock, -1]
+
+        def died(sid: int = sid, ptr: int = ptr) -> None:
+            self.storages[sid][3] = self.clock
+            self._ptrs.discard(ptr)
+
+        weakref_finalize(st, died)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        self.clock += 1
+        # views and in-place results share an input's storage: not a new allocation
+        inputs = {
+            t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)
+        }
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in inputs:
+                self._track(t)
+        return out
+
+    def peak(self, exclude: Iterable[torch.Tensor] = ()) -> int:
+        """The largest sum of live tracked storages, leaving out those of `exclude`."""
+        skip = {t.untyped_storage().data_ptr() for t in exclude}
+        delta: dict[int, int] = {}
+        for ptr, size, born, died in self.storages.values():
+            if ptr in skip and died < 0:
+                continue
+            delta[born] = delta.get(born, 0) + size
+            if died >= 0:
+                delta[died + 1] = delta.get(died + 1, 0) - size
+        live = best = 0
+        for t in sorted(delta):
+            live += delta[t]
+            best = max(best, live)
+        return best
+
+
+@dataclasses.dataclass
+class Step:
+    """One measured training step: loss, gradients, peak activation bytes, wall time."""
+
+    loss: float
+    grads: list[torch.Tensor | None]
+    activations: int  # peak bytes of live op outputs, gradients excluded (remat: peak - fixed_memory)
+    seconds: float
+
+
+def measure_step(
+    model: torch.nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    loss_fn: Callable[[Any], torch.Tensor] | None = None,
+    *,
+    repeats: int = 1,
+) -> Step:
+    """Run forward, loss and backward `repeats` times (gradients set to None before each); the
+    last run's loss and gradients, its peak activation bytes (`LiveBytes`) and the shortest time of
+    the runs made without the tracker (the least disturbed by other work on the machine)."""
+    times = []
+    for _ in range(repeats):
+        model.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
+        out = model(*inputs)
+        (out if loss_fn is None else loss_fn(out)).backward()
+        times.append(time.perf_counter() - t0)
+    model.zero_grad(set_to_none=True)
+    with LiveBytes() as live:
+        out = model(*inputs)
+        loss = out if loss_fn is None else loss_fn(out)
+        loss.backward()
+    grads = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
+    peak = live.peak([p.grad for p in model.parameters() if p.grad is not None])
+    return Step(float(loss.item()), grads, peak, min(times))
