@@ -1,7 +1,7 @@
 """remat from PyTorch: export a training step as a graph, solve it, apply the schedule.
 
-    graph = remat.export(model, (x,), loss_fn)          # the joint forward + loss + backward graph
-    result = remat.solve_local(graph, "70%")             # or remat.Client(url).solve(graph, "70%")
+graph = remat.export(model, (x,), loss_fn)          # the joint forward + loss + backward graph
+result = remat.solve_local(graph, "70%")             # or remat.Client(url).solve(graph, "70%")
 """
 
 from .client import Client, Local, backend, solve_local

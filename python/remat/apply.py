@@ -13,7 +13,11 @@ often), so it is **projected** onto save sets:
    in-place op or one of its outputs is later overwritten in place in the forward: SAC refuses a
    cached tensor whose version changed ("Tensor cached during selective activation checkpoint has
    been mutated", also for the output of an in-place op itself), so such ops are always
-   recomputed. Every other call of a region is `PREFER_RECOMPUTE`. Forward nodes outside every region are kept by autograd as usual.
+   recomputed. Every other call of a region is `PREFER_RECOMPUTE`. Forward nodes outside every
+   region are kept by autograd as usual.
+3. `fit`: while what SAC runs (below) peaks over the budget, the saved call whose recomputation
+   lowers the peak most per FLOP is recomputed instead.
+4. `fill`: where the budget leaves room, regions are left unchecked and recomputed calls saved.
 
 What eager PyTorch then runs is itself a schedule (`sac_events`): the forward, each node freed
 after its last forward use unless kept, saved by SAC, or the input of a region; in backward, at
@@ -141,9 +145,7 @@ def sac_events(graph: dict[str, Any], pol: Sequence[dict[Key, CheckpointPolicy] 
         return r if r is not None and pol[r] is not None else None
 
     saved = {
-        v
-        for v in g.fwd
-        if (r := region(v)) is not None and (pol[r] or {}).get(g.key(v)) == CheckpointPolicy.MUST_SAVE
+        v for v in g.fwd if (r := region(v)) is not None and (pol[r] or {}).get(g.key(v)) == CheckpointPolicy.MUST_SAVE
     }
     region_input = {v for v in g.fwd if any(region(s) not in (None, region(v)) for s in g.succ[v])}
     held = {v for v in g.fwd if (region(v) is None and g.read_by_bwd(v)) or v in saved or v in region_input}
@@ -236,9 +238,9 @@ def fit(
     cost = {n["id"]: float(n["cost"]) for n in g.nodes}
     pol = [None if t is None else dict(t) for t in pol]
     outputs = {
-        (r, g.key(v)) for v in g.fwd if (r := g.region(v)) is not None and any(
-            g.region(s) != r for s in g.succ[v] if not g.is_bwd[s]
-        )
+        (r, g.key(v))
+        for v in g.fwd
+        if (r := g.region(v)) is not None and any(g.region(s) != r for s in g.succ[v] if not g.is_bwd[s])
     }
     current = peak(graph, sac_events(graph, pol))
     while current > budget:
@@ -272,8 +274,9 @@ def fill(
 ) -> list[dict[Key, CheckpointPolicy] | None]:
     """Step 4 of the projection: SAC replays every op of a region it has not cached, so where the
     budget leaves room, recompute less: no region is checkpointed if that fits; else each region,
-    last first, is left unchecked (plain autograd) where that fits, then each recomputed op call (FLOPs per byte, highest first) turns MUST_SAVE, each
-    change kept when what SAC then runs still peaks within `budget` and recomputes less."""
+    last first, is left unchecked (plain autograd) where that fits, then each recomputed op call
+    (FLOPs per byte, highest first) turns MUST_SAVE, each change kept when what SAC then
+    runs still peaks within `budget` and recomputes less."""
     g = _Graph(graph)
     cost = {n["id"]: float(n["cost"]) for n in g.nodes}
     memory = {n["id"]: int(n["memory"]) for n in g.nodes}
@@ -282,9 +285,7 @@ def fill(
     def recompute(events: list[dict[str, str]]) -> float:
         return sum(cost[e["node"]] for e in events if e["op"] == "compute")
 
-    bad = {
-        v for n in g.nodes if "overwrites" in n.get("meta", {}) for v in (n["id"], str(n["meta"]["overwrites"]))
-    }
+    bad = {v for n in g.nodes if "overwrites" in n.get("meta", {}) for v in (n["id"], str(n["meta"]["overwrites"]))}
     members: dict[tuple[int, Key], list[str]] = defaultdict(list)
     for v in g.fwd:
         if (r := g.region(v)) is not None:
@@ -386,12 +387,12 @@ def applied(regions: Sequence[torch.nn.Module], p: Plan) -> Iterator[Plan]:
         def wrapped(*args: Any, _f: Callable[..., Any] = forward, _c: Any = ctx, **kwargs: Any) -> Any:
             return checkpoint(_f, *args, use_reentrant=False, context_fn=_c, **kwargs)
 
-        mod.forward = functools.update_wrapper(wrapped, forward)  # type: ignore[method-assign]
+        mod.forward = functools.update_wrapper(wrapped, forward)
     try:
         yield p
     finally:
         for mod, had, forward in originals:
             if had:
-                mod.forward = forward  # type: ignore[method-assign]
+                mod.forward = forward
             else:
                 del mod.forward

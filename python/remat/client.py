@@ -85,7 +85,10 @@ class Client:
             detail = problem.get("detail") or problem.get("title") or str(e)
             cls = InfeasibleBudget if e.code == 504 else SolveError
             raise cls(
-                f"remat {method} {path}: {e.code} {detail}", problem=problem, status=e.code, result=problem.get("result")
+                f"remat {method} {path}: {e.code} {detail}",
+                problem=problem,
+                status=e.code,
+                result=problem.get("result"),
             ) from None
         except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
             raise RematError(f"remat {method} {self.url}{path}: {getattr(e, 'reason', e)}") from e

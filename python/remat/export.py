@@ -3,7 +3,7 @@
 The step is traced once under FakeTensorMode (`_trace.trace_joint`): forward, loss and backward
 as ATen ops, without real compute or memory. The ops become the graph's nodes by these rules:
 
-- **memory** is the bytes of an op's output (numel × element size).
+- **memory** is the bytes of an op's output (numel * element size).
 - **Views and aliases are folded** into the tensor they alias: a `view`, `t`, `expand`, `alias`,
   ... is no node (nor is an op whose output shares an input's fake storage without saying so in
   its schema, like `_unsafe_view`); whoever reads it reads the node that owns the storage.
@@ -70,9 +70,14 @@ class _Node:
 
 
 def _tensor_args(n: fx.Node) -> list[fx.Node]:
+    """The distinct argument nodes of `n` (in args, kwargs and lists of them) holding a tensor."""
     found: list[fx.Node] = []
-    for a in fx.node.map_arg((n.args, n.kwargs), lambda x: x)[0:2]:
-        fx.node.map_arg(a, lambda x: found.append(x) or x)
+
+    def visit(x: fx.Node) -> fx.Node:
+        found.append(x)
+        return x
+
+    fx.node.map_arg((n.args, n.kwargs), visit)
     return [a for a in dict.fromkeys(found) if isinstance(a.meta.get("val"), torch.Tensor)]
 
 
@@ -287,7 +292,7 @@ def _fx_costs_time(
             elif n.op == "get_attr":
                 env[n] = getattr(trace.gm, str(n.target))
             elif n.op == "call_function":
-                args, kwargs = fx.node.map_arg((n.args, n.kwargs), lambda a: env[a])
+                args, kwargs = fx.node.map_arg((n.args, n.kwargs), env.__getitem__)
                 t0 = time.perf_counter()
                 env[n] = n.target(*args, **kwargs)
                 samples[n.name].append(time.perf_counter() - t0)
@@ -326,9 +331,7 @@ def export(
         costs = _fx_costs_time(trace, model, example_inputs, repeats)
     b = _Builder(trace, costs)
     b.run()
-    trainable_bytes = sum(
-        tensor_bytes(p) for p, t in zip(model.parameters(), trace.trainable, strict=True) if t
-    )
+    trainable_bytes = sum(tensor_bytes(p) for p, t in zip(model.parameters(), trace.trainable, strict=True) if t)
     states = OPTIMIZER_STATES[optimizer] if optimizer else 0
     fixed = b.fixed_bytes + trainable_bytes * (1 + states)
     nodes = []

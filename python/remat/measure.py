@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
-
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
+from weakref import finalize as weakref_finalize
 
 import torch
 import torch.utils._python_dispatch
 from torch.utils._pytree import tree_flatten
-from weakref import finalize as weakref_finalize
 
 
 class SavedBytes:

@@ -22,7 +22,9 @@ from remat.measure import eager_saved_bytes
 REPO = Path(__file__).resolve().parents[2]
 
 
-def classify(model: nn.Module, batch: int, res: int, classes: int = 1000) -> tuple[tuple[torch.Tensor], object, torch.Tensor]:
+def classify(
+    model: nn.Module, batch: int, res: int, classes: int = 1000
+) -> tuple[tuple[torch.Tensor], object, torch.Tensor]:
     x = torch.randn(batch, 3, res, res)
     y = torch.randint(0, classes, (batch,))
     return (x,), (lambda out: F.cross_entropy(out, y)), y
@@ -147,7 +149,10 @@ def test_bad_arguments_are_refused() -> None:
         remat.export(nn.Linear(4, 4), (torch.randn(2, 4),), lambda out: out.sum(), optimizer="lion")
 
 
-@pytest.mark.skipif(not (os.environ.get("REMAT_BIN") or shutil.which("remat") or (REPO / "target/debug/remat").exists()), reason="no remat binary")
+@pytest.mark.skipif(
+    not (os.environ.get("REMAT_BIN") or shutil.which("remat") or (REPO / "target/debug/remat").exists()),
+    reason="no remat binary",
+)
 def test_export_loads_in_remat(tmp_path: Path) -> None:
     model = TinyGPT(layers=1)
     idx = torch.randint(0, 256, (2, 32))
@@ -155,6 +160,8 @@ def test_export_loads_in_remat(tmp_path: Path) -> None:
     path = tmp_path / "g.json"
     path.write_text(json.dumps(g))
     binary = os.environ.get("REMAT_BIN") or shutil.which("remat") or str(REPO / "target/debug/remat")
-    out = subprocess.run([binary, "inspect", str(path), "--json"], capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [binary, "inspect", str(path), "--json"], capture_output=True, text=True, timeout=60, check=True
+    )
     report = json.loads(out.stdout)
     assert report["nodes"] == len(g["nodes"]) and report["fixed_memory"] == g["fixed_memory"]
