@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -51,3 +54,25 @@ class TinyGPT(nn.Module):
 
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+Setup = tuple[nn.Module, list[nn.Module], tuple[torch.Tensor, ...], Callable[[Any], torch.Tensor]]
+
+
+def resnet18_setup(batch: int = 8, resolution: int = 64) -> Setup:
+    """torchvision's ResNet-18 (10 classes) on random images; its 8 residual blocks are the regions."""
+    import torchvision
+
+    model = torchvision.models.resnet18(num_classes=10)
+    regions: list[nn.Module] = [b for layer in (model.layer1, model.layer2, model.layer3, model.layer4) for b in layer]
+    x = torch.randn(batch, 3, resolution, resolution)
+    y = torch.randint(0, 10, (batch,))
+    return model, regions, (x,), lambda out: F.cross_entropy(out, y)
+
+
+def gpt_setup(batch: int = 4, seq: int = 64, layers: int = 4) -> Setup:
+    """TinyGPT (d=64, 4 heads) on random tokens; its blocks are the regions."""
+    model = TinyGPT(vocab=128, d=64, heads=4, layers=layers, seq=seq)
+    idx = torch.randint(0, 128, (batch, seq))
+    tgt = torch.randint(0, 128, (batch, seq))
+    return model, list(model.blocks), (idx,), lambda out: lm_loss(out, tgt)

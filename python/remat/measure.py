@@ -139,16 +139,17 @@ def measure_step(
     *,
     repeats: int = 1,
 ) -> Step:
-    """Run forward, loss and backward `repeats` times (gradients set to None before each); the
+    """Run forward, loss and backward `repeats` (+1 warm-up) times, gradients set to None before each; the
     last run's loss and gradients, its peak activation bytes (`LiveBytes`) and the shortest time of
     the runs made without the tracker (the least disturbed by other work on the machine)."""
     times = []
-    for _ in range(repeats):
+    for _ in range(repeats + 1):  # the first run warms up (allocator, kernels) and is not timed
         model.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
         out = model(*inputs)
         (out if loss_fn is None else loss_fn(out)).backward()
         times.append(time.perf_counter() - t0)
+    times = times[1:]
     model.zero_grad(set_to_none=True)
     with LiveBytes() as live:
         out = model(*inputs)

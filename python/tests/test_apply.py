@@ -4,15 +4,12 @@ as the plain model, measured activation memory within 10% of the simulator's pre
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-import torch.nn.functional as F
-import torchvision
-from models import TinyGPT, lm_loss
+from models import gpt_setup, resnet18_setup
 from torch import nn
 
 import remat
@@ -22,22 +19,7 @@ from remat.measure import measure_step
 TABLE = Path(__file__).resolve().parent / "apply_table.jsonl"
 
 
-def resnet18() -> tuple[nn.Module, list[nn.Module], tuple[torch.Tensor, ...], Callable[[Any], torch.Tensor]]:
-    model = torchvision.models.resnet18(num_classes=10)
-    regions: list[nn.Module] = [b for layer in (model.layer1, model.layer2, model.layer3, model.layer4) for b in layer]
-    x = torch.randn(8, 3, 64, 64)
-    y = torch.randint(0, 10, (8,))
-    return model, regions, (x,), lambda out: F.cross_entropy(out, y)
-
-
-def gpt() -> tuple[nn.Module, list[nn.Module], tuple[torch.Tensor, ...], Callable[[Any], torch.Tensor]]:
-    model = TinyGPT(vocab=128, d=64, heads=4, layers=4, seq=64)
-    idx = torch.randint(0, 128, (4, 64))
-    tgt = torch.randint(0, 128, (4, 64))
-    return model, list(model.blocks), (idx,), lambda out: lm_loss(out, tgt)
-
-
-@pytest.mark.parametrize("make", [resnet18, gpt], ids=["resnet18", "gpt"])
+@pytest.mark.parametrize("make", [resnet18_setup, gpt_setup], ids=["resnet18", "gpt"])
 def test_applied_schedules_match_baseline_and_prediction(make: Any, binary: str) -> None:
     model, regions, inputs, loss_fn = make()
     backend = remat.Local(binary)
