@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
 import torch
@@ -76,3 +77,55 @@ def gpt_setup(batch: int = 4, seq: int = 64, layers: int = 4) -> Setup:
     idx = torch.randint(0, 128, (batch, seq))
     tgt = torch.randint(0, 128, (batch, seq))
     return model, list(model.blocks), (idx,), lambda out: lm_loss(out, tgt)
+
+
+class UNet(nn.Module):
+    """Ronneberger et al.'s U-Net (4 levels, `base` channels at the top, BatchNorm after each conv)."""
+
+    def __init__(self, classes: int = 2, base: int = 64) -> None:
+        super().__init__()
+
+        def double(cin: int, cout: int) -> nn.Sequential:
+            return nn.Sequential(
+                nn.Conv2d(cin, cout, 3, padding=1, bias=False),
+                nn.BatchNorm2d(cout),
+                nn.ReLU(inplace=True),
+                nn.Conv2d(cout, cout, 3, padding=1, bias=False),
+                nn.BatchNorm2d(cout),
+                nn.ReLU(inplace=True),
+            )
+
+        widths = [base, 2 * base, 4 * base, 8 * base, 16 * base]
+        self.down = nn.ModuleList([double(3, widths[0])] + [double(a, b) for a, b in pairwise(widths)])
+        self.up = nn.ModuleList(nn.ConvTranspose2d(b, a, 2, stride=2) for a, b in pairwise(widths))
+        self.merge = nn.ModuleList(double(2 * a, a) for a in widths[:-1])
+        self.head = nn.Conv2d(base, classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skips = []
+        for i, block in enumerate(self.down):
+            x = block(F.max_pool2d(x, 2) if i else x)
+            skips.append(x)
+        x = skips.pop()
+        for up, merge in zip(reversed(self.up), reversed(self.merge), strict=True):
+            x = merge(torch.cat([skips.pop(), up(x)], dim=1))
+        return self.head(x)
+
+
+class CausalTransformer(nn.Module):
+    """A decoder-only transformer from torch.nn's own layers (nn.TransformerEncoderLayer under a
+    causal mask: fused scaled-dot-product attention, dropout 0.1, pre-norm)."""
+
+    def __init__(self, vocab: int, d: int, heads: int, layers: int, seq: int) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(seq, d)
+        layer = nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.1, batch_first=True, norm_first=True)
+        self.body = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        t = idx.shape[1]
+        mask = nn.Transformer.generate_square_subsequent_mask(t, device=idx.device)
+        x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
+        return self.head(self.body(x, mask=mask, is_causal=True))

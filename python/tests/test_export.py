@@ -165,3 +165,17 @@ def test_export_loads_in_remat(tmp_path: Path) -> None:
     )
     report = json.loads(out.stdout)
     assert report["nodes"] == len(g["nodes"]) and report["fixed_memory"] == g["fixed_memory"]
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "graphs" / "pytorch").glob("*.json")), ids=lambda p: p.stem)
+def test_bundled_pytorch_graphs_load_in_remat(path: Path, binary: str) -> None:
+    graph = json.loads(path.read_text())
+    assert graph["meta"]["settings"] and graph["meta"]["torch"].startswith("2.15")
+    out = subprocess.run(
+        [binary, "inspect", str(path), "--json"], capture_output=True, text=True, timeout=60, check=True
+    )
+    report = json.loads(out.stdout)
+    assert report["nodes"] == len(graph["nodes"]) > 300
+    published = {"resnet50": 4.09e9 * 6 * 32, "vit-b16": 17.56e9 * 6 * 32}.get(path.stem)
+    if published is not None:
+        assert abs(report["total_cost"] - published) / published < 0.03
