@@ -334,6 +334,21 @@ def export(
     trainable_bytes = sum(tensor_bytes(p) for p, t in zip(model.parameters(), trace.trainable, strict=True) if t)
     states = OPTIMIZER_STATES[optimizer] if optimizer else 0
     fixed = b.fixed_bytes + trainable_bytes * (1 + states)
+    meta = {
+        "exporter": "remat.export (make_fx joint trace under FakeTensorMode)",
+        "torch": torch.__version__,
+        "flops_formula": formula,
+        "flops_per_element": other,
+        "optimizer": optimizer,
+        "regions": len(regions),
+        # per region, the op calls selective checkpointing will see (also those with no node)
+        "region_calls": b.region_calls,
+    }
+    return graph_dict(b, name or type(model).__name__, fixed, "FLOP" if cost == "flops" else "s", meta)
+
+
+def graph_dict(b: _Builder, name: str, fixed: int, cost_unit: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """The native JSON graph (as a dict) of a built graph."""
     nodes = []
     for nd in b.nodes.values():
         out: dict[str, Any] = {"id": nd.id, "cost": nd.cost, "memory": max(nd.memory, 0)}
@@ -343,22 +358,7 @@ def export(
         out["op"] = nd.op
         out["meta"] = nd.meta
         nodes.append(out)
-    return {
-        "name": name or type(model).__name__,
-        "fixed_memory": fixed,
-        "cost_unit": "FLOP" if cost == "flops" else "s",
-        "meta": {
-            "exporter": "remat.export (make_fx joint trace under FakeTensorMode)",
-            "torch": torch.__version__,
-            "flops_formula": formula,
-            "flops_per_element": other,
-            "optimizer": optimizer,
-            "regions": len(regions),
-            # per region, the op calls selective checkpointing will see (also those with no node)
-            "region_calls": b.region_calls,
-        },
-        "nodes": nodes,
-    }
+    return {"name": name, "fixed_memory": fixed, "cost_unit": cost_unit, "meta": meta, "nodes": nodes}
 
 
 def saved_for_backward(graph: dict[str, Any]) -> int:
