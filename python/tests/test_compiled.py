@@ -3,14 +3,13 @@ memory within 10% of the simulator's report on what the partitioned graphs run."
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 import torch
 from functorch.compile import aot_module
 from models import gpt_setup, resnet18_setup
-from test_apply import TABLE
+from test_apply import record
 from torch._dynamo.backends.debugging import boxed_nop
 
 import remat
@@ -50,6 +49,4 @@ def test_partitioned_schedules_match_baseline_and_prediction(make: Any, binary: 
             }
         )
     assert rows[-1]["measured_activations"] < rows[0]["measured_activations"]
-    with TABLE.open("a") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
+    record(rows)
