@@ -15,7 +15,9 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
+
+from typing_extensions import Unpack
 
 from . import budget as _budget
 from .errors import InfeasibleBudget, RematError, SolveError
@@ -36,18 +38,18 @@ def _checked(result: Result) -> Result:
     return result
 
 
+class SolveOptions(TypedDict, total=False):
+    """Options of a solve: `solver` (default "auto"), `time_limit` (seconds), `seed`."""
+
+    solver: str
+    time_limit: float | None
+    seed: int | None
+
+
 class Backend(Protocol):
     """What `remat.apply` needs from remat: solve, inspect, simulate."""
 
-    def solve(
-        self,
-        graph: Graph,
-        budget: _budget.Budget,
-        *,
-        solver: str = "auto",
-        time_limit: float | None = None,
-        seed: int | None = None,
-    ) -> Result: ...
+    def solve(self, graph: Graph, budget: _budget.Budget, **options: Unpack[SolveOptions]) -> Result: ...
 
     def inspect(self, graph: Graph) -> dict[str, Any]: ...
 
@@ -93,33 +95,23 @@ class Client:
         except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
             raise RematError(f"remat {method} {self.url}{path}: {getattr(e, 'reason', e)}") from e
 
-    def _solve_body(
-        self, graph: Graph, budget: _budget.Budget, solver: str, time_limit: float | None, seed: int | None
-    ) -> dict[str, Any]:
+    def _solve_body(self, graph: Graph, budget: _budget.Budget, options: SolveOptions) -> dict[str, Any]:
         body: dict[str, Any] = {
             "graph": graph,
             "budget": _budget.resolve(budget, lambda: self.inspect(graph)),
-            "solver": solver,
+            "solver": options.get("solver", "auto"),
             "events_only": True,
         }
-        if time_limit is not None:
-            body["time_limit_s"] = time_limit
-        if seed is not None:
-            body["seed"] = seed
+        if options.get("time_limit") is not None:
+            body["time_limit_s"] = options["time_limit"]
+        if options.get("seed") is not None:
+            body["seed"] = options["seed"]
         return body
 
-    def solve(
-        self,
-        graph: Graph,
-        budget: _budget.Budget,
-        *,
-        solver: str = "auto",
-        time_limit: float | None = None,
-        seed: int | None = None,
-    ) -> Result:
+    def solve(self, graph: Graph, budget: _budget.Budget, **options: Unpack[SolveOptions]) -> Result:
         """The schedule within `budget` (see `remat.budget`), or `InfeasibleBudget`/`SolveError`."""
-        body = self._solve_body(graph, budget, solver, time_limit, seed)
-        wait = self.timeout + (time_limit if time_limit is not None else 120.0)
+        body = self._solve_body(graph, budget, options)
+        wait = self.timeout + (options.get("time_limit") or 120.0)
         return _checked(self._request("POST", "/v1/solve", body, timeout=wait))
 
     def inspect(self, graph: Graph) -> dict[str, Any]:
@@ -136,17 +128,9 @@ class Client:
     def solvers(self) -> list[dict[str, Any]]:
         return list(self._request("GET", "/v1/solvers")["solvers"])
 
-    def submit(
-        self,
-        graph: Graph,
-        budget: _budget.Budget,
-        *,
-        solver: str = "auto",
-        time_limit: float | None = None,
-        seed: int | None = None,
-    ) -> str:
+    def submit(self, graph: Graph, budget: _budget.Budget, **options: Unpack[SolveOptions]) -> str:
         """Start a solve in the background; its job id."""
-        return str(self._request("POST", "/v1/jobs", self._solve_body(graph, budget, solver, time_limit, seed))["id"])
+        return str(self._request("POST", "/v1/jobs", self._solve_body(graph, budget, options))["id"])
 
     def poll(self, job: str) -> dict[str, Any]:
         """The job: `status` (queued, running, succeeded, failed, cancelled), `progress`, `result`."""
@@ -210,23 +194,15 @@ class Local:
             raise SolveError(f"remat {args[0]}: {detail}", problem={"detail": detail}, status=done.returncode)
         return done.returncode, done.stdout, done.stderr
 
-    def solve(
-        self,
-        graph: Graph,
-        budget: _budget.Budget,
-        *,
-        solver: str = "auto",
-        time_limit: float | None = None,
-        seed: int | None = None,
-    ) -> Result:
+    def solve(self, graph: Graph, budget: _budget.Budget, **options: Unpack[SolveOptions]) -> Result:
         """As `Client.solve`, by `remat solve --json`."""
         b = _budget.resolve(budget, lambda: self.inspect(graph))
-        args = ["solve", "--budget", str(b), "--solver", solver, "--json"]
-        if time_limit is not None:
-            args += ["--time-limit", str(time_limit)]
-        if seed is not None:
-            args += ["--seed", str(seed)]
-        limit = self.timeout + (time_limit if time_limit is not None else 120.0)
+        args = ["solve", "--budget", str(b), "--solver", options.get("solver", "auto"), "--json"]
+        if options.get("time_limit") is not None:
+            args += ["--time-limit", str(options["time_limit"])]
+        if options.get("seed") is not None:
+            args += ["--seed", str(options["seed"])]
+        limit = self.timeout + (options.get("time_limit") or 120.0)
         _, out, _ = self._run(args, {"graph.json": graph}, limit)
         return _checked(json.loads(out))
 
@@ -249,13 +225,7 @@ def backend(server: str | None = None, *, binary: str | None = None) -> Backend:
 
 
 def solve_local(
-    graph: Graph,
-    budget: _budget.Budget,
-    *,
-    solver: str = "auto",
-    time_limit: float | None = None,
-    seed: int | None = None,
-    binary: str | None = None,
+    graph: Graph, budget: _budget.Budget, *, binary: str | None = None, **options: Unpack[SolveOptions]
 ) -> Result:
-    """Solve with the `remat` binary ($REMAT_BIN or PATH), no server needed."""
-    return Local(binary).solve(graph, budget, solver=solver, time_limit=time_limit, seed=seed)
+    """Solve with the `remat` binary (`binary`, $REMAT_BIN or PATH), no server needed."""
+    return Local(binary).solve(graph, budget, **options)
