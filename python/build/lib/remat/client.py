@@ -1,0 +1,231 @@
+"""Talking to remat: `Client` (a `remat serve` sidecar over HTTP, stdlib only) and `Local` (the
+`remat` binary). Both answer the same calls with the same JSON (the service and the CLI share one
+front door); errors become exceptions carrying the problem document.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Protocol, TypedDict
+
+from typing_extensions import Unpack
+
+from . import budget as _budget
+from .errors import InfeasibleBudget, RematError, SolveError
+
+Graph = dict[str, Any]
+Result = dict[str, Any]
+
+_NO_SCHEDULE = ("infeasible", "no_solution", "error")
+
+
+def _checked(result: Result) -> Result:
+    """The result, or `InfeasibleBudget` / `SolveError` when it holds no schedule."""
+    status = result.get("status")
+    if status in _NO_SCHEDULE:
+        message = result.get("message") or f"no schedule ({status})"
+        cls = InfeasibleBudget if status != "error" else SolveError
+        raise cls(f"remat: {status}: {message}", result=result)
+    return result
+
+
+class SolveOptions(TypedDict, total=False):
+    """Options of a solve: `solver` (default "auto"), `time_limit` (seconds), `seed`."""
+
+    solver: str
+    time_limit: float | None
+    seed: int | None
+
+
+class Backend(Protocol):
+    """What `remat.apply` needs from remat: solve, inspect, simulate."""
+
+    def solve(self, graph: Graph, budget: _budget.Budget, **options: Unpack[SolveOptions]) -> Result: ...
+
+    def inspect(self, graph: Graph) -> dict[str, Any]: ...
+
+    def simulate(self, graph: Graph, schedule: Any, budget: _budget.Budget | None = None) -> dict[str, Any]: ...
+
+
+class Client:
+    """A `remat serve` at `url` (e.g. "http://127.0.0.1:8080"). `timeout`: seconds per request
+    beyond a solve's own time limit."""
+
+    def __init__(self, url: str = "http://127.0.0.1:8080", *, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def _request(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"accept-encoding": "gzip"}
+        if data is not None:
+            headers["content-type"] = "application/json"
+        req = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
+                raw = resp.read()
+                if resp.headers.get("content-encoding") == "gzip":
+                    raw = gzip.decompress(raw)
+                return json.loads(raw) if raw else None
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            if e.headers.get("content-encoding") == "gzip":
+                raw = gzip.decompress(raw)
+            try:
+                problem = json.loads(raw)
+            except ValueError:
+                problem = {"status": e.code, "detail": raw.decode(errors="replace")}
+            detail = problem.get("detail") or problem.get("title") or str(e)
+            cls = InfeasibleBudget if e.code == 504 else SolveError
+            raise cls(
+                f"remat {method} {path}: {e.code} {detail}",
+                problem=problem,
+                status=e.code,
+                result=problem.get("result"),
+            ) from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+            raise RematError(f"remat {method} {self.url}{path}: {getattr(e, 'reason', e)}") from e
+
+    def _solve_body(self, graph: Graph, budget: _budget.Budget, options: SolveOptions) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "graph": graph,
+            "budget": _budget.resolve(budget, lambda: self.inspect(graph)),
+            "solver": options.get("solver", "auto"),
+            "events_only": True,
+        }
+        if options.get("time_limit") is not None:
+            body["time_limit_s"] = options["time_limit"]
+        if options.get("seed") is not None:
+            body["seed"] = options["seed"]
+        return body
+
+    def solve(self, graph: Graph, budget: _budget.Budget, **options: Unpack[SolveOptions]) -> Result:
+        """The schedule within `budget` (see `remat.budget`), or `InfeasibleBudget`/`SolveError`."""
+        body = self._solve_body(graph, budget, options)
+        wait = self.timeout + (options.get("time_limit") or 120.0)
+        return _checked(self._request("POST", "/v1/solve", body, timeout=wait))
+
+    def inspect(self, graph: Graph) -> dict[str, Any]:
+        """Nodes, edges, Σ cost, fixed memory, checkpoint-all peak, minimum feasible budget."""
+        return dict(self._request("POST", "/v1/inspect", {"graph": graph}))
+
+    def simulate(self, graph: Graph, schedule: Any, budget: _budget.Budget | None = None) -> dict[str, Any]:
+        """The simulator's figures for `schedule` (events, a result, or {"events": [...]})."""
+        body: dict[str, Any] = {"graph": graph, "schedule": schedule}
+        if budget is not None:
+            body["budget"] = _budget.resolve(budget, lambda: self.inspect(graph))
+        return dict(self._request("POST", "/v1/simulate", body))
+
+    def solvers(self) -> list[dict[str, Any]]:
+        return list(self._request("GET", "/v1/solvers")["solvers"])
+
+    def submit(self, graph: Graph, budget: _budget.Budget, **options: Unpack[SolveOptions]) -> str:
+        """Start a solve in the background; its job id."""
+        return str(self._request("POST", "/v1/jobs", self._solve_body(graph, budget, options))["id"])
+
+    def poll(self, job: str) -> dict[str, Any]:
+        """The job: `status` (queued, running, succeeded, failed, cancelled), `progress`, `result`."""
+        return dict(self._request("GET", f"/v1/jobs/{job}"))
+
+    def cancel(self, job: str) -> dict[str, Any] | None:
+        """Cancel an active job (its state) or remove a finished one (None)."""
+        return self._request("DELETE", f"/v1/jobs/{job}")  # type: ignore[no-any-return]
+
+    def wait(self, job: str, *, timeout: float = 600.0, interval: float = 0.2) -> Result:
+        """Poll `job` until it ends; its result, or the exception its problem document calls for."""
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.poll(job)
+            if state["status"] == "succeeded":
+                return _checked(state["result"])
+            if state["status"] in ("failed", "cancelled"):
+                problem = state.get("error") or {}
+                raise SolveError(
+                    f"remat job {job} {state['status']}: {problem.get('detail', '')}".rstrip(": "),
+                    problem=problem,
+                    status=problem.get("status"),
+                    result=state.get("result"),
+                )
+            if time.monotonic() > deadline:
+                raise RematError(f"remat job {job} still {state['status']} after {timeout} s")
+            time.sleep(interval)
+
+
+def find_binary(binary: str | os.PathLike[str] | None = None) -> str:
+    """The `remat` binary: `binary`, else $REMAT_BIN, else `remat` on PATH."""
+    found = str(binary) if binary else os.environ.get("REMAT_BIN") or shutil.which("remat")
+    if not found or not Path(found).is_file():
+        raise RematError(
+            f"no remat binary ({found or 'not on PATH'}): set REMAT_BIN, put `remat` on PATH or pass binary="
+        )
+    return found
+
+
+class Local:
+    """The `remat` binary, run once per call (`timeout` seconds beyond a solve's time limit)."""
+
+    def __init__(self, binary: str | os.PathLike[str] | None = None, *, timeout: float = 60.0) -> None:
+        self.binary = find_binary(binary)
+        self.timeout = timeout
+
+    def _run(self, args: list[str], files: dict[str, Any], timeout: float) -> tuple[int, str, str]:
+        with tempfile.TemporaryDirectory(prefix="remat-") as tmp:
+            paths = []
+            for name, doc in files.items():
+                p = Path(tmp) / name
+                p.write_text(json.dumps(doc))
+                paths.append(str(p))
+            cmd = [self.binary, args[0], *paths, *args[1:]]
+            try:
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+            except subprocess.TimeoutExpired as e:
+                raise RematError(f"remat {args[0]} did not finish in {timeout} s") from e
+        if done.returncode not in (0, 1):
+            detail = done.stderr.strip().removeprefix("error: ")
+            raise SolveError(f"remat {args[0]}: {detail}", problem={"detail": detail}, status=done.returncode)
+        return done.returncode, done.stdout, done.stderr
+
+    def solve(self, graph: Graph, budget: _budget.Budget, **options: Unpack[SolveOptions]) -> Result:
+        """As `Client.solve`, by `remat solve --json`."""
+        b = _budget.resolve(budget, lambda: self.inspect(graph))
+        args = ["solve", "--budget", str(b), "--solver", options.get("solver", "auto"), "--json"]
+        if options.get("time_limit") is not None:
+            args += ["--time-limit", str(options["time_limit"])]
+        if options.get("seed") is not None:
+            args += ["--seed", str(options["seed"])]
+        limit = self.timeout + (options.get("time_limit") or 120.0)
+        _, out, _ = self._run(args, {"graph.json": graph}, limit)
+        return _checked(json.loads(out))
+
+    def inspect(self, graph: Graph) -> dict[str, Any]:
+        _, out, _ = self._run(["inspect", "--json"], {"graph.json": graph}, self.timeout)
+        return dict(json.loads(out))
+
+    def simulate(self, graph: Graph, schedule: Any, budget: _budget.Budget | None = None) -> dict[str, Any]:
+        args = ["simulate", "--json"]
+        if budget is not None:
+            args += ["--budget", str(_budget.resolve(budget, lambda: self.inspect(graph)))]
+        # exit 1: valid but over the budget; the report says so (fits_budget false)
+        _, out, _ = self._run(args, {"graph.json": graph, "schedule.json": schedule}, self.timeout)
+        return dict(json.loads(out))
+
+
+def backend(server: str | None = None, *, binary: str | None = None) -> Backend:
+    """`Client(server)` when a server URL is given, else `Local(binary)`."""
+    return Client(server) if server else Local(binary)
+
+
+def solve_local(
+    graph: Graph, budget: _budget.Budget, *, binary: str | None = None, **options: Unpack[SolveOptions]
+) -> Result:
+    """Solve with the `remat` binary (`binary`, $REMAT_BIN or PATH), no server needed."""
+    return Local(binary).solve(graph, budget, **options)

@@ -1,0 +1,47 @@
+"""The exceptions the package raises. Every message names the model, field, node or value at fault."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RematError(Exception):
+    """The base of every error raised by `remat`."""
+
+
+class ExportError(RematError):
+    """The model could not be exported as a training graph (untraceable model, bad loss, bad input)."""
+
+
+class BudgetError(RematError, ValueError):
+    """A budget that is neither bytes, a size, a percentage nor a fraction of activation memory."""
+
+
+class SolveError(RematError):
+    """The solver answered with a problem document, or found no schedule within the budget.
+
+    `problem` holds the server's RFC 9457 document (or the CLI's message as `detail`); `status` its
+    HTTP status (or the CLI's exit code); `result` the solve result when there is one (e.g. an
+    `infeasible` answer).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        problem: dict[str, Any] | None = None,
+        status: int | None = None,
+        result: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.problem = problem or {}
+        self.status = status
+        self.result = result
+
+
+class InfeasibleBudget(SolveError):
+    """No schedule fits the budget (the solve result's status is `infeasible` or `no_solution`)."""
+
+
+class ApplyError(RematError):
+    """A schedule could not be applied to the model (the graph and the model disagree)."""

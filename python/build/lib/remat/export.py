@@ -1,0 +1,374 @@
+"""`remat.export`: one training step of a PyTorch model as a remat graph (native JSON).
+
+The step is traced once under FakeTensorMode (`_trace.trace_joint`): forward, loss and backward
+as ATen ops, without real compute or memory. The ops become the graph's nodes by these rules:
+
+- **memory** is the bytes of an op's output (numel * element size).
+- **Views and aliases are folded** into the tensor they alias: a `view`, `t`, `expand`, `alias`,
+  ... is no node (nor is an op whose output shares an input's fake storage without saying so in
+  its schema, like `_unsafe_view`); whoever reads it reads the node that owns the storage.
+- **In-place ops** (`relu_`, `add_`) write a new version of their tensor: a new node (output
+  bytes, inputs include the old version) that later readers of the storage read. In-place writes
+  into parameters or buffers (BatchNorm's running statistics) are no nodes: that state lives in
+  `fixed_memory`.
+- **Multi-output ops** (BatchNorm, max-pool with indices, convolution backward) are one node whose
+  memory is the sum of their fresh outputs, and each output read separately (`getitem`) is a node
+  of its own (cost 0, memory its bytes). A schedule can then keep BatchNorm's output and free
+  its statistics, or the reverse. The tuple node is resident while its elements are taken, so
+  the graph over-counts by one element at that instant (never under-counts).
+- **fixed_memory** = parameters + buffers + example inputs + constants captured by the model or
+  the loss (e.g. the targets) + one gradient buffer per trainable parameter (+ optimizer state,
+  `optimizer=`). The nodes that produce parameter gradients write into those buffers and have
+  memory 0.
+- **kind**: `forward` up to the model's last output, `loss` up to the loss, `backward` after.
+- **cost**: FLOPs (`remat.flops`), or with `cost="time"` the median seconds of each op run on
+  real tensors (CPU, `repeats` runs).
+- **op**: the ATen op (`aten.convolution.default`); the node's `meta` holds `shape`, `dtype` and,
+  for forward nodes, the (region, occurrence) that `remat.apply` uses to find the op again in
+  eager mode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import torch
+from torch import fx
+from torch.utils.checkpoint import SAC_IGNORED_OPS
+
+from . import flops as _flops
+from ._trace import JointTrace, LossFn, trace_joint
+from .errors import ExportError
+
+OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
+
+_FIXED = "<fixed>"
+
+
+def tensor_bytes(t: Any) -> int:
+    return int(t.numel()) * int(t.element_size()) if isinstance(t, torch.Tensor) else 0
+
+
+@dataclasses.dataclass
+class _Node:
+    id: str
+    cost: float
+    memory: int
+    inputs: list[str]
+    kind: str
+    op: str
+    meta: dict[str, Any]
+    # the fx node whose op produced it (for getitem nodes: the tuple op)
+    source: str
+    parent: str | None = None
+
+
+def _tensor_args(n: fx.Node) -> list[fx.Node]:
+    """The distinct argument nodes of `n` (in args, kwargs and lists of them) holding a tensor."""
+    found: list[fx.Node] = []
+
+    def visit(x: fx.Node) -> fx.Node:
+        found.append(x)
+        return x
+
+    fx.node.map_arg((n.args, n.kwargs), visit)
+    return [a for a in dict.fromkeys(found) if isinstance(a.meta.get("val"), torch.Tensor)]
+
+
+def _sharing_arg(n: fx.Node, val: torch.Tensor) -> fx.Node | None:
+    """The tensor argument whose (fake) storage `val` shares, if any."""
+    storage = val.untyped_storage()._cdata
+    for a in _tensor_args(n):
+        if a.meta["val"].untyped_storage()._cdata == storage:
+            return a
+    return None
+
+
+def _aliased_arg(op: Any, n: fx.Node, alias_set: Any) -> fx.Node | None:
+    """The argument of `n` whose schema alias set is `alias_set` (a view's base, an in-place target)."""
+    schema = op._schema
+    for i, arg in enumerate(schema.arguments):
+        ai = arg.alias_info
+        if ai is not None and ai.before_set == alias_set:
+            value = n.args[i] if i < len(n.args) else n.kwargs.get(arg.name)
+            if isinstance(value, fx.Node):
+                return value
+    tensors = _tensor_args(n)
+    return tensors[0] if tensors else None
+
+
+class _Builder:
+    def __init__(self, trace: JointTrace, cost_of: dict[str, float]) -> None:
+        self.trace = trace
+        self.cost_of = cost_of
+        self.nodes: dict[str, _Node] = {}
+        # fx node -> storage key of its (single) tensor output; storage key -> current node id
+        self.key: dict[fx.Node, int] = {}
+        self.current: dict[int, str] = {}
+        # multi-output fx node -> per element: ("fresh", bytes) | ("alias", key) | None
+        self.elements: dict[fx.Node, list[tuple[str, int] | None]] = {}
+        self.fixed_bytes = 0
+        self.occurrence: dict[tuple[int, str], int] = defaultdict(int)
+        pos = {n: i for i, n in enumerate(trace.gm.graph.nodes)}
+        self.pos = pos
+
+    def kind(self, n: fx.Node) -> str:
+        i = self.pos[n]
+        if i <= self.trace.forward_end:
+            return "forward"
+        return "loss" if i <= self.trace.loss_end else "backward"
+
+    def new_key(self, owner: str) -> int:
+        k = len(self.current)
+        self.current[k] = owner
+        return k
+
+    def fixed(self, n: fx.Node) -> None:
+        self.fixed_bytes += tensor_bytes(n.meta.get("val"))
+        self.key[n] = self.new_key(_FIXED)
+
+    def inputs_of(self, n: fx.Node) -> list[str]:
+        ids = [self.current[self.key[a]] for a in _tensor_args(n) if a in self.key]
+        return [i for i in dict.fromkeys(ids) if i != _FIXED]
+
+    def add(self, n: fx.Node, memory: int, inputs: list[str], cost: float, source: fx.Node) -> str:
+        meta: dict[str, Any] = {}
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            meta = {"shape": list(val.shape), "dtype": str(val.dtype).removeprefix("torch.")}
+        kind = self.kind(source)
+        op = str(source.target)
+        if kind != "backward" and source.name in self.trace.region_of:
+            meta["region"] = self.trace.region_of[source.name]
+        if kind != "backward" and "remat_occurrence" in source.meta:
+            meta["occurrence"] = source.meta["remat_occurrence"]
+        self.nodes[n.name] = _Node(n.name, cost, memory, inputs, kind, op, meta, source.name)
+        return n.name
+
+    def call(self, n: fx.Node) -> None:
+        op = n.target
+        val = n.meta.get("val")
+        if op is operator.getitem:
+            self.getitem(n)
+            return
+        schema = getattr(op, "_schema", None)
+        cost = self.cost_of.get(n.name, 0.0)
+        if schema is None or not schema.returns:
+            if isinstance(val, torch.Tensor):
+                self.key[n] = self.new_key(self.add(n, tensor_bytes(val), self.inputs_of(n), cost, n))
+            return
+        returns = schema.returns
+        if isinstance(val, (tuple, list)):
+            elements: list[tuple[str, int] | None] = []
+            fresh = 0
+            for i, v in enumerate(val):
+                ai = returns[min(i, len(returns) - 1)].alias_info
+                if not isinstance(v, torch.Tensor):
+                    elements.append(None)
+                elif ai is None:
+                    elements.append(("fresh", tensor_bytes(v)))
+                    fresh += tensor_bytes(v)
+                else:
+                    base = _aliased_arg(op, n, ai.before_set)
+                    elements.append(("alias", self.key[base]) if base in self.key else None)
+            self.elements[n] = elements
+            if fresh:
+                self.add(n, fresh, self.inputs_of(n), cost, n)
+            return
+        if not isinstance(val, torch.Tensor):
+            return
+        ai = returns[0].alias_info
+        if ai is None:
+            shared = _sharing_arg(n, val)
+            if shared is not None and shared in self.key:
+                # an alias the schema does not annotate (`_unsafe_view`): the same storage
+                self.key[n] = self.key[shared]
+                return
+            self.key[n] = self.new_key(self.add(n, tensor_bytes(val), self.inputs_of(n), cost, n))
+            return
+        base = _aliased_arg(op, n, ai.before_set)
+        if base is None or base not in self.key:
+            raise ExportError(f"node {n.name} ({op}) aliases an input the exporter does not know")
+        k = self.key[base]
+        self.key[n] = k
+        if ai.is_write and self.current[k] != _FIXED:
+            # a new version of the storage: later readers read this node
+            previous = self.current[k]
+            self.current[k] = self.add(n, tensor_bytes(val), self.inputs_of(n), cost, n)
+            self.nodes[self.current[k]].meta["overwrites"] = previous
+
+    def getitem(self, n: fx.Node) -> None:
+        src, i = n.args[0], n.args[1]
+        assert isinstance(src, fx.Node) and isinstance(i, int)
+        element = self.elements.get(src, [None] * (i + 1))[i] if src in self.elements else None
+        if element is None:
+            return
+        what, x = element
+        if what == "alias":
+            self.key[n] = x
+            return
+        node = self.add(n, x, [src.name], 0.0, src)
+        self.nodes[node].parent = src.name
+        self.nodes[node].meta["element"] = i
+        self.key[n] = self.new_key(node)
+
+    def run(self) -> None:
+        tr = self.trace
+        region_counts: dict[tuple[int, str], int] = defaultdict(int)
+        for n in tr.gm.graph.nodes:
+            # occurrences as selective checkpointing counts them: ops it ignores are not counted
+            if n.op == "call_function" and n.target is not operator.getitem and n.target not in SAC_IGNORED_OPS:
+                r = tr.region_of.get(n.name, -1)
+                n.meta["remat_occurrence"] = region_counts[(r, str(n.target))]
+                region_counts[(r, str(n.target))] += 1
+        self.region_calls: list[dict[str, int]] = [{} for _ in tr.region_spans]
+        for (r, op), count in region_counts.items():
+            if r >= 0:
+                self.region_calls[r][op] = count
+        for n in tr.gm.graph.nodes:
+            if n.op in ("placeholder", "get_attr"):
+                self.fixed(n)
+            elif n.op == "call_function":
+                self.call(n)
+        # gradient outputs live in the gradient buffers counted in fixed_memory
+        for g in tr.grad_nodes:
+            owner = self.current.get(self.key.get(g, -1), _FIXED)
+            if owner == _FIXED:
+                continue
+            node = self.nodes[owner]
+            if node.parent is not None:
+                self.nodes[node.parent].memory -= node.memory
+            node.memory = 0
+
+
+def _fx_costs_flops(trace: JointTrace) -> tuple[dict[str, float], int, int]:
+    """FLOPs of every op node: (costs, formula FLOPs, FLOPs by the one-per-element rule)."""
+    costs: dict[str, float] = {}
+    formula_total = other_total = 0
+    for n in trace.gm.graph.nodes:
+        if n.op != "call_function" or n.target is operator.getitem:
+            continue
+        schema = getattr(n.target, "_schema", None)
+        if schema is not None and schema.returns and all(r.alias_info is not None for r in schema.returns):
+            continue  # views and in-place writes into fixed state get no cost of their own here
+        args, kwargs = fx.node.map_arg((n.args, n.kwargs), lambda a: a.meta.get("val"))
+        f, by_formula = _flops.op_flops(n.target, args, kwargs, n.meta.get("val"))
+        if by_formula:
+            formula_total += f
+        else:
+            other_total += f
+        costs[n.name] = float(f)
+    # in-place ops write as many elements as their output has
+    for n in trace.gm.graph.nodes:
+        if n.op == "call_function" and n.name not in costs and n.target is not operator.getitem:
+            schema = getattr(n.target, "_schema", None)
+            if schema is not None and any(r.alias_info is not None and r.alias_info.is_write for r in schema.returns):
+                costs[n.name] = float(_flops.written_elements(n.meta.get("val")))
+    return costs, formula_total, other_total
+
+
+def _fx_costs_time(
+    trace: JointTrace, model: torch.nn.Module, inputs: Sequence[torch.Tensor], repeats: int
+) -> dict[str, float]:
+    """Median seconds of each op, run one by one on real tensors (clones of the model's state)."""
+    real: list[torch.Tensor] = (
+        [p.detach().clone() for p in model.parameters()]
+        + [b.detach().clone() for b in model.buffers()]
+        + [x.detach().clone() for x in inputs]
+    )
+    samples: dict[str, list[float]] = defaultdict(list)
+    for _ in range(repeats):
+        env: dict[fx.Node, Any] = {}
+        it = iter(real)
+        for n in trace.gm.graph.nodes:
+            if n.op == "placeholder":
+                env[n] = next(it).clone()
+            elif n.op == "get_attr":
+                env[n] = getattr(trace.gm, str(n.target))
+            elif n.op == "call_function":
+                args, kwargs = fx.node.map_arg((n.args, n.kwargs), env.__getitem__)
+                t0 = time.perf_counter()
+                env[n] = n.target(*args, **kwargs)
+                samples[n.name].append(time.perf_counter() - t0)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def export(
+    model: torch.nn.Module,
+    example_inputs: Sequence[Any],
+    loss_fn: LossFn | None = None,
+    *,
+    name: str | None = None,
+    cost: Literal["flops", "time"] = "flops",
+    optimizer: str | None = None,
+    regions: Sequence[torch.nn.Module] = (),
+    repeats: int = 3,
+) -> dict[str, Any]:
+    """The training graph of one step of `model` (remat's native JSON, as a dict).
+
+    `loss_fn(output) -> scalar tensor` turns the model's output into the loss (close over the
+    targets); without it the model must return the scalar loss itself. `cost` is "flops" (from
+    shapes, no compute) or "time" (each op timed on real tensors, `repeats` runs, median seconds).
+    `optimizer` ("sgd", "momentum", "adam", "adamw") adds its state per trainable parameter to
+    `fixed_memory`. `regions`: the submodules `remat.apply` will checkpoint; each forward node
+    records the region it belongs to and its occurrence there.
+    """
+    if cost not in ("flops", "time"):
+        raise ExportError(f"cost must be 'flops' or 'time', got {cost!r}")
+    if optimizer is not None and optimizer not in OPTIMIZER_STATES:
+        raise ExportError(f"unknown optimizer {optimizer!r}: one of {', '.join(OPTIMIZER_STATES)}")
+    if repeats < 1:
+        raise ExportError(f"repeats must be at least 1, got {repeats}")
+    trace = trace_joint(model, example_inputs, loss_fn, regions)
+    costs, formula, other = _fx_costs_flops(trace)
+    if cost == "time":
+        costs = _fx_costs_time(trace, model, example_inputs, repeats)
+    b = _Builder(trace, costs)
+    b.run()
+    trainable_bytes = sum(tensor_bytes(p) for p, t in zip(model.parameters(), trace.trainable, strict=True) if t)
+    states = OPTIMIZER_STATES[optimizer] if optimizer else 0
+    fixed = b.fixed_bytes + trainable_bytes * (1 + states)
+    meta = {
+        "exporter": "remat.export (make_fx joint trace under FakeTensorMode)",
+        "torch": torch.__version__,
+        "flops_formula": formula,
+        "flops_per_element": other,
+        "optimizer": optimizer,
+        "regions": len(regions),
+        # per region, the op calls selective checkpointing will see (also those with no node)
+        "region_calls": b.region_calls,
+    }
+    return graph_dict(b, name or type(model).__name__, fixed, "FLOP" if cost == "flops" else "s", meta)
+
+
+def graph_dict(b: _Builder, name: str, fixed: int, cost_unit: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """The native JSON graph (as a dict) of a built graph."""
+    nodes = []
+    for nd in b.nodes.values():
+        out: dict[str, Any] = {"id": nd.id, "cost": nd.cost, "memory": max(nd.memory, 0)}
+        if nd.inputs:
+            out["inputs"] = nd.inputs
+        out["kind"] = nd.kind
+        out["op"] = nd.op
+        out["meta"] = nd.meta
+        nodes.append(out)
+    return {"name": name, "fixed_memory": fixed, "cost_unit": cost_unit, "meta": meta, "nodes": nodes}
+
+
+def saved_for_backward(graph: dict[str, Any]) -> int:
+    """Bytes of the forward and loss outputs that some backward node reads (each counted once)."""
+    by_id = {n["id"]: n for n in graph["nodes"]}
+    saved = {
+        i
+        for n in graph["nodes"]
+        if n.get("kind") == "backward"
+        for i in n.get("inputs", [])
+        if by_id[i].get("kind") != "backward"
+    }
+    return sum(by_id[i]["memory"] for i in saved)

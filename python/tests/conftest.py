@@ -1,0 +1,67 @@
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+torch.set_num_threads(2)
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def remat_binary() -> str:
+    """$REMAT_BIN, else the workspace's target/debug/remat, else `remat` on PATH."""
+    import os
+    import shutil
+
+    for candidate in (os.environ.get("REMAT_BIN"), str(REPO / "target/debug/remat"), shutil.which("remat")):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    pytest.fail("no remat binary: run `cargo build --locked` first or set REMAT_BIN")
+
+
+@pytest.fixture(scope="session")
+def binary() -> str:
+    return remat_binary()
+
+
+@pytest.fixture(scope="session")
+def server(binary: str):  # type: ignore[no-untyped-def]
+    """A real `remat serve` on a free loopback port, stopped after the session."""
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [binary, "serve", "--addr", f"127.0.0.1:{port}", "--workers", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={"RUST_LOG": "warn", "PATH": "/usr/bin:/bin"},
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail("remat serve did not start")
+            time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()

@@ -1,0 +1,118 @@
+"""remat.Client against a real `remat serve` on loopback, and remat.Local against the binary."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from typing import Any
+
+import pytest
+from conftest import REPO
+
+import remat
+from remat.client import Client, Local
+
+
+def load(name: str) -> dict[str, Any]:
+    return json.loads((REPO / "graphs" / name).read_text())  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=["http", "local"])
+def backend(request: pytest.FixtureRequest, server: str, binary: str) -> Client | Local:
+    return Client(server) if request.param == "http" else Local(binary)
+
+
+@pytest.mark.parametrize("budget", ["90%", "170MB", 170_000_000])
+def test_budget_forms_give_schedules_within_them(backend: Client | Local, budget: Any) -> None:
+    g = load("tiny-residual.json")
+    result = backend.solve(g, budget, solver="dtr")
+    assert result["stats"]["peak_memory"] <= result["budget"]
+    report = backend.inspect(g)
+    expected = {"90%": int(0.9 * report["checkpoint_all_peak"]), "170MB": 170_000_000, 170_000_000: 170_000_000}
+    assert abs(result["budget"] - expected[budget]) <= 1
+
+
+def test_fraction_of_activation_memory(backend: Client | Local) -> None:
+    g = load("tiny-residual.json")
+    report = backend.inspect(g)
+    fixed, peak = report["fixed_memory"], report["checkpoint_all_peak"]
+    result = backend.solve(g, 0.9, solver="auto", time_limit=5)
+    assert result["budget"] == fixed + int(0.9 * (peak - fixed))
+    assert result["stats"]["peak_memory"] <= result["budget"]
+    # the simulator agrees with the solve's figures
+    sim = backend.simulate(g, result, budget=result["budget"])
+    assert sim["stats"]["peak_memory"] == result["stats"]["peak_memory"] and sim["fits_budget"]
+
+
+def test_http_and_binary_answer_alike(server: str, binary: str) -> None:
+    g = load("resnet18.json")
+    a = Client(server).solve(g, "70%", solver="sethi-ullman")
+    b = remat.solve_local(g, "70%", solver="sethi-ullman", binary=binary)
+    assert a["stats"] == b["stats"] and a["schedule"]["events"] == b["schedule"]["events"]
+
+
+def test_budget_below_minimum_raises_with_the_cause(backend: Client | Local) -> None:
+    g = load("tiny-residual.json")
+    with pytest.raises(remat.InfeasibleBudget, match="no schedule fits: computing node 'd_conv_a'") as e:
+        backend.solve(g, 1000)
+    assert e.value.result is not None and e.value.result["status"] == "infeasible"
+
+
+def test_bad_budget_string_raises_the_problem(server: str, binary: str) -> None:
+    g = load("tiny-residual.json")
+    with pytest.raises(remat.SolveError, match="unknown unit") as e:
+        Client(server).solve(g, "10x")
+    assert e.value.status == 422 and e.value.problem["type"] == "urn:remat:problem:invalid-budget"
+    with pytest.raises(remat.SolveError, match="unknown unit") as e:
+        Local(binary).solve(g, "10x")
+    assert e.value.status == 2
+
+
+@pytest.mark.parametrize("budget", [1.5, -1, True, [3]])
+def test_budgets_refused_before_sending(server: str, budget: Any) -> None:
+    with pytest.raises(remat.BudgetError):
+        Client(server).solve(load("tiny-residual.json"), budget)
+
+
+def test_invalid_graph_problem_names_the_node(server: str) -> None:
+    g = {"nodes": [{"id": "x", "cost": 1, "memory": -3}]}
+    with pytest.raises(remat.SolveError, match="memory") as e:
+        Client(server).inspect(g)
+    assert e.value.problem["problems"][0]["node"] == "x"
+
+
+def test_job_submit_poll_wait(server: str) -> None:
+    c = Client(server)
+    job = c.submit(load("tiny-residual.json"), "90%", solver="dtr")
+    result = c.wait(job, timeout=30)
+    assert result["status"] in ("feasible", "optimal", "optimal_in_scope")
+    assert c.poll(job)["status"] == "succeeded"
+
+
+def test_job_cancel(server: str) -> None:
+    c = Client(server)
+    job = c.submit(load("resnet18.json"), "70%", solver="fastsa", time_limit=60)
+    time.sleep(0.2)
+    state = c.cancel(job)
+    assert state is not None and state["status"] == "cancelled"
+    with pytest.raises(remat.SolveError, match="cancelled"):
+        c.wait(job, timeout=10)
+    with pytest.raises(remat.SolveError) as e:
+        c.poll("no-such-job")
+    assert e.value.status == 404
+
+
+def test_unreachable_server_fails_fast() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    with pytest.raises(remat.RematError, match="refused"):
+        Client(f"http://127.0.0.1:{port}", timeout=5).solvers()
+    assert time.monotonic() - start < 5
+
+
+def test_missing_binary_is_named(tmp_path: Any) -> None:
+    with pytest.raises(remat.RematError, match="no remat binary"):
+        Local(tmp_path / "nope")
