@@ -43,24 +43,6 @@ def training_graph(name, forward, fixed_memory, loss_bytes=4):
         f.write("\n")
 
 
-def gpt2_small_layers():
-    """GPT-2 small (12 layers, d=768, 12 heads) at batch 8, sequence 1024, fp16, one node
-    per transformer layer: a chain. Each layer's output is the residual stream
-    (8*1024*768*2 bytes); its FLOPs are 24*b*s*d^2 + 4*b*s^2*d."""
-    b, s, d, layers, vocab = 8, 1024, 768, 12, 50257
-    act = b * s * d * 2
-    layer_gflops = (24 * b * s * d * d + 4 * b * s * s * d) / 1e9
-    forward = [("embed", b * s * d / 1e9, act, [], "embedding")]
-    prev = "embed"
-    for i in range(layers):
-        fid = f"layer{i}"
-        forward.append((fid, layer_gflops, act, [prev], "transformer_layer"))
-        prev = fid
-    forward.append(("lm_head", 2 * b * s * d * vocab / 1e9, b * s * vocab * 2, [prev], "linear"))
-    params = 124_439_808
-    training_graph("gpt2-small-layers", forward, fixed_memory=params * (2 + 2 + 12))
-
-
 def resnet18():
     """ResNet-18 at batch 64, 224x224, fp32, one node per conv/bn-relu/add: residual
     blocks make it a DAG with skip edges; block outputs are articulation points."""
@@ -138,6 +120,5 @@ def tiny_residual():
 
 if __name__ == "__main__":
     tiny_residual()
-    gpt2_small_layers()
     resnet18()
     unet_small()

@@ -20,11 +20,6 @@ fn keras_sequential_networks_are_chains_chain_dp_solves() {
             shared.join("MobileNet_512_224x224_train.json"),
             [0.9, 0.8, 0.7],
         ),
-        // Its lower bound is 96% of the checkpoint-all peak.
-        (
-            common::root().join("graphs/gpt2-small-layers.json"),
-            [0.99, 0.98, 0.97],
-        ),
     ];
     for (path, fractions) in cases {
         let graph = common::load(&path);
