@@ -17,7 +17,7 @@ const BRACKET: &str = "sethi-ullman";
 pub const DEFAULT_SEARCH_TIME: Duration = Duration::from_secs(120);
 
 /// Finds the largest batch of `graph` that fits `request` (see the module docs);
-/// `options.time_limit` (else [`DEFAULT_SEARCH_TIME`]) applies to the whole search,
+/// `options.time_limit` (else `DEFAULT_SEARCH_TIME`) applies to the whole search,
 /// `options.progress` hears of each probe.
 pub fn search(
     graph: &Graph,

@@ -1,18 +1,20 @@
 //! `block-rotor`: rotor's persistent checkpointing DP (Beaumont, Eyraud-Dubois, Herrmann,
 //! Joly, Shilova 2019) run over the graph's *blocks*, the stretches of the forward pass
-//! between its articulation points ([`blocks`]), as Rockmate (Zhao et al. 2023) runs
-//! rk-Rotor over the blocks of a PyTorch model with one option per block: a block's
-//! forward `F_j` either keeps its whole tape (`F_j^all`, the values its backward `B_j`
-//! reads) or only its output `x_j`.
+//! between its cuts (`blocks.rs`), as Rockmate (Zhao et al. 2023) runs rk-Rotor over the
+//! blocks of a PyTorch model with several options per block: a block's forward `F_j` either
+//! keeps only its output `x_j`, or keeps the tape of one of its options `k` (`options.rs`:
+//! the whole tape, the values its backward `B_j` reads, or less of it, the rest recomputed
+//! inside `B_j` at an extra cost `e(j, k)`).
 //!
 //! With `u_f(j)`, `u_b(j)` the forward and backward costs of block `j`, `ω_x(j)` the size
-//! of `x_j` (and of its gradient `δ_j`), `ω_x̄(j)` that of its tape, all in memory slots,
+//! of `x_j` (and of its gradient `δ_j`), `ω_x̄(j, k)` that of option `k`'s tape, all in
+//! memory slots,
 //! `C(s, t, m)` is the cheapest way to run `B_t, …, B_s` when `x_{s−1}` is stored and `δ_t`
 //! held, with `m` slots left besides them:
 //!
 //! ```text
-//! C(s, s, m) = u_f(s) + u_b(s)                         if ω_x̄(s) + ω_x(s−1) ≤ m
-//! C(s, t, m) = min( u_f(s) + C(s+1, t, m − ω_x̄(s)) + u_b(s)            (F_s^all),
+//! C(s, s, m) = min_k u_f(s) + u_b(s) + e(s, k)        over k with ω_x̄(s, k) + ω_x(s−1) ≤ m
+//! C(s, t, m) = min( min_k u_f(s) + C(s+1, t, m − ω_x̄(s, k)) + u_b(s) + e(s, k)   (tape k),
 //!                   min_{s < s' ≤ t} Σ_{k=s}^{s'−1} u_f(k)
 //!                        + C(s', t, m − ω_x(s'−1))                        (x_{s'−1} kept)
 //!                        + C(s, s'−1, m + ω_x(t) − ω_x(s'−1)) )
@@ -24,7 +26,7 @@
 //! needs them. The DP does not see the transient memory inside a block, so its budget is
 //! the real budget less `fixed_memory` at first, then lowered by the simulator's excess
 //! while the replayed schedule does not fit and raised by half the slack while it does
-//! ([`ATTEMPTS`] tries; the cheapest schedule that fits is the answer).
+//! (`ATTEMPTS` tries; the cheapest schedule that fits is the answer).
 //!
 //! Scope: a heuristic on general graphs (the DP is optimal only for its block model); it
 //! needs forward/backward kinds and at least two cuts, and graphs whose backward ops feed
