@@ -83,7 +83,7 @@ pub(crate) fn solve_milp(
             Outcome::Infeasible { .. } => (None, None, true),
         };
     // The other solvers' schedules in stage form may start branch and bound higher up.
-    let start = start::best_start(instance, options, &stop, start);
+    let start = start::best_start(instance, options, start);
     let tolerance = options.mip_gap.unwrap_or(DEFAULT_GAP).min(DEFAULT_GAP);
     let built = StageModel::build(instance, &stop);
     let mut details = built

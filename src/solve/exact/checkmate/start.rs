@@ -12,7 +12,7 @@ use crate::schedule::stages::{empty_s, Stages};
 use crate::schedule::{Event, Schedule};
 use crate::solve::dp::structured::exact_solver_for;
 use crate::solve::heuristic::sethi_ullman::SethiUllman;
-use crate::solve::{Instance, Outcome, SolveOptions, Solver, Stop};
+use crate::solve::{Instance, Outcome, SolveOptions, Solver};
 use fixedbitset::FixedBitSet;
 
 /// The stage form of `schedule`: `S[t]` the values resident at the first computation of
@@ -50,20 +50,13 @@ pub(super) fn stages_of(graph: &Graph, schedule: &Schedule) -> Option<Stages> {
 }
 
 /// The cheapest verified stage schedule among `start` and the stage forms of the exact
-/// DP's plan (on a chain) and of Sethi–Ullman's schedule, each run within the time `stop`
-/// leaves.
+/// DP's plan (on a chain) and of Sethi–Ullman's schedule.
 pub(super) fn best_start(
     instance: &Instance,
     options: &SolveOptions,
-    stop: &Stop,
     start: Option<Candidate>,
 ) -> Option<Candidate> {
     let graph = instance.graph;
-    let mut options = options.clone();
-    options.time_limit = stop
-        .deadline()
-        .map(|d| d.saturating_duration_since(std::time::Instant::now()));
-    let options = &options;
     let mut plans = Vec::new();
     if let Some(dp) = exact_solver_for(graph) {
         plans.push((dp.info().name, dp.solve(instance, options)));
