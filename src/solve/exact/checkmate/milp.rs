@@ -1,7 +1,6 @@
 //! `milp`: the Checkmate MILP of [`super`] solved to optimality (or to the time limit) by
 //! HiGHS's branch and bound, started from the cheapest verified schedule we have: the LP
-//! rounding of [`super::lp_rounding`], the best baseline that fits, and the stage forms of
-//! the exact DP's plan on a chain and of Sethi–Ullman's schedule ([`super::start`]). On the MLSys
+//! rounding of [`super::lp_rounding`], else the best baseline that fits. On the MLSys
 //! graphs the LP bound is within a fraction of a percent of the optimum and most of
 //! HiGHS's time goes into finding a good incumbent, so this start matters more than any
 //! solver setting (FCN8 at 0.9: 22 s from the best baseline's start).
@@ -16,8 +15,7 @@
 //! at least once; ResNet50's start, DTR's schedule, is within 0.4% of it).
 
 use super::{
-    backend, controls, failed, precheck, solve_rounding, start, without_spurious, Candidate,
-    StageModel,
+    backend, controls, failed, precheck, solve_rounding, without_spurious, Candidate, StageModel,
 };
 use crate::schedule::simulate;
 use crate::schedule::stages::Stages;
@@ -82,8 +80,6 @@ pub(crate) fn solve_milp(
             Outcome::NoSolution { .. } => (None, None, false),
             Outcome::Infeasible { .. } => (None, None, true),
         };
-    // The other solvers' schedules in stage form may start branch and bound higher up.
-    let start = start::best_start(instance, options, start);
     let tolerance = options.mip_gap.unwrap_or(DEFAULT_GAP).min(DEFAULT_GAP);
     let built = StageModel::build(instance, &stop);
     let mut details = built
@@ -240,19 +236,16 @@ const INTEGRALITY_TOLERANCE: f64 = 1e-6;
 const ROW_TOLERANCE: f64 = 1e-7;
 
 /// How far a MILP solution's `U` may exceed the exact memory of its rounded point, in
-/// units of the gcd `g` of the sizes: every binary within [`INTEGRALITY_TOLERANCE`] of
-/// integral moves `U[t,k]` by at most that times its coefficient (each size `m_i` in a
-/// stage's `S`, `R` and the FREE of each of its readers), and each of the `n` rows (e), (f)
-/// of a stage may be off by [`ROW_TOLERANCE`] model units of `2^k g` bytes
-/// ([`super::model::memory_unit`]).
-fn tolerance_margin(instance: &Instance) -> u64 {
-    let graph = instance.graph;
+/// memory units: every binary within [`INTEGRALITY_TOLERANCE`] of integral moves `U[t,k]`
+/// by at most that times its coefficient (each size `m_i` in a stage's `S`, `R` and the
+/// FREE of each of its readers), and each of the `n` rows (e), (f) of a stage may be off
+/// by [`ROW_TOLERANCE`].
+fn tolerance_margin(graph: &crate::graph::Graph) -> u64 {
     let g = super::memory_scale(graph);
-    let unit = super::model::memory_unit(instance.budget.saturating_sub(graph.fixed_memory()) / g);
     let coefficients: f64 = (0..graph.len())
         .map(|i| (graph.memory(i) / g) as f64 * (2 + graph.succs(i).len()) as f64)
         .sum();
-    (INTEGRALITY_TOLERANCE * coefficients + ROW_TOLERANCE * unit * graph.len() as f64).ceil() as u64
+    (INTEGRALITY_TOLERANCE * coefficients + ROW_TOLERANCE * graph.len() as f64).ceil() as u64
 }
 
 /// A MILP solution whose schedule peaked at `peak`, over the budget: HiGHS met the memory
@@ -271,7 +264,7 @@ fn repair(
     let graph = instance.graph;
     let g = super::memory_scale(graph);
     let over = peak - instance.budget;
-    let margin = tolerance_margin(instance).max(over.div_ceil(g));
+    let margin = tolerance_margin(graph).max(over.div_ceil(g));
     let what = format!(
         "HiGHS's solution peaked {over} bytes over the budget (its memory rows are met within \
          its tolerance); solved again with the budget rows {} bytes tighter",

@@ -38,12 +38,8 @@
 //! lowers memory, so its lower bound may go): 3.6 s and 24 / 34 s, although that LP is
 //! tighter (23 instead of 22 on linear-8 at 4).
 //!
-//! Memory is divided by the gcd `g` of the sizes (exact: the budget row becomes
-//! `U <= ⌊(B − K)/g⌋`), then by the least power of two `2^k` that brings that budget within
-//! 65,536 units (exported graphs: sizes near 1e8-1e9 bytes, `g` a few bytes); a division by
-//! a power of two is exact in floating point, so every `M_i` and the budget are still exact
-//! and no schedule changes sides of the budget. Costs are divided by their gcd when they are
-//! integers, else by the largest.
+//! Memory is divided by the gcd of the sizes (exact: the budget row becomes
+//! `U <= ⌊(B − K)/g⌋`), costs by their gcd when they are integers, else by the largest.
 //!
 //! # Memory semantics
 //! `U` counts more than the simulator (§6.2): no node frees its own output, and a
@@ -68,7 +64,6 @@ mod lp_rounding;
 mod milp;
 mod model;
 mod size;
-mod start;
 
 use lp_rounding::solve_rounding;
 pub use lp_rounding::{LpBound, LpRounding};
@@ -377,46 +372,6 @@ mod tests {
             StageModel::build(&instance, &stop).err(),
             Some(Stopped::TimeLimit)
         );
-    }
-
-    /// ResNet-18 at batch 32 exported from PyTorch (`tests/fixtures/resnet18-b32.json`,
-    /// written by `python/`'s exporter: costs in FLOP up to 1.5e10, sizes in bytes up to
-    /// 1e8 with a gcd of 4): at the budget its memory rows are in units of `2^k · 4`
-    /// bytes with the budget within [`model::MEMORY_RANGE`], and every size is exact in
-    /// that unit (the unit times the coefficient is the byte count).
-    #[test]
-    fn exported_graphs_get_a_small_exact_memory_unit() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/resnet18-b32.json");
-        let g = crate::graph::load::load_graph(&path, crate::graph::load::Format::Auto).unwrap();
-        let instance = Instance {
-            graph: &g,
-            budget: 519_820_384,
-        };
-        let model = StageModel::build(&instance, &Stop::start(&SolveOptions::default())).unwrap();
-        assert_eq!(model.mem_scale, 4);
-        assert!(model.mem_unit >= 1024.0, "{}", model.mem_unit);
-        assert!(
-            model.budget_units <= model::MEMORY_RANGE
-                && model.budget_units > model::MEMORY_RANGE / 2.0,
-            "{}",
-            model.budget_units
-        );
-        for i in 0..g.len() {
-            let bytes = model.units(g.memory(i)) * model.mem_unit * model.mem_scale as f64;
-            assert_eq!(bytes, g.memory(i) as f64, "node {i}");
-        }
-        // Small graphs keep their units.
-        let small = linear(4);
-        let model = StageModel::build(
-            &Instance {
-                graph: &small,
-                budget: 5,
-            },
-            &Stop::start(&SolveOptions::default()),
-        )
-        .unwrap();
-        assert_eq!((model.mem_unit, model.budget_units), (1.0, 5.0));
     }
 
     #[test]

@@ -29,11 +29,9 @@ pub(crate) struct StageModel {
     pub(super) free: Vec<(u32, u32, u32, u32)>,
     /// Objective units: cost `c` is `c / cost_scale` in the model.
     pub(super) cost_scale: f64,
-    /// Memory in units of `mem_scale · mem_unit` bytes: `mem_scale` the gcd of the sizes,
-    /// `mem_unit` a power of two ([`memory_unit`]).
+    /// Memory in units of `mem_scale` bytes.
     pub(super) mem_scale: u64,
-    pub(super) mem_unit: f64,
-    /// `⌊(B − K) / mem_scale⌋ / mem_unit`.
+    /// `⌊(B − K) / mem_scale⌋`.
     pub(super) budget_units: f64,
     pub build_time: Duration,
 }
@@ -53,25 +51,6 @@ pub(super) fn horizons(graph: &Graph) -> Vec<usize> {
 /// The memory unit `g` of the model: the gcd of the sizes.
 pub(super) fn memory_scale(graph: &Graph) -> u64 {
     graph.nodes().iter().map(|v| v.memory).fold(0, gcd).max(1)
-}
-
-/// The largest working budget, in units of the model, kept as is; a larger one is divided
-/// by the least power of two that brings it within.
-pub(super) const MEMORY_RANGE: f64 = 65536.0;
-
-/// The power of two `2^k` the memory rows are divided by after the gcd `g`: the least that
-/// brings the working budget `⌊(B − K)/g⌋` within [`MEMORY_RANGE`] units. Exported
-/// graphs have sizes near 1e8-1e9 bytes and a gcd of a few bytes, so that the budget row
-/// reads `U <= 1e8` and HiGHS's absolute tolerances (1e-7) ask for 15 significant digits;
-/// in units of `2^k g` bytes it reads `U <= 65536` at most. A division by a power of two is
-/// exact in floating point, so every coefficient and the budget are still the exact sizes
-/// in the new unit (fractions of it), and no schedule changes sides of the budget.
-pub(super) fn memory_unit(working_units: u64) -> f64 {
-    let mut unit = 1.0;
-    while working_units as f64 / unit > MEMORY_RANGE {
-        unit *= 2.0;
-    }
-    unit
 }
 
 pub(super) fn gcd(mut a: u64, mut b: u64) -> u64 {
@@ -125,10 +104,9 @@ impl StageModel {
         let n = graph.len();
         let h = horizons(graph);
         let mem_scale = memory_scale(graph);
-        let working = instance.budget.saturating_sub(graph.fixed_memory()) / mem_scale;
-        let mem_unit = memory_unit(working);
-        let m = |i: usize| (graph.memory(i) / mem_scale) as f64 / mem_unit;
-        let budget_units = working.saturating_sub(margin) as f64 / mem_unit;
+        let m = |i: usize| (graph.memory(i) / mem_scale) as f64;
+        let budget_units = (instance.budget.saturating_sub(graph.fixed_memory()) / mem_scale)
+            .saturating_sub(margin) as f64;
         let cost_scale = cost_scale(graph);
         let mut lp = Lp::new();
         let mut r = vec![Vec::new(); n];
@@ -258,7 +236,6 @@ impl StageModel {
             free,
             cost_scale,
             mem_scale,
-            mem_unit,
             budget_units,
             build_time: began.elapsed(),
         })
@@ -285,11 +262,6 @@ impl StageModel {
             build_time_s: Some(self.build_time.as_secs_f64()),
             ..CheckmateDetails::default()
         }
-    }
-
-    /// `bytes` (a node's size, a multiple of `mem_scale`) in the model's memory units.
-    pub(super) fn units(&self, bytes: u64) -> f64 {
-        (bytes / self.mem_scale) as f64 / self.mem_unit
     }
 
     /// An objective value in the graph's cost units.
@@ -346,10 +318,10 @@ impl StageModel {
                     .any(|&j| j > k && j <= t && r.contains(j));
             if value {
                 x[c as usize] = 1.0;
-                freed[t][k] += self.units(graph.memory(i));
+                freed[t][k] += (graph.memory(i) / self.mem_scale) as f64;
             }
         }
-        let m = |i: usize| self.units(graph.memory(i));
+        let m = |i: usize| (graph.memory(i) / self.mem_scale) as f64;
         for t in 0..n {
             let mut used: f64 = stages.s[t].ones().map(m).sum();
             for k in 0..=t {
