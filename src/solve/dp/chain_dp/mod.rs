@@ -69,10 +69,15 @@
 //!
 //! `O(L³·m)` time. Each row `C(a, b, ·)` is stored only between its first feasible `m`
 //! and the `m` from which it is constant, and the inner loop over `m` is a shifted
-//! element-wise minimum the compiler vectorises; where two rows are both constant the
-//! minimum is applied once per row, and budgets at which a row already equals its
-//! no-recomputation cost (a lower bound) are skipped. No choice table is kept: the plan is
-//! rebuilt by re-evaluating the options of the `O(L)` sub-problems it visits.
+//! element-wise minimum the compiler vectorises. Every row, every option's value and the
+//! running minimum are non-increasing in `m`, so an option whose least value (its
+//! `floor`, read from the rows' headers) is not below the running minimum at some `m` can
+//! lower it only before that `m`, found by binary search: dominated options are skipped
+//! whole, and the others run over that prefix only; where both rows are constant the
+//! sum is written over the prefix it lowers. Budgets at which a row already equals its
+//! no-recomputation cost (a lower bound) are skipped. The rows of one length `b − a` read
+//! only shorter ones and are split between two threads. No choice table is kept: the plan
+//! is rebuilt by re-evaluating the options of the `O(L)` sub-problems it visits.
 //!
 //! # Where things are
 //!

@@ -78,6 +78,14 @@ impl Part<'_> {
         }
     }
 
+    /// The sub-problem's least value.
+    pub(super) fn floor(&self) -> f64 {
+        match self.sub {
+            Sub::Range(t, a, b) => t.floor(a, b),
+            Sub::Join(j) => j.row.floor(),
+        }
+    }
+
     /// The budget the part gets within `m`, `None` when the shift exceeds it.
     fn budget(&self, m: usize) -> Option<usize> {
         m.checked_add_signed(-self.shift.slots)

@@ -3,15 +3,36 @@
 //!
 //! A row is stored only from its first feasible budget to the budget from which it is
 //! constant. [`combine`] adds an option's rows, shifted by the memory the option holds
-//! while each sub-problem runs, and keeps the minimum; where both rows have reached their
-//! constant tails the sum is constant too, and is pushed to a list of tails applied once
-//! per row ([`apply_tails`]) instead of being written out for every budget.
+//! while each sub-problem runs, and keeps the minimum.
+//!
+//! Every row is non-increasing in `m`, and so is every option's value and the running
+//! minimum `full` the fill keeps. Two consequences make the kernel cheap:
+//! * an option's least value is its value at the top, `floor = cost + last(first) +
+//!   last(second)`, and it can only lower `full[m]` where `full[m] > floor`: a prefix of
+//!   the budgets, found by binary search ([`improvable`]); an option whose floor is not
+//!   below `full` at its first budget is skipped whole (dominated);
+//! * where both rows have reached their constant tails the sum is a constant `v`, which
+//!   lowers exactly the prefix where `full > v`, again found by binary search.
 
-/// A row `C(a, b, m)` for `m >= lo`, constant after its last stored value.
-#[derive(Clone, Debug, Default)]
+/// A row `C(a, b, m)` for `m >= lo`, constant after its last stored value, `floor`.
+#[derive(Clone, Debug)]
 pub(super) struct Row {
     lo: usize,
+    /// The last value (the least), kept beside `lo` so that an option's floor is read
+    /// without touching the values.
+    floor: f64,
     vals: Vec<f64>,
+}
+
+impl Default for Row {
+    /// A row infeasible at every budget.
+    fn default() -> Row {
+        Row {
+            lo: 0,
+            floor: f64::INFINITY,
+            vals: Vec::new(),
+        }
+    }
 }
 
 impl Row {
@@ -19,6 +40,7 @@ impl Row {
     pub(super) fn zero() -> Row {
         Row {
             lo: 0,
+            floor: 0.0,
             vals: vec![0.0],
         }
     }
@@ -36,6 +58,11 @@ impl Row {
         (!self.vals.is_empty()).then_some(self.lo)
     }
 
+    /// The least value, at the top (infinite for a row that is never feasible).
+    pub(super) fn floor(&self) -> f64 {
+        self.floor
+    }
+
     /// Compresses a full row (indexed by m from 0).
     pub(super) fn from_full(full: &[f64]) -> Row {
         let Some(lo) = full.iter().position(|v| v.is_finite()) else {
@@ -45,18 +72,18 @@ impl Row {
         let end = full.iter().rposition(|&v| v != last).map_or(lo, |p| p + 1);
         Row {
             lo,
+            floor: last,
             vals: full[lo..=end.max(lo)].to_vec(),
         }
     }
 }
 
 /// `out[m] = min(out[m], base + a(m − shift) + b(m − shift_b))` for `m >= start`, with
-/// `b = Some((row, shift_b))`. Where both rows
-/// have reached their constant tails the value is constant in `m`: it is pushed to
-/// `tails` as `(from, value)` instead of being written out (see [`apply_tails`]).
+/// `b = Some((row, shift_b))`, where `out` is non-increasing (and stays so). Where both
+/// rows have reached their constant tails the value is constant in `m`: it is written
+/// only over the prefix it lowers ([`lower_to`]).
 pub(super) fn combine(
     out: &mut [f64],
-    tails: &mut Vec<(usize, f64)>,
     start: usize,
     base: f64,
     a: &Row,
@@ -100,32 +127,23 @@ pub(super) fn combine(
                 match (ia + 1 < a.vals.len(), ib + 1 < b.vals.len()) {
                     (true, true) => {
                         for ((o, &x), &y) in o.iter_mut().zip(&av[..len]).zip(&bv[..len]) {
-                            let v = base + x + y;
-                            if v < *o {
-                                *o = v;
-                            }
+                            *o = lesser(*o, base + x + y);
                         }
                     }
                     (true, false) => {
                         let y = bv[0];
                         for (o, &x) in o.iter_mut().zip(&av[..len]) {
-                            let v = base + x + y;
-                            if v < *o {
-                                *o = v;
-                            }
+                            *o = lesser(*o, base + x + y);
                         }
                     }
                     (false, true) => {
                         let x = av[0];
                         for (o, &y) in o.iter_mut().zip(&bv[..len]) {
-                            let v = base + x + y;
-                            if v < *o {
-                                *o = v;
-                            }
+                            *o = lesser(*o, base + x + y);
                         }
                     }
                     (false, false) => {
-                        tails.push((m, base + av[0] + bv[0]));
+                        lower_to(&mut out[m..], base + av[0] + bv[0]);
                         return;
                     }
                 }
@@ -138,18 +156,26 @@ pub(super) fn combine(
                 let o = &mut out[m..end];
                 if ia + 1 < a.vals.len() {
                     for (o, &x) in o.iter_mut().zip(&av[..len]) {
-                        let v = base + x;
-                        if v < *o {
-                            *o = v;
-                        }
+                        *o = lesser(*o, base + x);
                     }
                 } else {
-                    tails.push((m, base + av[0]));
+                    lower_to(&mut out[m..], base + av[0]);
                     return;
                 }
                 m = end;
             }
         }
+    }
+}
+
+/// `min(o, v)` as a select, which the compiler turns into a vector minimum (a branch per
+/// element instead when written as a conditional store).
+#[inline(always)]
+fn lesser(o: f64, v: f64) -> f64 {
+    if v < o {
+        v
+    } else {
+        o
     }
 }
 
@@ -160,25 +186,15 @@ pub(super) fn settle(full: &[f64], settled: &mut usize, lb: f64) {
     }
 }
 
-/// Applies the constant tails `(from, v)`: `out[m] = min(out[m], v)` for `m >= from`.
-pub(super) fn apply_tails(out: &mut [f64], tails: &mut Vec<(usize, f64)>) {
-    tails.sort_unstable_by_key(|t| t.0);
-    let mut best = f64::INFINITY;
-    let mut next = tails.iter().peekable();
-    let Some(&&(first, _)) = next.peek() else {
-        return;
-    };
-    for (m, o) in out.iter_mut().enumerate().skip(first) {
-        while let Some(&&(from, v)) = next.peek() {
-            if from > m {
-                break;
-            }
-            best = best.min(v);
-            next.next();
-        }
-        if best < *o {
-            *o = best;
-        }
-    }
-    tails.clear();
+/// The budgets of the non-increasing `full` that a value of at least `floor` may still
+/// lower: those before the first entry `<= floor`.
+pub(super) fn improvable(full: &[f64], floor: f64) -> usize {
+    full.partition_point(|&v| v > floor)
+}
+
+/// `out[m] = min(out[m], v)` for every `m`, on a non-increasing `out`: only the prefix
+/// above `v` changes.
+fn lower_to(out: &mut [f64], v: f64) {
+    let end = improvable(out, v);
+    out[..end].fill(v);
 }

@@ -7,7 +7,7 @@
 use super::model::{DpChain, Mem, Policy};
 use super::nest::{Nest, Placement};
 use super::recurrence::{Def, Step};
-use super::row::{apply_tails, combine, settle, Row};
+use super::row::{combine, improvable, settle, Row};
 use crate::schedule::{Event, Schedule};
 use std::ops::ControlFlow;
 
@@ -20,7 +20,14 @@ pub struct Table {
     pub(super) m: usize,
     /// `rows[b][a]` for `0 <= a < b <= L+1`.
     rows: Vec<Vec<Row>>,
+    /// `floors[a][b − a − 1]`: the least value of row `(a, b)`, by `a`, so that the floors
+    /// of the left parts `(a, k)` of `(a, b)`'s options lie side by side.
+    floors: Vec<Vec<f64>>,
 }
+
+/// The work (rows × length × budgets) of one length of the fill above which its rows
+/// are split between two threads.
+const PARALLEL_WORK: usize = 1 << 20;
 
 /// Cancelled or out of time while filling the table.
 #[derive(Debug)]
@@ -57,23 +64,55 @@ impl Table {
             nest,
             m,
             rows: (0..=n).map(|b| vec![Row::default(); b]).collect(),
+            floors: (0..=n).map(|a| Vec::with_capacity(n - a)).collect(),
         };
         table.fill_rows(poll)?;
         Ok(table)
     }
 
     /// Fills the rows by increasing length `b − a`: each row is the minimum over the
-    /// options of `(a, b)` of their cost plus their sub-problems' rows, shifted.
+    /// options of `(a, b)` of their cost plus their sub-problems' rows, shifted. The rows
+    /// of one length read only shorter ones, so they are split between two threads when
+    /// there is enough work ([`PARALLEL_WORK`]).
     fn fill_rows(&mut self, mut poll: impl FnMut(f64) -> bool) -> Result<(), Interrupted> {
         let n = self.chain.l + 1;
-        let mut full = vec![f64::INFINITY; self.m + 1];
-        let mut tails = Vec::new();
-        let zero = Row::zero();
+        let threads = std::thread::available_parallelism().map_or(1, |p| p.get().min(2));
         for len in 1..=n {
-            for a in 0..=n - len {
-                if !poll(len as f64 / n as f64) {
-                    return Err(Interrupted);
-                }
+            if !poll(len as f64 / n as f64) {
+                return Err(Interrupted);
+            }
+            let count = n - len + 1;
+            let this = &*self;
+            let rows = if threads > 1 && count > 1 && count * len * (this.m + 1) >= PARALLEL_WORK {
+                let half = count / 2;
+                std::thread::scope(|scope| {
+                    let right = scope.spawn(move || this.rows_of_length(len, half..count));
+                    let mut rows = this.rows_of_length(len, 0..half);
+                    rows.extend(
+                        right
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                    );
+                    rows
+                })
+            } else {
+                this.rows_of_length(len, 0..count)
+            };
+            for (a, row) in rows.into_iter().enumerate() {
+                self.floors[a].push(row.floor());
+                self.rows[a + len][a] = row;
+            }
+        }
+        Ok(())
+    }
+
+    /// The rows `C(a, a + len, ·)` for `a` in `starts`, from the rows already filled.
+    fn rows_of_length(&self, len: usize, starts: std::ops::Range<usize>) -> Vec<Row> {
+        let n = self.chain.l + 1;
+        let mut full = vec![f64::INFINITY; self.m + 1];
+        let zero = Row::zero();
+        starts
+            .map(|a| {
                 let b = a + len;
                 full.fill(f64::INFINITY);
                 // No option beats computing every op of the segment once: where `full`
@@ -89,9 +128,12 @@ impl Table {
                         .first
                         .as_ref()
                         .map_or((&zero, 0), |p| (p.row(), p.shift.slots as usize));
+                    // The option's least value; it lowers `full` only where `full` is above.
+                    let floor =
+                        def.cost + first.floor() + def.second.as_ref().map_or(0.0, |p| p.floor());
+                    let end = improvable(&full[..settled], floor);
                     combine(
-                        &mut full[..settled],
-                        &mut tails,
+                        &mut full[..end],
                         def.need.slots as usize,
                         def.cost,
                         first,
@@ -101,11 +143,9 @@ impl Table {
                     settle(&full, &mut settled, lb);
                     ControlFlow::Continue(())
                 });
-                apply_tails(&mut full, &mut tails);
-                self.rows[b][a] = Row::from_full(&full);
-            }
-        }
-        Ok(())
+                Row::from_full(&full)
+            })
+            .collect()
     }
 
     /// `C(0, L+1, m')` for `m' <= m` as a row.
@@ -117,6 +157,11 @@ impl Table {
     /// The row `C(a, b, ·)`, `a < b`.
     pub(super) fn row(&self, a: usize, b: usize) -> &Row {
         &self.rows[b][a]
+    }
+
+    /// The least value of `C(a, b, ·)`, `a < b`.
+    pub(super) fn floor(&self, a: usize, b: usize) -> f64 {
+        self.floors[a][b - a - 1]
     }
 
     pub(super) fn c(&self, a: usize, b: usize, m: usize) -> f64 {

@@ -38,6 +38,19 @@
 //! lowers memory, so its lower bound may go): 3.6 s and 24 / 34 s, although that LP is
 //! tighter (23 instead of 22 on linear-8 at 4).
 //!
+//! Measured and left out too (issue 13, release build, min of 3 on a shared machine;
+//! main's times linear-8 at 4 / FCN8 at 0.9 / FCN8 at 0.8: 1.59 / 7.29 / 7.06 s): a MIP
+//! start from the stage form of the exact DP's plan on chains (Revolve, chain-dp) and of
+//! Sethi–Ullman's schedule (a schedule whose first computations follow the solver order is
+//! a stage schedule: `S[t]` the values resident at stage `t`'s first computation): 1.98 /
+//! 12.4 / 11.2 s, although those starts are optimal on linear-8 and FCN8 at 0.8 (HiGHS
+//! spends the time on the bound, and the other incumbent changes its path); memory in
+//! units of `2^k g` bytes with the budget within 65,536 units (exact in floating point):
+//! 1.59 / 5.66 / 13.9 s; both: 1.93 / 8.98 / 8.39 s. HiGHS options on the same model
+//! through highspy (FCN8 at 0.9, one run each): `mip_detect_symmetry` off, 26.2 s against
+//! 28.9 s; `mip_allow_restart` off, 23.3 s; `mip_heuristic_effort` 0.3 / 0.6, 59.8 /
+//! 58.3 s against 44.5-52.5 s: nothing beyond the noise.
+//!
 //! Memory is divided by the gcd of the sizes (exact: the budget row becomes
 //! `U <= ⌊(B − K)/g⌋`), costs by their gcd when they are integers, else by the largest.
 //!
