@@ -37,6 +37,43 @@ pub fn from_computes(graph: &Graph, computes: &[usize]) -> Schedule {
     Schedule::new(events)
 }
 
+/// Appends to `computes` the recomputation of the inputs of `v` that are `absent` and not
+/// yet `restored`, with, first, the absent inputs of those (post-order, so each value's
+/// inputs come before it), each at most once: it marks them in `restored`. What selective
+/// recomputation runs before an op that reads dropped values.
+pub fn push_restored_inputs(
+    graph: &Graph,
+    v: usize,
+    absent: impl Fn(usize) -> bool,
+    restored: &mut [bool],
+    computes: &mut Vec<usize>,
+) {
+    let missing = |x: usize, restored: &[bool]| {
+        graph
+            .preds(x)
+            .iter()
+            .copied()
+            .filter(|&u| absent(u) && !restored[u])
+            .collect::<Vec<_>>()
+    };
+    let mut stack: Vec<(usize, bool)> = missing(v, restored)
+        .into_iter()
+        .map(|u| (u, false))
+        .collect();
+    while let Some((x, inputs_done)) = stack.pop() {
+        if restored[x] {
+            continue;
+        }
+        if inputs_done {
+            restored[x] = true;
+            computes.push(x);
+            continue;
+        }
+        stack.push((x, true));
+        stack.extend(missing(x, restored).into_iter().map(|u| (u, false)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

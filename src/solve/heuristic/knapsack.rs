@@ -32,7 +32,7 @@
 //! below the budgets where one recomputation per value suffices it finds nothing.
 
 use crate::graph::{Graph, NodeKind};
-use crate::schedule::sequence::from_computes;
+use crate::schedule::sequence::{from_computes, push_restored_inputs};
 use crate::schedule::{simulate, SimStats};
 use crate::solve::details::{Details, KnapsackDetails};
 use crate::solve::{
@@ -232,30 +232,9 @@ impl<'g> Problem<'g> {
         let absent = |u: usize| self.forward[u] && (dropped[u] || !is_candidate[u]);
         let mut again = vec![false; g.len()];
         let mut computes = Vec::with_capacity(2 * g.len());
-        let mut stack: Vec<(usize, bool)> = Vec::new();
         for v in 0..g.len() {
             if !self.forward[v] {
-                for &u in g.preds(v) {
-                    if absent(u) && !again[u] {
-                        stack.push((u, false));
-                    }
-                }
-                while let Some((x, inputs_done)) = stack.pop() {
-                    if again[x] {
-                        continue;
-                    }
-                    if inputs_done {
-                        again[x] = true;
-                        computes.push(x);
-                        continue;
-                    }
-                    stack.push((x, true));
-                    for &u in g.preds(x) {
-                        if absent(u) && !again[u] {
-                            stack.push((u, false));
-                        }
-                    }
-                }
+                push_restored_inputs(g, v, absent, &mut again, &mut computes);
             }
             computes.push(v);
         }

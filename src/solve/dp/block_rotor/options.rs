@@ -8,6 +8,8 @@
 //! each at most once), as the saved-set knapsack does for a whole graph. The prefixes are
 //! `0, ⌈n/4⌉, ⌈n/2⌉, ⌈3n/4⌉, n` of the `n` droppable values.
 
+use crate::schedule::sequence::push_restored_inputs;
+
 /// One way to run a block: the bytes kept from `F_j` to `B_j`, the cost `B_j` adds to
 /// the block's own backward cost, and `B_j`'s compute sequence (recomputations included).
 #[derive(Clone, Debug, Default)]
@@ -74,36 +76,11 @@ fn recomputing(view: &BlockView, dropped: &[bool], again: &mut [bool]) -> Vec<us
     let absent =
         |u: usize| (view.mine)(u) && u != view.cut && (dropped[u] || !view.read_by_backward[u]);
     let mut computes = Vec::with_capacity(view.backward.len());
-    let mut stack: Vec<(usize, bool)> = Vec::new();
-    let mut touched = Vec::new();
     for &b in view.backward {
-        stack.extend(
-            g.preds(b)
-                .iter()
-                .filter(|&&u| absent(u) && !again[u])
-                .map(|&u| (u, false)),
-        );
-        while let Some((x, inputs_done)) = stack.pop() {
-            if again[x] {
-                continue;
-            }
-            if inputs_done {
-                again[x] = true;
-                touched.push(x);
-                computes.push(x);
-                continue;
-            }
-            stack.push((x, true));
-            stack.extend(
-                g.preds(x)
-                    .iter()
-                    .filter(|&&u| absent(u) && !again[u])
-                    .map(|&u| (u, false)),
-            );
-        }
+        push_restored_inputs(g, b, absent, again, &mut computes);
         computes.push(b);
     }
-    for x in touched {
+    for &x in &computes {
         again[x] = false;
     }
     computes
