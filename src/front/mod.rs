@@ -87,13 +87,15 @@ mod tests {
             BoundMethod::SumOfCosts
             | BoundMethod::Search
             | BoundMethod::LpRelaxation
-            | BoundMethod::BranchAndBound => m,
+            | BoundMethod::BranchAndBound
+            | BoundMethod::StageCut => m,
         };
         let methods = [
             BoundMethod::SumOfCosts,
             BoundMethod::Search,
             BoundMethod::LpRelaxation,
             BoundMethod::BranchAndBound,
+            BoundMethod::StageCut,
         ];
         for m in methods.map(listed) {
             assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());

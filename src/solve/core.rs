@@ -204,6 +204,9 @@ pub enum BoundMethod {
     LpRelaxation,
     /// HiGHS's branch-and-bound dual bound on Checkmate's MILP.
     BranchAndBound,
+    /// Checkmate's relaxation aggregated around one stage (the stage-cut bound): what the
+    /// values still needed at a node's first computation cost to bring back.
+    StageCut,
 }
 
 impl BoundMethod {
@@ -213,6 +216,7 @@ impl BoundMethod {
             BoundMethod::Search => "search",
             BoundMethod::LpRelaxation => "lp_relaxation",
             BoundMethod::BranchAndBound => "branch_and_bound",
+            BoundMethod::StageCut => "stage_cut",
         }
     }
 }

@@ -209,8 +209,24 @@ pub struct AutoDetails {
     pub first_found_s: Option<f64>,
     /// The figures of the solver whose schedule is returned.
     pub solver_details: Option<Details>,
+    /// The stage-cut bound, when it rose above `Σ_v c_v`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage_cut: Option<StageCutDetails>,
     /// Every candidate, in the order they ran.
     pub tried: Vec<Tried>,
+}
+
+/// The stage-cut bound `auto` proved (`crate::solve::exact::checkmate`'s `stage_cut`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StageCutDetails {
+    /// The bound on every schedule's cost.
+    pub bound: f64,
+    /// The node whose first computation gave it.
+    pub cut: String,
+    /// The cuts whose LP was solved.
+    pub cuts: usize,
+    /// Seconds it took.
+    pub time_s: f64,
 }
 
 /// One candidate of the portfolio.

@@ -9,11 +9,16 @@
 //! 3. The fast constructive solvers run next ([`FAST`]), so that a schedule exists within
 //!    a second or two at any feasible budget. They are the floor: they run even when the
 //!    time limit has passed, so the answer is never worse than any of them.
-//! 4. The Checkmate MILP runs where it fits ([`MILP_MAX_NODES`], and its model within
+//! 4. The stage-cut bound ([`checkmate`]'s relaxation around one stage) is proven with
+//!    [`BOUND_SHARE`] of the time left: a bound on every schedule that, unlike `Σ_v c_v`,
+//!    prices what the values still needed at a node's first computation cost to bring
+//!    back. A candidate that meets it is a global optimum and ends the solve. The LP of
+//!    its best cut also ranks `knapsack`'s candidates once more (least kept first).
+//! 5. The Checkmate MILP runs where it fits ([`MILP_MAX_NODES`], and its model within
 //!    `SolveOptions::memory_limit`: a model too large is refused before it is allocated),
 //!    with half of the time left. A proof that covers only the solver order is a reason to
 //!    go on, not to stop.
-//! 5. FastSA's simulated annealing over compute sequences (which also reorders) searches
+//! 6. FastSA's simulated annealing over compute sequences (which also reorders) searches
 //!    from the solver order for [`SEARCH_SHARE`] of the time left, then polishes the best
 //!    schedule of all candidates for the rest. After a proof within a scope both get
 //!    [`IMPROVER_SHARE_AFTER_PROOF`] of the time left.
@@ -30,6 +35,7 @@ mod portfolio;
 use super::dp::structured::exact_solver_for;
 use super::exhaustive::{Exhaustive, MAX_NODES};
 use super::fastsa::{self, FastSa};
+use super::heuristic::knapsack;
 use super::{checkmate, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 use portfolio::Portfolio;
 use std::time::Duration;
@@ -47,6 +53,14 @@ const FAST: [&str; 5] = [
     "chen-greedy",
     "checkpoint-all",
 ];
+
+/// The share of the remaining time the stage-cut bound may take (its LPs take 0.1 to 0.3 s
+/// in all on the 300- to 900-node exported graphs).
+const BOUND_SHARE: f64 = 0.1;
+
+/// The share of the remaining time the knapsack ranked by the stage-cut LP may take (not
+/// a floor candidate: on 10,000 nodes a knapsack takes 3 to 15 s).
+const KEEP_SHARE: f64 = 0.25;
 
 /// Graphs up to this size try the MILP (larger ones: its LP relaxation alone outlasts a
 /// minute on two cores, issue 9's measurements at 250-1000 nodes).
@@ -74,8 +88,9 @@ impl Solver for Auto {
         SolverInfo {
             name: "auto",
             description: "A portfolio: exhaustive search up to 12 nodes, the exact chain DP on \
-                          chains, then the constructive solvers (Sethi-Ullman, DTR, Chen greedy, \
-                          checkpoint-all), the MILP where its model \
+                          chains, then the constructive solvers (Sethi-Ullman, DTR, knapsack, Chen greedy, \
+                          checkpoint-all), the stage-cut bound (a bound on every schedule; its \
+                          LP also ranks one more knapsack), the MILP where its model \
                           fits (graphs up to 200 nodes) and local search for the rest of the \
                           time limit (60 s by default); returns the cheapest verified schedule \
                           and names the solver that produced it.",
@@ -97,6 +112,12 @@ impl Solver for Auto {
         for name in FAST {
             let solver = super::find(name)?;
             portfolio.run_floor(name, |i, o| solver.solve(i, o))?;
+        }
+        portfolio.prove_bound(BOUND_SHARE)?;
+        if let Some(keep) = portfolio.stage_cut_keep().map(<[f64]>::to_vec) {
+            portfolio.run("knapsack", KEEP_SHARE, |i, o| {
+                knapsack::solve_keeping(i, o, &keep)
+            })?;
         }
         if !portfolio.done() && instance.graph.len() <= MILP_MAX_NODES {
             portfolio.run("milp", MILP_SHARE, checkmate::solve_milp)?;

@@ -3,8 +3,11 @@
 //! recorded for `details.tried`.
 
 use crate::schedule::{simulate, Schedule};
-use crate::solve::details::{AutoDetails, Details, Tried, Verdict};
-use crate::solve::{Bound, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Stop};
+use crate::solve::checkmate::stage_cut_bound;
+use crate::solve::details::{AutoDetails, Details, StageCutDetails, Tried, Verdict};
+use crate::solve::{
+    Bound, BoundMethod, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Stop,
+};
 use std::time::Duration;
 
 /// The least time a floor candidate gets, even past the deadline (Chen's greedy sweep
@@ -20,6 +23,10 @@ pub(super) struct Portfolio<'a> {
     tried: Vec<Tried>,
     /// A candidate's proof that no schedule at all fits.
     proven_infeasible: Option<Outcome>,
+    /// The stage-cut bound on every schedule, when it rose above `Σ_v c_v`.
+    stage_cut: Option<StageCutDetails>,
+    /// The share of each node the stage-cut bound's LP keeps resident at its cut.
+    stage_cut_keep: Option<Vec<f64>>,
 }
 
 /// The cheapest verified plan so far.
@@ -39,18 +46,75 @@ impl<'a> Portfolio<'a> {
             best: None,
             tried: Vec::new(),
             proven_infeasible: None,
+            stage_cut: None,
+            stage_cut_keep: None,
         }
     }
 
+    /// The share of each node the stage-cut bound's LP keeps resident at its cut, once
+    /// the bound is proven.
+    pub(super) fn stage_cut_keep(&self) -> Option<&[f64]> {
+        self.stage_cut_keep.as_deref()
+    }
+
+    /// The best proven bound on every schedule: the stage-cut bound, else `Σ_v c_v`.
+    fn global_bound(&self) -> Bound {
+        self.stage_cut
+            .as_ref()
+            .map_or(Bound::sum_of_costs(self.instance.graph), |cut| Bound {
+                cost: cut.bound,
+                scope: Scope::GlobalOptimum,
+                method: BoundMethod::StageCut,
+            })
+    }
+
+    /// Proves the stage-cut bound with `share` of the time left. It is no candidate: a
+    /// failure of HiGHS is reported as progress and leaves `Σ_v c_v` as the bound.
+    pub(super) fn prove_bound(&mut self, share: f64) -> Result<(), SolveError> {
+        if self.done() || self.stop.should_stop() {
+            return Ok(());
+        }
+        let mut options = self.options.clone();
+        options.time_limit = self.time_left().map(|t| t.mul_f64(share));
+        let started = self.stop.elapsed();
+        match stage_cut_bound(self.instance.graph, self.instance.budget, &options) {
+            Err(SolveError::Cancelled) => return Err(SolveError::Cancelled),
+            Err(e) => self
+                .options
+                .report(format!("auto: no stage-cut bound: {e}"), None),
+            Ok(None) => {}
+            Ok(Some(cut)) => {
+                let time_s = (self.stop.elapsed() - started).as_secs_f64();
+                self.options.report(
+                    format!(
+                        "auto: stage-cut bound {} at '{}' ({} cuts, {time_s:.1} s)",
+                        cut.cost,
+                        self.instance.graph.id(cut.node),
+                        cut.cuts
+                    ),
+                    None,
+                );
+                self.stage_cut = Some(StageCutDetails {
+                    bound: cut.cost,
+                    cut: self.instance.graph.id(cut.node).to_string(),
+                    cuts: cut.cuts,
+                    time_s,
+                });
+                self.stage_cut_keep = Some(cut.keep);
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the solve is over: cancelled, no schedule can exist, or the best plan is a
-    /// global optimum (proven so, or costing `Σ_v c_v`: nothing is cheaper). The deadline
-    /// is not checked here: see [`Portfolio::run`].
+    /// global optimum (proven so, or meeting a bound on every schedule: `Σ_v c_v` or the
+    /// stage-cut bound). The deadline is not checked here: see [`Portfolio::run`].
     pub(super) fn done(&self) -> bool {
         self.stop.cancelled()
             || self.proven_infeasible.is_some()
             || self.best.as_ref().is_some_and(|b| {
                 (b.plan.claim == Claim::Optimal && b.plan.scope == Scope::GlobalOptimum)
-                    || Bound::sum_of_costs(self.instance.graph).met_by(b.cost)
+                    || self.global_bound().met_by(b.cost)
             })
     }
 
@@ -207,6 +271,7 @@ impl<'a> Portfolio<'a> {
     pub(super) fn finish(self) -> Outcome {
         let graph = self.instance.graph;
         let first_found_s = self.first_found_s();
+        let global_bound = self.global_bound();
         let Some(best) = self.best else {
             if let Some(proof) = self.proven_infeasible {
                 return proof;
@@ -236,11 +301,15 @@ impl<'a> Portfolio<'a> {
             };
         };
         let mut plan = best.plan;
-        // A plan's own bound covers its solver's scope; without one, Σ_v c_v bounds every
-        // schedule (a plan proven globally optimal needs none).
+        // A plan's own bound covers its solver's scope; without one, or when its bound on
+        // every schedule is lower, the portfolio's bound on every schedule (a plan proven
+        // globally optimal needs none).
         let proven_optimal = plan.claim == Claim::Optimal && plan.scope == Scope::GlobalOptimum;
-        if plan.lower_bound.is_none() && !proven_optimal {
-            plan.lower_bound = Some(Bound::sum_of_costs(graph));
+        let weaker = plan
+            .lower_bound
+            .is_none_or(|own| own.scope == Scope::GlobalOptimum && own.cost < global_bound.cost);
+        if weaker && !proven_optimal {
+            plan.lower_bound = Some(global_bound);
         }
         let ran = self.tried.len();
         plan.message = Some(format!(
@@ -264,6 +333,7 @@ impl<'a> Portfolio<'a> {
             best_found_s: best.found_s,
             first_found_s,
             solver_details: plan.details.take(),
+            stage_cut: self.stage_cut,
             tried: self.tried,
         })));
         Outcome::Plan(plan)

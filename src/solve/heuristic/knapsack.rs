@@ -28,6 +28,11 @@
 //! answer, as a compute sequence
 //! ([`from_computes`](crate::schedule::sequence::from_computes)).
 //!
+//! `auto` runs one more ranking ([`solve_keeping`]): by the share of each value the
+//! stage-cut bound's LP keeps resident at its cut (`crate::solve::exact::checkmate`'s
+//! `stage_cut`), least kept first, then by `c_v / s_v`. That LP prices a dropped value with
+//! whatever its recomputation needs, which neither per-byte price sees.
+//!
 //! Scope: a heuristic, with no optimality claim. It recomputes each value at most once, so
 //! below the budgets where one recomputation per value suffices it finds nothing.
 
@@ -55,28 +60,47 @@ impl Solver for Knapsack {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        let graph = instance.graph;
-        let stop = Stop::start(options);
-        let knapsack = Problem::new(graph);
-        let mut best: Option<(f64, Choice)> = None;
-        let mut lowest_peak = u64::MAX;
-        for ranking in [Ranking::Own, Ranking::WithInputs] {
-            let order = knapsack.rank(ranking);
-            let Some(dropped) =
-                knapsack.choose(&order, instance.budget, &stop, &mut lowest_peak)?
-            else {
-                continue;
-            };
-            let cost = knapsack.replay(&dropped)?.total_cost;
-            if best.as_ref().is_none_or(|(c, _)| cost < *c) {
-                best = Some((cost, Choice { dropped, ranking }));
-            }
+        solve_ranked(instance, options, &[Ranking::Own, Ranking::WithInputs])
+    }
+}
+
+/// `knapsack` with the candidates ranked by `keep[v]`, the share of `v` the stage-cut LP
+/// keeps resident, least first (ties: `c_v / s_v`).
+pub(crate) fn solve_keeping(
+    instance: &Instance,
+    options: &SolveOptions,
+    keep: &[f64],
+) -> Result<Outcome, SolveError> {
+    solve_ranked(instance, options, &[Ranking::Kept(keep)])
+}
+
+/// The cheapest of the rankings' schedules.
+fn solve_ranked(
+    instance: &Instance,
+    options: &SolveOptions,
+    rankings: &[Ranking],
+) -> Result<Outcome, SolveError> {
+    let graph = instance.graph;
+    let stop = Stop::start(options);
+    let knapsack = Problem::new(graph);
+    let mut best: Option<(f64, Choice)> = None;
+    let mut lowest_peak = u64::MAX;
+    for &ranking in rankings {
+        let order = knapsack.rank(ranking);
+        let Some(dropped) = knapsack.choose(&order, instance.budget, &stop, &mut lowest_peak)?
+        else {
+            continue;
+        };
+        let cost = knapsack.replay(&dropped)?.total_cost;
+        if best.as_ref().is_none_or(|(c, _)| cost < *c) {
+            best = Some((cost, Choice { dropped, ranking }));
         }
-        let Some((_, choice)) = best else {
-            if let Err(stopped) = stop.poll() {
-                return stopped.outcome("knapsack", "while choosing the saved set");
-            }
-            return Ok(Outcome::Infeasible {
+    }
+    let Some((_, choice)) = best else {
+        if let Err(stopped) = stop.poll() {
+            return stopped.outcome("knapsack", "while choosing the saved set");
+        }
+        return Ok(Outcome::Infeasible {
                 solver: "knapsack",
                 proven: None,
                 reason: format!(
@@ -85,39 +109,41 @@ impl Solver for Knapsack {
                     instance.budget
                 ),
             });
-        };
-        let details = Details::Knapsack(KnapsackDetails {
-            candidates: knapsack.candidates.len(),
-            dropped: choice.dropped.iter().filter(|&&d| d).count(),
-            ranking: choice.ranking.as_str(),
-        });
-        let schedule = from_computes(graph, &knapsack.sequence(&choice.dropped));
-        fit(instance, "knapsack", schedule, Some(details))
-    }
+    };
+    let details = Details::Knapsack(KnapsackDetails {
+        candidates: knapsack.candidates.len(),
+        dropped: choice.dropped.iter().filter(|&&d| d).count(),
+        ranking: choice.ranking.as_str(),
+    });
+    let schedule = from_computes(graph, &knapsack.sequence(&choice.dropped));
+    fit(instance, "knapsack", schedule, Some(details))
 }
 
 /// How the candidates are ranked for dropping (cheapest per byte first).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ranking {
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Ranking<'k> {
     /// `c_v / s_v`.
     Own,
     /// `(c_v + Σ c*_u over forward inputs u ∉ A) / s_v`.
     WithInputs,
+    /// The share the stage-cut LP keeps, then `c_v / s_v`.
+    Kept(&'k [f64]),
 }
 
-impl Ranking {
+impl Ranking<'_> {
     fn as_str(self) -> &'static str {
         match self {
             Ranking::Own => "own_cost",
             Ranking::WithInputs => "with_unsaved_inputs",
+            Ranking::Kept(_) => "stage_cut_keep",
         }
     }
 }
 
 /// A saved set, as the dropped flags of every node, and the ranking that chose it.
-struct Choice {
+struct Choice<'k> {
     dropped: Vec<bool>,
-    ranking: Ranking,
+    ranking: Ranking<'k>,
 }
 
 /// The graph's forward part and the candidates `A`.
@@ -160,15 +186,21 @@ impl<'g> Problem<'g> {
                 .sum();
             with_inputs[v] = g.cost(v) + unsaved_inputs;
         }
-        let price = |v: usize| {
-            let c = match ranking {
-                Ranking::Own => g.cost(v),
-                Ranking::WithInputs => with_inputs[v],
+        // (the share kept, the price per byte)
+        let key = |v: usize| {
+            let (kept, c) = match ranking {
+                Ranking::Own => (0.0, g.cost(v)),
+                Ranking::WithInputs => (0.0, with_inputs[v]),
+                Ranking::Kept(keep) => (keep[v], g.cost(v)),
             };
-            c / g.memory(v).max(1) as f64
+            (kept, c / g.memory(v).max(1) as f64)
         };
         let mut order = self.candidates.clone();
-        order.sort_by(|&a, &b| price(a).total_cmp(&price(b)).then(a.cmp(&b)));
+        order.sort_by(|&a, &b| {
+            let (ka, pa) = key(a);
+            let (kb, pb) = key(b);
+            ka.total_cmp(&kb).then(pa.total_cmp(&pb)).then(a.cmp(&b))
+        });
         order
     }
 
@@ -297,5 +329,37 @@ mod tests {
             .expect("a schedule at half the span");
         let forward: f64 = (0..8).map(|v| g.cost(v)).sum();
         assert!(cost > g.total_cost() && cost <= g.total_cost() + forward);
+    }
+
+    /// Ranked by the stage-cut LP's keep shares: within budget, never below the oracle nor
+    /// below the bound that LP proves.
+    #[test]
+    fn the_stage_cut_ranking_is_within_budget_and_above_both_bounds() {
+        let mut found = 0;
+        for (g, name) in [(linear(5), "linear-5"), (random_layered(10, 11), "random-10")] {
+            let peak = checkpoint_all_peak(&g);
+            let (low, _) = g.min_feasible_budget();
+            for step in 0..=6 {
+                let budget = low + (peak - low) * step / 6;
+                let options = SolveOptions::default();
+                let Some(cut) =
+                    crate::solve::checkmate::stage_cut_bound(&g, budget, &options).unwrap()
+                else {
+                    continue;
+                };
+                let instance = Instance { graph: &g, budget };
+                let Outcome::Plan(plan) = solve_keeping(&instance, &options, &cut.keep).unwrap()
+                else {
+                    continue;
+                };
+                found += 1;
+                let stats = simulate(&g, &plan.schedule).unwrap();
+                let (best, _) = at(&g, budget, "exhaustive").1.expect("the oracle fits");
+                assert!(stats.peak_memory <= budget, "{name} at {budget}");
+                assert!(stats.total_cost >= best - 1e-9, "{name} at {budget}");
+                assert!(best >= cut.cost * (1.0 - 1e-9), "{name} at {budget}");
+            }
+        }
+        assert!(found >= 2, "only {found} budgets got a schedule");
     }
 }

@@ -77,12 +77,14 @@ mod lp_rounding;
 mod milp;
 mod model;
 mod size;
+mod stage_cut;
 
 use lp_rounding::solve_rounding;
 pub use lp_rounding::{LpBound, LpRounding};
 pub(crate) use milp::solve_milp;
 pub use milp::Milp;
 pub use size::{model_size, ModelSize};
+pub(crate) use stage_cut::stage_cut_bound;
 
 use model::{horizons, memory_scale, StageModel};
 
