@@ -336,7 +336,10 @@ mod tests {
     #[test]
     fn the_stage_cut_ranking_is_within_budget_and_above_both_bounds() {
         let mut found = 0;
-        for (g, name) in [(linear(5), "linear-5"), (random_layered(10, 11), "random-10")] {
+        for (g, name) in [
+            (linear(5), "linear-5"),
+            (random_layered(10, 11), "random-10"),
+        ] {
             let peak = checkpoint_all_peak(&g);
             let (low, _) = g.min_feasible_budget();
             for step in 0..=6 {

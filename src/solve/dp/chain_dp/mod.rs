@@ -74,7 +74,9 @@
 //! `floor`, read from the rows' headers) is not below the running minimum at some `m` can
 //! lower it only before that `m`, found by binary search: dominated options are skipped
 //! whole, and the others run over that prefix only; where both rows are constant the
-//! sum is written over the prefix it lowers. Budgets at which a row already equals its
+//! sum is written over the prefix it lowers. Within the prefix, budgets go by chunks of
+//! 32: a chunk where the option's least value (at its end) is not below `full`'s greatest
+//! (at its start) is skipped unread. Budgets at which a row already equals its
 //! no-recomputation cost (a lower bound) are skipped. The rows of one length `b − a` read
 //! only shorter ones and are split between two threads. No choice table is kept: the plan
 //! is rebuilt by re-evaluating the options of the `O(L)` sub-problems it visits.

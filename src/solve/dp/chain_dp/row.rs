@@ -125,23 +125,9 @@ pub(super) fn combine(
                 let bv = &b.vals[ib.min(b.vals.len() - 1)..];
                 let o = &mut out[m..end];
                 match (ia + 1 < a.vals.len(), ib + 1 < b.vals.len()) {
-                    (true, true) => {
-                        for ((o, &x), &y) in o.iter_mut().zip(&av[..len]).zip(&bv[..len]) {
-                            *o = lesser(*o, base + x + y);
-                        }
-                    }
-                    (true, false) => {
-                        let y = bv[0];
-                        for (o, &x) in o.iter_mut().zip(&av[..len]) {
-                            *o = lesser(*o, base + x + y);
-                        }
-                    }
-                    (false, true) => {
-                        let x = av[0];
-                        for (o, &y) in o.iter_mut().zip(&bv[..len]) {
-                            *o = lesser(*o, base + x + y);
-                        }
-                    }
+                    (true, true) => lower_by(o, &av[..len], Some(&bv[..len]), base),
+                    (true, false) => lower_by(o, &av[..len], None, base + bv[0]),
+                    (false, true) => lower_by(o, &bv[..len], None, base + av[0]),
                     (false, false) => {
                         lower_to(&mut out[m..], base + av[0] + bv[0]);
                         return;
@@ -155,9 +141,7 @@ pub(super) fn combine(
                 let av = &a.vals[ia.min(a.vals.len() - 1)..];
                 let o = &mut out[m..end];
                 if ia + 1 < a.vals.len() {
-                    for (o, &x) in o.iter_mut().zip(&av[..len]) {
-                        *o = lesser(*o, base + x);
-                    }
+                    lower_by(o, &av[..len], None, base);
                 } else {
                     lower_to(&mut out[m..], base + av[0]);
                     return;
@@ -165,6 +149,40 @@ pub(super) fn combine(
                 m = end;
             }
         }
+    }
+}
+
+/// The budgets [`lower_by`] checks at once before it touches them.
+const CHUNK: usize = 32;
+
+/// `o[i] = min(o[i], base + x[i] + y[i])` (`y` absent: 0), for a non-increasing `o` and
+/// non-increasing `x`, `y`. Chunk by chunk: the sum is least at a chunk's end and `o`
+/// greatest at its start, so when the one is not below the other nothing in the chunk
+/// can be lowered and the chunk is skipped. Of the sums the fill forms, few lower `o`
+/// (3% on rotor's L = 200 chain with 1000 slots) and about half of the chunks are skipped
+/// (L = 500, 500 slots).
+#[inline(always)]
+fn lower_by(o: &mut [f64], x: &[f64], y: Option<&[f64]>, base: f64) {
+    let least = |i: usize| base + x[i] + y.map_or(0.0, |y| y[i]);
+    let mut start = 0;
+    while start < o.len() {
+        let end = (start + CHUNK).min(o.len());
+        if least(end - 1) < o[start] {
+            let o = &mut o[start..end];
+            match y {
+                Some(y) => {
+                    for ((o, &x), &y) in o.iter_mut().zip(&x[start..end]).zip(&y[start..end]) {
+                        *o = lesser(*o, base + x + y);
+                    }
+                }
+                None => {
+                    for (o, &x) in o.iter_mut().zip(&x[start..end]) {
+                        *o = lesser(*o, base + x);
+                    }
+                }
+            }
+        }
+        start = end;
     }
 }
 
