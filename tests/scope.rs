@@ -81,14 +81,7 @@ fn every_claim_holds_for_the_set_it_names() {
 }
 
 fn node(id: &str, cost: f64, memory: u64, inputs: &[&str]) -> NodeSpec {
-    NodeSpec {
-        id: id.into(),
-        cost,
-        memory,
-        inputs: inputs.iter().map(|s| s.to_string()).collect(),
-        kind: None,
-        op: None,
-    }
+    NodeSpec::plain(id, cost, memory, inputs)
 }
 
 /// Two large sources `a`, `b` each read by a small sink, listed `a, b, sa, sb`, beside a

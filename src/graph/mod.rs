@@ -82,6 +82,20 @@ pub struct NodeSpec {
     pub op: Option<String>,
 }
 
+impl NodeSpec {
+    /// A node without `kind` or `op`.
+    pub fn plain(id: &str, cost: f64, memory: u64, inputs: &[&str]) -> NodeSpec {
+        NodeSpec {
+            id: id.into(),
+            cost,
+            memory,
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            kind: None,
+            op: None,
+        }
+    }
+}
+
 /// A training graph as the user described it: not yet validated or ordered. This is the
 /// native JSON format (`api/graph.schema.json`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

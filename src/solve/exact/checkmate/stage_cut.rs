@@ -290,14 +290,7 @@ mod tests {
     /// is the best any schedule can do, and the cuts prove it.
     #[test]
     fn the_cuts_prove_the_optimum_of_a_two_activation_chain() {
-        let node = |id: &str, cost: f64, memory: u64, inputs: &[&str]| NodeSpec {
-            id: id.into(),
-            cost,
-            memory,
-            inputs: inputs.iter().map(|s| s.to_string()).collect(),
-            kind: None,
-            op: None,
-        };
+        let node = NodeSpec::plain;
         let g = Graph::new(GraphSpec {
             nodes: vec![
                 node("x1", 1.0, 2, &[]),
