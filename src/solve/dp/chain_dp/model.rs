@@ -195,6 +195,26 @@ impl DpChain {
         self.d_bytes[n] = 0;
     }
 
+    /// The bytes a value of the table takes: 4 when every finite `C(a, b, m)` is an integer
+    /// below 2^24, so that the rows hold it in single precision ([`super::row`]), else 8.
+    /// That holds when every `fw_j` and `bw_j` is a non-negative integer and
+    /// `(L + 1)·Σ_j fw_j + Σ_j bw_j < 2^24`: a plan runs each `G_j` once and each `F_j` at
+    /// most once per nested sub-problem that contains stage `j`, at most `L + 1` of them.
+    pub(super) fn entry_bytes(&self) -> u64 {
+        let integral = |v: &f64| *v >= 0.0 && v.fract() == 0.0;
+        let fw: f64 = self.fw.iter().sum();
+        let bw: f64 = self.bw.iter().sum();
+        let most = (self.l as f64 + 1.0) * fw + bw;
+        if self.fw.iter().all(integral)
+            && self.bw.iter().all(integral)
+            && most < (1u64 << 24) as f64
+        {
+            4
+        } else {
+            8
+        }
+    }
+
     /// The cost of sub-problem `(a, b)` without recomputation: every `G_j` once and every
     /// `F_j` whose output something in the segment reads, once. A lower bound on every
     /// option.
@@ -235,11 +255,11 @@ impl Policy {
     };
 }
 
-/// The number of slots (at most `slots`) whose table for `l` stages fits
-/// [`MAX_TABLE_BYTES`].
-pub(super) fn capped_slots(l: usize, slots: u64) -> u64 {
+/// The number of slots (at most `slots`) whose table for `l` stages, of `entry` bytes a
+/// value ([`DpChain::entry_bytes`]), fits [`MAX_TABLE_BYTES`].
+pub(super) fn capped_slots(l: usize, slots: u64, entry: u64) -> u64 {
     let pairs = (l as u64 + 2) * (l as u64 + 1) / 2;
-    slots.min((MAX_TABLE_BYTES / (8 * pairs)).saturating_sub(1).max(1))
+    slots.min((MAX_TABLE_BYTES / (entry * pairs)).saturating_sub(1).max(1))
 }
 
 /// The slot size for a working budget of `w` bytes split into `slots` slots.

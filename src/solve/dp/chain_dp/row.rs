@@ -21,7 +21,60 @@ pub(super) struct Row {
     /// The last value (the least), kept beside `lo` so that an option's floor is read
     /// without touching the values.
     floor: f64,
-    vals: Vec<f64>,
+    vals: Vals,
+}
+
+/// A row's stored values: in single precision when every one of them is exactly a
+/// single-precision number (integer costs below 2^24, as on chains with small integer
+/// costs), which halves the table and the memory traffic of the fill; else in double.
+#[derive(Clone, Debug)]
+enum Vals {
+    Single(Vec<f32>),
+    Double(Vec<f64>),
+}
+
+/// A stored value, read as `f64` (exactly).
+trait Val: Copy {
+    fn get(self) -> f64;
+}
+
+impl Val for f32 {
+    #[inline(always)]
+    fn get(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Val for f64 {
+    #[inline(always)]
+    fn get(self) -> f64 {
+        self
+    }
+}
+
+impl Vals {
+    fn len(&self) -> usize {
+        match self {
+            Vals::Single(v) => v.len(),
+            Vals::Double(v) => v.len(),
+        }
+    }
+
+    fn get(&self, i: usize) -> f64 {
+        match self {
+            Vals::Single(v) => v[i].get(),
+            Vals::Double(v) => v[i],
+        }
+    }
+
+    /// `vals` in single precision when that is exact, else as they are.
+    fn of(vals: &[f64]) -> Vals {
+        if vals.iter().all(|&v| (v as f32) as f64 == v) {
+            Vals::Single(vals.iter().map(|&v| v as f32).collect())
+        } else {
+            Vals::Double(vals.to_vec())
+        }
+    }
 }
 
 impl Default for Row {
@@ -30,7 +83,7 @@ impl Default for Row {
         Row {
             lo: 0,
             floor: f64::INFINITY,
-            vals: Vec::new(),
+            vals: Vals::Double(Vec::new()),
         }
     }
 }
@@ -41,21 +94,22 @@ impl Row {
         Row {
             lo: 0,
             floor: 0.0,
-            vals: vec![0.0],
+            vals: Vals::Double(vec![0.0]),
         }
     }
 
     pub(super) fn get(&self, m: usize) -> f64 {
-        if m < self.lo || self.vals.is_empty() {
+        let len = self.vals.len();
+        if m < self.lo || len == 0 {
             f64::INFINITY
         } else {
-            self.vals[(m - self.lo).min(self.vals.len() - 1)]
+            self.vals.get((m - self.lo).min(len - 1))
         }
     }
 
     /// The least budget at which the row is finite, if any.
     pub(super) fn first_feasible(&self) -> Option<usize> {
-        (!self.vals.is_empty()).then_some(self.lo)
+        (self.vals.len() > 0).then_some(self.lo)
     }
 
     /// The least value, at the top (infinite for a row that is never feasible).
@@ -73,7 +127,7 @@ impl Row {
         Row {
             lo,
             floor: last,
-            vals: full[lo..=end.max(lo)].to_vec(),
+            vals: Vals::of(&full[lo..=end.max(lo)]),
         }
     }
 }
@@ -90,46 +144,74 @@ pub(super) fn combine(
     shift: usize,
     b: Option<(&Row, isize)>,
 ) {
+    use Vals::{Double, Single};
+    let first = (a.lo + shift, &a.vals);
+    match (first, b.map(|(row, sh)| (row.lo as isize + sh, &row.vals))) {
+        ((alo, Single(x)), None) => combine_typed::<f32, f32>(out, start, base, alo, x, None),
+        ((alo, Double(x)), None) => combine_typed::<f64, f64>(out, start, base, alo, x, None),
+        ((alo, Single(x)), Some((blo, Single(y)))) => {
+            combine_typed(out, start, base, alo, x, Some((blo, y.as_slice())))
+        }
+        ((alo, Single(x)), Some((blo, Double(y)))) => {
+            combine_typed(out, start, base, alo, x, Some((blo, y.as_slice())))
+        }
+        ((alo, Double(x)), Some((blo, Single(y)))) => {
+            combine_typed(out, start, base, alo, x, Some((blo, y.as_slice())))
+        }
+        ((alo, Double(x)), Some((blo, Double(y)))) => {
+            combine_typed(out, start, base, alo, x, Some((blo, y.as_slice())))
+        }
+    }
+}
+
+/// [`combine`] on the rows' values: `a` stored from budget `alo` of `out` on, `b` from
+/// `blo` (negative: before 0).
+fn combine_typed<X: Val, Y: Val>(
+    out: &mut [f64],
+    start: usize,
+    base: f64,
+    alo: usize,
+    a: &[X],
+    b: Option<(isize, &[Y])>,
+) {
     let top = out.len();
-    if a.vals.is_empty() {
+    if a.is_empty() {
         return;
     }
-    let mut m = start.max(a.lo + shift);
-    // b's row and the first m it is defined at (negative: before 0).
-    let b = b.map(|(row, sh)| (row, row.lo as isize + sh));
-    if let Some((b, blo)) = b {
-        if b.vals.is_empty() {
+    let mut m = start.max(alo);
+    if let Some((blo, b)) = b {
+        if b.is_empty() {
             return;
         }
         m = m.max(blo.max(0) as usize);
     }
     while m < top {
         // A stretch where both indices advance, or one is clamped at its last value.
-        let ia = m - shift - a.lo;
-        let a_end = if ia + 1 < a.vals.len() {
-            a.lo + shift + a.vals.len() - 1
+        let ia = m - alo;
+        let a_end = if ia + 1 < a.len() {
+            alo + a.len() - 1
         } else {
             top
         };
+        let av = &a[ia.min(a.len() - 1)..];
         match b {
-            Some((b, blo)) => {
+            Some((blo, b)) => {
                 let ib = (m as isize - blo) as usize;
-                let b_end = if ib + 1 < b.vals.len() {
-                    (blo + b.vals.len() as isize - 1) as usize
+                let b_end = if ib + 1 < b.len() {
+                    (blo + b.len() as isize - 1) as usize
                 } else {
                     top
                 };
                 let end = a_end.min(b_end).min(top).max(m + 1);
                 let len = end - m;
-                let av = &a.vals[ia.min(a.vals.len() - 1)..];
-                let bv = &b.vals[ib.min(b.vals.len() - 1)..];
+                let bv = &b[ib.min(b.len() - 1)..];
                 let o = &mut out[m..end];
-                match (ia + 1 < a.vals.len(), ib + 1 < b.vals.len()) {
+                match (ia + 1 < a.len(), ib + 1 < b.len()) {
                     (true, true) => lower_by(o, &av[..len], Some(&bv[..len]), base),
-                    (true, false) => lower_by(o, &av[..len], None, base + bv[0]),
-                    (false, true) => lower_by(o, &bv[..len], None, base + av[0]),
+                    (true, false) => lower_by::<X, Y>(o, &av[..len], None, base + bv[0].get()),
+                    (false, true) => lower_by::<Y, X>(o, &bv[..len], None, base + av[0].get()),
                     (false, false) => {
-                        lower_to(&mut out[m..], base + av[0] + bv[0]);
+                        lower_to(&mut out[m..], base + av[0].get() + bv[0].get());
                         return;
                     }
                 }
@@ -138,12 +220,11 @@ pub(super) fn combine(
             None => {
                 let end = a_end.min(top).max(m + 1);
                 let len = end - m;
-                let av = &a.vals[ia.min(a.vals.len() - 1)..];
                 let o = &mut out[m..end];
-                if ia + 1 < a.vals.len() {
-                    lower_by(o, &av[..len], None, base);
+                if ia + 1 < a.len() {
+                    lower_by::<X, Y>(o, &av[..len], None, base);
                 } else {
-                    lower_to(&mut out[m..], base + av[0]);
+                    lower_to(&mut out[m..], base + av[0].get());
                     return;
                 }
                 m = end;
@@ -162,8 +243,8 @@ const CHUNK: usize = 32;
 /// (3% on rotor's L = 200 chain with 1000 slots) and about half of the chunks are skipped
 /// (L = 500, 500 slots).
 #[inline(always)]
-fn lower_by(o: &mut [f64], x: &[f64], y: Option<&[f64]>, base: f64) {
-    let least = |i: usize| base + x[i] + y.map_or(0.0, |y| y[i]);
+fn lower_by<X: Val, Y: Val>(o: &mut [f64], x: &[X], y: Option<&[Y]>, base: f64) {
+    let least = |i: usize| base + x[i].get() + y.map_or(0.0, |y| y[i].get());
     let mut start = 0;
     while start < o.len() {
         let end = (start + CHUNK).min(o.len());
@@ -172,12 +253,12 @@ fn lower_by(o: &mut [f64], x: &[f64], y: Option<&[f64]>, base: f64) {
             match y {
                 Some(y) => {
                     for ((o, &x), &y) in o.iter_mut().zip(&x[start..end]).zip(&y[start..end]) {
-                        *o = lesser(*o, base + x + y);
+                        *o = lesser(*o, base + x.get() + y.get());
                     }
                 }
                 None => {
                     for (o, &x) in o.iter_mut().zip(&x[start..end]) {
-                        *o = lesser(*o, base + x);
+                        *o = lesser(*o, base + x.get());
                     }
                 }
             }

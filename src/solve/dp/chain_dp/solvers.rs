@@ -205,7 +205,7 @@ fn solve_dp(
     let stop = Stop::start(options);
     let mut q = slot_size(w, slots);
     let mut chain = build(q);
-    let capped = capped_slots(chain.l, slots);
+    let capped = capped_slots(chain.l, slots, chain.entry_bytes());
     if capped < slots {
         q = slot_size(w, capped);
         chain = build(q);

@@ -60,12 +60,40 @@ fn options(t: &Table, a: usize, b: usize) -> Vec<Opt> {
 
 #[test]
 fn long_chains_get_fewer_slots() {
-    assert_eq!(capped_slots(200, 1000), 1000);
-    let s = capped_slots(2000, 500);
-    assert!(
-        s < 500 && 2002 * 2001 / 2 * 8 * (s + 1) <= MAX_TABLE_BYTES,
-        "{s}"
-    );
+    assert_eq!(capped_slots(200, 1000, 8), 1000);
+    for entry in [4, 8] {
+        let s = capped_slots(2000, 500, entry);
+        assert!(
+            s < 500 && 2002 * 2001 / 2 * entry * (s + 1) <= MAX_TABLE_BYTES,
+            "{s}"
+        );
+    }
+    // rotor's benchmark chain of 1000 stages (integer costs) keeps 500 slots.
+    assert_eq!(capped_slots(1000, 500, 4), 500);
+}
+
+/// Single precision only where every value is provably an integer below 2^24.
+#[test]
+fn the_table_is_single_precision_only_for_small_integer_costs() {
+    let dp_chain = |fw: f64, l: usize| {
+        let stages: Vec<StageSpec> = (0..l)
+            .map(|_| StageSpec {
+                fw,
+                bw: 2.0 * fw,
+                x: 1 << 20,
+                delta: 1 << 20,
+                reads_input: true,
+                reads_output: false,
+            })
+            .collect();
+        let g = chain_graph(&stages, (fw, 1 << 20), 0);
+        DpChain::new(&chain(&g).unwrap(), 1 << 20)
+    };
+    // 1001·Σfw + Σbw: 1.0e7 for fw = 10, 2.0e7 (above 2^24) for fw = 20.
+    assert_eq!(dp_chain(10.0, 1000).entry_bytes(), 4);
+    assert_eq!(dp_chain(20.0, 1000).entry_bytes(), 8);
+    assert_eq!(dp_chain(2.5, 10).entry_bytes(), 8);
+    assert_eq!(dp_chain(1e6, 100).entry_bytes(), 8);
 }
 
 /// On `linear(3)` every backward op reads its own output and no input: each option of

@@ -41,7 +41,8 @@
 //! # Numerics
 //!
 //! Costs are divided by the largest and sizes by the larger of the room and the largest
-//! size, so that every coefficient is at most 1. The LP's optimum is exact only up to
+//! size, so that every coefficient is at most 1; those then below [`TINY`] are read as 0
+//! (a looser LP, so still a bound). The LP's optimum is exact only up to
 //! HiGHS's dual feasibility tolerance (`1e-7` per column of `[0, 1]`, in units of the
 //! largest cost), which is subtracted ([`DUAL_TOLERANCE`]).
 
@@ -61,6 +62,9 @@ pub(crate) const MAX_NODES: usize = 20_000;
 
 /// HiGHS's dual feasibility tolerance, per column, in units of the largest cost.
 const DUAL_TOLERANCE: f64 = 1e-7;
+
+/// HiGHS's `small_matrix_value`: normalised coefficients below it are read as 0.
+const TINY: f64 = 1e-9;
 
 /// A stage-cut bound: `cost` bounds every schedule of the graph within the budget.
 #[derive(Clone, Debug, PartialEq)]
@@ -171,7 +175,7 @@ impl<'g> Cuts<'g> {
         let mut col = vec![None; g.len()];
         for &v in &values {
             let s = lp.add_col(0.0, 0.0, 1.0, false);
-            let d = lp.add_col(g.cost(v) / c_max, 0.0, 1.0, false);
+            let d = lp.add_col(significant(g.cost(v) / c_max), 0.0, 1.0, false);
             col[v] = Some((s, d));
         }
         let mut terms = Vec::new();
@@ -191,13 +195,22 @@ impl<'g> Cuts<'g> {
                 }
             }
         }
-        terms.extend(
-            values
-                .iter()
-                .map(|&v| (col[v].expect("a column").0, g.memory(v) as f64 / s_unit)),
-        );
+        terms.extend(values.iter().map(|&v| {
+            let s = col[v].expect("a column").0;
+            (s, significant(g.memory(v) as f64 / s_unit))
+        }));
         lp.add_row(f64::NEG_INFINITY, room as f64 / s_unit, &mut terms);
         Some(CutLp { lp, c_max, col })
+    }
+}
+
+/// A normalised coefficient, or 0 below [`TINY`]: HiGHS would drop it with a warning.
+/// A size or cost read as 0 only loosens the LP, so its optimum stays a lower bound.
+fn significant(value: f64) -> f64 {
+    if value < TINY {
+        0.0
+    } else {
+        value
     }
 }
 
