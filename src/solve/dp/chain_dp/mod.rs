@@ -79,7 +79,10 @@
 //! (at its start) is skipped unread. Budgets at which a row already equals its
 //! no-recomputation cost (a lower bound) are skipped. The rows of one length `b − a` read
 //! only shorter ones and are split between two threads. No choice table is kept: the plan
-//! is rebuilt by re-evaluating the options of the `O(L)` sub-problems it visits.
+//! is rebuilt by re-evaluating the options of the `O(L)` sub-problems it visits. A row
+//! whose values are all exactly single-precision numbers (integer costs below 2^24) is
+//! stored as such, half the bytes; the slot cap counts 4 bytes a value when the chain's
+//! costs prove that of every row ([`DpChain`]'s `entry_bytes`), else 8.
 //!
 //! # Where things are
 //!
