@@ -44,6 +44,10 @@ MODELS: dict[str, tuple[str, Callable[[], tuple[Any, ...]]]] = {
         "torchvision resnet50, batch 32, 3x224x224, cross-entropy",
         lambda: classifier(torchvision.models.resnet50(), 32),
     ),
+    "resnet18-b32": (
+        "torchvision resnet18, batch 32, 3x224x224, cross-entropy",
+        lambda: classifier(torchvision.models.resnet18(), 32),
+    ),
     "vit-b16": (
         "torchvision vit_b_16, batch 32, 3x224x224, cross-entropy",
         lambda: classifier(torchvision.models.vit_b_16(), 32),

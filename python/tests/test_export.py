@@ -181,6 +181,8 @@ def test_bundled_pytorch_graphs_load_in_remat(path: Path, binary: str) -> None:
     )
     report = json.loads(out.stdout)
     assert report["nodes"] == len(graph["nodes"]) > 300
-    published = {"resnet50": 4.09e9 * 6 * 32, "vit-b16": 17.56e9 * 6 * 32}.get(path.stem)
+    published = {"resnet50": 4.09e9 * 6 * 32, "resnet18-b32": 1.81e9 * 6 * 32, "vit-b16": 17.56e9 * 6 * 32}.get(
+        path.stem
+    )
     if published is not None:
         assert abs(report["total_cost"] - published) / published < 0.03

@@ -124,6 +124,10 @@ pub struct CheckmateDetails {
     /// The rounding: the time of the LP at the full budget.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lp_time_s: Option<f64>,
+    /// The rounding: how HiGHS ended the LP at the full budget ("optimal", "time limit",
+    /// or a status without a verdict such as "Unknown"; the bound holds in every case).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lp_status: Option<String>,
     /// The MILP: whether HiGHS took the start as its first incumbent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mip_start_accepted: Option<bool>,

@@ -58,7 +58,7 @@ impl Solver for LpBound {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        solve_rounding(instance, options, "lp-bound", Scope::LowerBound)
+        solve_rounding(instance, options, "lp-bound", Scope::LowerBound).map(|r| r.outcome)
     }
 }
 
@@ -76,8 +76,15 @@ impl Solver for LpRounding {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        solve_rounding(instance, options, "lp-rounding", Scope::Heuristic)
+        solve_rounding(instance, options, "lp-rounding", Scope::Heuristic).map(|r| r.outcome)
     }
+}
+
+/// What [`solve_rounding`] found, and whether the relaxation at the full budget reached
+/// its optimum (its bound may come from a run stopped short: [`super::lagrangian`]).
+pub(crate) struct Rounded {
+    pub outcome: Outcome,
+    pub lp_optimal: bool,
 }
 
 /// The LP relaxation at the real budget, rounded; the LP at lower budgets when no
@@ -87,6 +94,21 @@ pub(crate) fn solve_rounding(
     options: &SolveOptions,
     solver: &'static str,
     scope: Scope,
+) -> Result<Rounded, SolveError> {
+    let mut lp_optimal = false;
+    let outcome = round_relaxation(instance, options, solver, scope, &mut lp_optimal)?;
+    Ok(Rounded {
+        outcome,
+        lp_optimal,
+    })
+}
+
+fn round_relaxation(
+    instance: &Instance,
+    options: &SolveOptions,
+    solver: &'static str,
+    scope: Scope,
+    lp_optimal: &mut bool,
 ) -> Result<Outcome, SolveError> {
     let stop = Stop::start(options);
     if stop.cancelled() {
@@ -104,7 +126,9 @@ pub(crate) fn solve_rounding(
     let mut details = CheckmateDetails::default();
     let mut tried = Vec::new();
     let mut found: Option<Candidate> = None;
-    let mut timed_out = false;
+    // Why the LP gave no solution to round, when it stopped without a verdict.
+    let mut cut_short: Option<String> = None;
+    const TIME_LIMIT: &str = "the time limit passed while solving the LP relaxation";
     for fraction in fractions {
         let lp_budget = graph.fixed_memory() + (working as f64 * fraction).floor() as u64;
         if lp_budget < min_budget {
@@ -114,11 +138,11 @@ pub(crate) fn solve_rounding(
             graph,
             budget: lp_budget,
         };
-        let mut model = match StageModel::build(&lp_instance, &stop) {
+        let mut model = match StageModel::build_relaxation(&lp_instance, &stop) {
             Ok(model) => model,
             Err(Stopped::Cancelled) => return Err(SolveError::Cancelled),
             Err(Stopped::TimeLimit) => {
-                timed_out = true;
+                cut_short = Some(TIME_LIMIT.into());
                 break;
             }
         };
@@ -128,6 +152,20 @@ pub(crate) fn solve_rounding(
         if fraction == 1.0 {
             details = model.details();
             details.lp_time_s = Some(run.time.as_secs_f64());
+            details.lp_status = Some(run.status.to_string());
+            *lp_optimal = run.status == RunStatus::Optimal;
+            // Proven by the run's duals whether or not it reached its optimum; a run
+            // stopped short counts when its bound beats Σ_v c_v, which every schedule pays
+            // (the duals of an unfinished run may be far from optimal, and L(y) below 0).
+            lower_bound = run
+                .bound
+                .map(|b| model.cost(b))
+                .filter(|&b| *lp_optimal || b > graph.total_cost())
+                .map(|cost| Bound {
+                    cost,
+                    scope: Scope::OptimalForOrder,
+                    method: BoundMethod::LpRelaxation,
+                });
         }
         match (run.status, run.columns) {
             (RunStatus::Cancelled, _) => return Err(SolveError::Cancelled),
@@ -143,14 +181,8 @@ pub(crate) fn solve_rounding(
                     ),
                 })
             }
-            (RunStatus::Optimal, Some(columns)) => {
-                if fraction == 1.0 {
-                    lower_bound = run.objective.map(|o| Bound {
-                        cost: model.cost(o),
-                        scope: Scope::OptimalForOrder,
-                        method: BoundMethod::LpRelaxation,
-                    });
-                }
+            // A point HiGHS left without a verdict is rounded too: the simulator judges.
+            (RunStatus::Optimal | RunStatus::Unresolved(_), Some(columns)) => {
                 found = round(instance, options, &model, &columns, &stop, fraction);
                 if found.is_some() {
                     details.lp_budget = Some(lp_budget);
@@ -158,7 +190,13 @@ pub(crate) fn solve_rounding(
                 }
             }
             (RunStatus::TimeLimit, _) => {
-                timed_out = true;
+                cut_short = Some(TIME_LIMIT.into());
+                break;
+            }
+            (status @ RunStatus::Unresolved(_), _) => {
+                cut_short = Some(format!(
+                    "HiGHS ended the LP relaxation without a verdict (status {status})"
+                ));
                 break;
             }
             // An infeasible LP at a lowered budget: lower budgets are infeasible too.
@@ -174,12 +212,10 @@ pub(crate) fn solve_rounding(
         None => best_baseline(instance, options)?,
     };
     let Some(candidate) = candidate else {
-        return Ok(if timed_out {
+        return Ok(if let Some(why) = cut_short {
             Outcome::NoSolution {
                 solver,
-                reason: "the time limit passed while solving the LP relaxation, and no baseline \
-                         fits the budget"
-                    .into(),
+                reason: format!("{why}, and no baseline fits the budget"),
             }
         } else {
             Outcome::Infeasible {
@@ -199,9 +235,9 @@ pub(crate) fn solve_rounding(
     };
     let message = if rounded {
         format!("{} of the LP relaxation", candidate.source)
-    } else if timed_out {
+    } else if let Some(why) = cut_short {
         format!(
-            "the time limit passed in the LP relaxation; returned the best baseline that fits ({})",
+            "{why}; returned the best baseline that fits ({})",
             candidate.source
         )
     } else {

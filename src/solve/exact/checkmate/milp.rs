@@ -66,20 +66,22 @@ pub(crate) fn solve_milp(
     let mut rounding_options = options.clone();
     rounding_options.time_limit = options.time_limit.map(|d| d / 2);
     // `lp_solved`: the relaxation at the full budget reached its optimum (a plan without
-    // a bound, or no solution, means the time limit stopped it).
-    let (start, lp_bound, lp_solved) =
-        match solve_rounding(instance, &rounding_options, NAME, Scope::OptimalForOrder)? {
-            Outcome::Plan(plan) => (
-                Candidate::from_plan(graph, &plan),
-                plan.lower_bound,
-                plan.lower_bound.is_some(),
-            ),
-            proven @ Outcome::Infeasible {
-                proven: Some(_), ..
-            } => return Ok(proven),
-            Outcome::NoSolution { .. } => (None, None, false),
-            Outcome::Infeasible { .. } => (None, None, true),
-        };
+    // a bound, or no solution, means the time limit or HiGHS stopped it, as `lp_note` says).
+    let rounded = solve_rounding(instance, &rounding_options, NAME, Scope::OptimalForOrder)?;
+    let lp_solved = rounded.lp_optimal;
+    let (start, lp_bound, lp_note) = match rounded.outcome {
+        Outcome::Plan(plan) => (
+            Candidate::from_plan(graph, &plan),
+            plan.lower_bound,
+            plan.message.unwrap_or_default(),
+        ),
+        proven @ Outcome::Infeasible {
+            proven: Some(_), ..
+        } => return Ok(proven),
+        Outcome::NoSolution { reason, .. } | Outcome::Infeasible { reason, .. } => {
+            (None, None, reason)
+        }
+    };
     let tolerance = options.mip_gap.unwrap_or(DEFAULT_GAP).min(DEFAULT_GAP);
     let built = StageModel::build(instance, &stop);
     let mut details = built
@@ -92,35 +94,36 @@ pub(crate) fn solve_milp(
         Err(stopped) => return stopped_building(stopped, start, lp_bound, tolerance, details),
     };
     if !lp_solved {
-        // The relaxation did not finish in half of the time limit. Branch and bound must
-        // solve the same LP at its root before anything else, so it cannot finish either
-        // (ResNet50: the root LP alone outlasts a 60 s limit); keep the start.
+        // The relaxation did not finish in half of the time limit, or HiGHS ended it
+        // without a verdict. Branch and bound must solve the same LP at its root before
+        // anything else, so it cannot finish either (ResNet50: the root LP alone outlasts a
+        // 60 s limit); keep the start.
         details.solve_time_s = Some(0.0);
         let Some(start) = start else {
             return Ok(Outcome::NoSolution {
                 solver: NAME,
                 reason: format!(
-                    "the LP relaxation did not finish in half of the time limit ({:.1} s elapsed) and \
-                     no baseline fits in {} bytes",
+                    "the LP relaxation did not reach its optimum ({:.1} s elapsed): {lp_note}",
                     stop.elapsed().as_secs_f64(),
-                    instance.budget
                 ),
             });
         };
-        let unproven = "the LP relaxation did not finish in half of the time limit; branch and \
-                        bound, whose root is that LP, was not started (give more time); the bound \
-                        is the sum of the node costs";
         // Every node is computed at least once, so Σ_v c_v bounds every schedule's cost
-        // (the LP's own bound is never below it: R[t,t] = 1 in every stage).
+        // (the LP's own bound is never below it: R[t,t] = 1 in every stage); the bound the
+        // unfinished LP's duals prove may be higher.
         let trivial = Bound::sum_of_costs(graph);
-        details.trivial_bound = Some(trivial.cost);
-        return Ok(plan(
-            start,
-            Some(trivial),
-            tolerance,
-            Some(unproven.into()),
-            details,
-        ));
+        let (bound, which) = match lp_bound {
+            Some(lb) if lb.cost > trivial.cost => (lb, "its duals' bound"),
+            _ => {
+                details.trivial_bound = Some(trivial.cost);
+                (trivial, "the sum of the node costs")
+            }
+        };
+        let unproven = format!(
+            "the LP relaxation did not reach its optimum ({lp_note}); \
+             branch and bound, whose root is that LP, was not started; the bound is {which}"
+        );
+        return Ok(plan(start, Some(bound), tolerance, Some(unproven), details));
     }
     if let (Some(c), Some(lb)) = (&start, lp_bound) {
         if relative_gap(c.cost, lb.cost) <= tolerance {
@@ -190,10 +193,14 @@ pub(crate) fn solve_milp(
         (None, s) => s,
     };
     let Some(best) = best else {
+        let why = match run.status {
+            RunStatus::Unresolved(_) => format!("HiGHS ended with status {}", run.status),
+            _ => "the time limit passed".into(),
+        };
         return Ok(Outcome::NoSolution {
             solver: NAME,
             reason: format!(
-                "the time limit passed after {:.1} s without a schedule within the budget",
+                "{why} after {:.1} s without a schedule within the budget",
                 stop.elapsed().as_secs_f64()
             ),
         });
@@ -203,6 +210,12 @@ pub(crate) fn solve_milp(
             "stopped at the requested relative gap {}",
             options.mip_gap.unwrap_or(DEFAULT_GAP)
         ),
+        RunStatus::Unresolved(_) => {
+            format!(
+                "HiGHS ended with status {} before optimality was proved",
+                run.status
+            )
+        }
         _ => "the time limit passed before optimality was proved".to_string(),
     };
     Ok(plan(best, lower_bound, tolerance, Some(stopped), details))

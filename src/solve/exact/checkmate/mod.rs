@@ -53,6 +53,19 @@
 //!
 //! Memory is divided by the gcd of the sizes (exact: the budget row becomes
 //! `U <= ⌊(B − K)/g⌋`), costs by their gcd when they are integers, else by the largest.
+//! The relaxation divides memory further by the power of two `2^k <= ⌊(B − K)/g⌋` (exact
+//! in floating point), so that its budget row reads `U <= [1, 2)`: exported graphs have
+//! sizes near 1e8 bytes, and in gcd units their large LPs stall.
+//!
+//! # Bounds
+//! An LP's bound is never HiGHS's objective but `L(y)`, the Lagrangian value of the row
+//! duals it returns ([`lagrangian`]): proven for any `y`, so a large relaxation can be
+//! solved by a first-order method (PDLP) to a loose tolerance, or stopped short, and
+//! still bound. An exported ResNet-18 at batch 32 (326 nodes, 193,045 columns, 258,025
+//! rows, at 519,820,384 bytes) is solved by PDLP in 78 s with `L(y)` within 1e-5 of its
+//! optimum, where the interior-point method in gcd units did not finish in 400 s (and
+//! ended "Unknown" once). A HiGHS run that ends without a verdict ("Unknown", an
+//! iteration limit) is no error: its point is still rounded and its `L(y)` still counts.
 //!
 //! # Memory semantics
 //! `U` counts more than the simulator (§6.2): no node frees its own output, and a
@@ -73,6 +86,7 @@
 //! ([`Stages::from_s`]), which never costs more and never needs more memory.
 
 mod backend;
+mod lagrangian;
 mod lp_rounding;
 mod milp;
 mod model;
@@ -232,7 +246,7 @@ fn controls(options: &SolveOptions, relax: bool, stop: &Stop) -> Controls {
         mip_rel_gap: options.mip_gap,
         threads: options.threads,
         seed: options.seed,
-        ipm: relax,
+        first_order: relax,
     }
 }
 
@@ -409,5 +423,35 @@ mod tests {
         })
         .unwrap();
         assert_eq!(horizons(&g), vec![2, 1, 2]);
+    }
+
+    /// Issue 13: the relaxation of an exported training graph (costs in FLOPs, sizes in
+    /// bytes) solves, to HiGHS's status optimal, with a bound above Σ_v c_v. About 100 s,
+    /// so under `REMAT_FULL` only.
+    #[test]
+    fn the_relaxation_of_an_exported_resnet18_solves() {
+        if std::env::var_os("REMAT_FULL").is_none() {
+            return;
+        }
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("graphs/pytorch/resnet18-b32.json");
+        let graph =
+            crate::graph::load::load_graph(&path, crate::graph::load::Format::Auto).unwrap();
+        let instance = Instance {
+            graph: &graph,
+            budget: 519_820_384,
+        };
+        let options = SolveOptions::default();
+        let stop = Stop::start(&options);
+        let mut model = StageModel::build_relaxation(&instance, &stop).unwrap();
+        assert!(model.num_variables() as usize > backend::FIRST_ORDER_MIN_COLS);
+        let run = backend::run(model.take_lp(), None, &controls(&options, true, &stop)).unwrap();
+        assert_eq!(run.status, backend::RunStatus::Optimal);
+        let bound = model.cost(run.bound.unwrap());
+        assert!(
+            bound > graph.total_cost(),
+            "{bound} vs Σc {}",
+            graph.total_cost()
+        );
     }
 }

@@ -31,7 +31,10 @@ pub(crate) struct StageModel {
     pub(super) cost_scale: f64,
     /// Memory in units of `mem_scale` bytes.
     pub(super) mem_scale: u64,
-    /// `⌊(B − K) / mem_scale⌋`.
+    /// What memory units are divided by in the rows: 1, or for a relaxation the power of
+    /// two nearest below the budget's units (exact in floating point).
+    pub(super) mem_div: f64,
+    /// `⌊(B − K) / mem_scale⌋ / mem_div`.
     pub(super) budget_units: f64,
     pub build_time: Duration,
 }
@@ -92,6 +95,16 @@ impl StageModel {
         StageModel::build_within(instance, 0, stop)
     }
 
+    /// The model for its relaxation: memory divided further by a power of two, so that
+    /// the budget row reads `U <= [1, 2)` (exported graphs have sizes near 1e8 bytes and
+    /// budgets near 1e9, which stalls the large LPs: [`super::backend::FIRST_ORDER_MIN_COLS`]).
+    pub(crate) fn build_relaxation(
+        instance: &Instance,
+        stop: &Stop,
+    ) -> Result<StageModel, Stopped> {
+        StageModel::build_with(instance, 0, true, stop)
+    }
+
     /// The model with its budget rows tightened by `margin` memory units:
     /// `U <= ⌊(B − K)/g⌋ − margin`.
     pub(crate) fn build_within(
@@ -99,14 +112,28 @@ impl StageModel {
         margin: u64,
         stop: &Stop,
     ) -> Result<StageModel, Stopped> {
+        StageModel::build_with(instance, margin, false, stop)
+    }
+
+    fn build_with(
+        instance: &Instance,
+        margin: u64,
+        normalise: bool,
+        stop: &Stop,
+    ) -> Result<StageModel, Stopped> {
         let began = Instant::now();
         let graph = instance.graph;
         let n = graph.len();
         let h = horizons(graph);
         let mem_scale = memory_scale(graph);
-        let m = |i: usize| (graph.memory(i) / mem_scale) as f64;
-        let budget_units = (instance.budget.saturating_sub(graph.fixed_memory()) / mem_scale)
-            .saturating_sub(margin) as f64;
+        let units = (instance.budget.saturating_sub(graph.fixed_memory()) / mem_scale)
+            .saturating_sub(margin);
+        let mem_div = match units.checked_ilog2() {
+            Some(k) if normalise => (k as f64).exp2(),
+            _ => 1.0,
+        };
+        let m = |i: usize| (graph.memory(i) / mem_scale) as f64 / mem_div;
+        let budget_units = units as f64 / mem_div;
         let cost_scale = cost_scale(graph);
         let mut lp = Lp::new();
         let mut r = vec![Vec::new(); n];
@@ -236,6 +263,7 @@ impl StageModel {
             free,
             cost_scale,
             mem_scale,
+            mem_div,
             budget_units,
             build_time: began.elapsed(),
         })
@@ -306,6 +334,7 @@ impl StageModel {
             }
         }
         let kept = |t: usize, i: usize| t + 1 < n && stages.s[t + 1].contains(i);
+        let m = |i: usize| (graph.memory(i) / self.mem_scale) as f64 / self.mem_div;
         let mut freed: Vec<Vec<f64>> = (0..n).map(|t| vec![0.0; t + 1]).collect();
         for &(t, i, k, c) in &self.free {
             let (t, i, k) = (t as usize, i as usize, k as usize);
@@ -318,10 +347,9 @@ impl StageModel {
                     .any(|&j| j > k && j <= t && r.contains(j));
             if value {
                 x[c as usize] = 1.0;
-                freed[t][k] += (graph.memory(i) / self.mem_scale) as f64;
+                freed[t][k] += m(i);
             }
         }
-        let m = |i: usize| (graph.memory(i) / self.mem_scale) as f64;
         for t in 0..n {
             let mut used: f64 = stages.s[t].ones().map(m).sum();
             for k in 0..=t {

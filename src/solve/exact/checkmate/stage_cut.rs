@@ -42,9 +42,8 @@
 //!
 //! Costs are divided by the largest and sizes by the larger of the room and the largest
 //! size, so that every coefficient is at most 1; those then below [`TINY`] are read as 0
-//! (a looser LP, so still a bound). The LP's optimum is exact only up to
-//! HiGHS's dual feasibility tolerance (`1e-7` per column of `[0, 1]`, in units of the
-//! largest cost), which is subtracted ([`DUAL_TOLERANCE`]).
+//! (a looser LP, so still a bound). The bound taken is not HiGHS's objective, exact only
+//! up to its tolerances, but `L(y)` of its row duals ([`super::lagrangian`]).
 
 use super::backend::{self, Controls, Lp, RunStatus};
 use crate::graph::Graph;
@@ -59,9 +58,6 @@ const SPREAD_CUTS: usize = 12;
 
 /// The largest graph the bound runs on: the ancestor sets take `n²/8` bytes (50 MB here).
 pub(crate) const MAX_NODES: usize = 20_000;
-
-/// HiGHS's dual feasibility tolerance, per column, in units of the largest cost.
-const DUAL_TOLERANCE: f64 = 1e-7;
 
 /// HiGHS's `small_matrix_value`: normalised coefficients below it are read as 0.
 const TINY: f64 = 1e-9;
@@ -233,7 +229,7 @@ pub(crate) fn stage_cut_bound(
         mip_rel_gap: None,
         threads: options.threads,
         seed: options.seed,
-        ipm: false,
+        first_order: false,
     };
     let mut best: Option<StageCut> = None;
     let mut solved = 0;
@@ -248,7 +244,6 @@ pub(crate) fn stage_cut_bound(
         let Some(CutLp { lp, c_max, col }) = cuts.lp(l, room) else {
             continue;
         };
-        let columns = lp.num_cols() as f64;
         let run = backend::run(lp, None, &controls).map_err(|e| SolveError::Failed {
             solver: "stage-cut bound",
             reason: e.to_string(),
@@ -259,10 +254,10 @@ pub(crate) fn stage_cut_bound(
             _ => continue,
         }
         solved += 1;
-        let (Some(objective), Some(values)) = (run.objective, run.columns) else {
+        let (Some(bound), Some(values)) = (run.bound, run.columns) else {
             continue;
         };
-        let extra = (objective - DUAL_TOLERANCE * columns) * c_max;
+        let extra = bound * c_max;
         if extra > best.as_ref().map_or(0.0, |b| b.cost - graph.total_cost()) {
             best = Some(StageCut {
                 cost: graph.total_cost() + extra,
