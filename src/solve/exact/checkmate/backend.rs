@@ -15,10 +15,11 @@
 //!   (`Highs_setCallback` with the MIP, simplex and IPM interrupt callbacks), on top of the
 //!   `time_limit` option; an interrupted MIP keeps its incumbent. Some phases check
 //!   neither: the root LP of a large MIP ran 60 s past a 10 s deadline on ResNet50
-//!   (424,567 rows). So [`run`] waits for HiGHS only until the deadline plus
-//!   [`GRACE`]; past it, the run is abandoned (reported as a time limit without a
-//!   solution) and its thread, whose interrupt flag stays raised, ends on its own at
-//!   HiGHS's next check. Until then it holds its memory (a 999-node LP: 3 GB for 15 s after
+//!   (424,567 rows), and PDLP calls no callback. So [`run`] waits for HiGHS only until
+//!   the deadline, or the caller's cancellation, plus [`GRACE`]; past it, the run is
+//!   abandoned (reported as a time limit, or a cancellation, without a solution) and its
+//!   thread, whose interrupt flag stays raised, ends on its own at HiGHS's next check (PDLP:
+//!   at its tolerance or its time limit). Until then it holds its memory (a 999-node LP: 3 GB for 15 s after
 //!   the answer); [`abandoned_bytes`] counts it, and admission adds it to a new model's.
 
 use super::lagrangian::Lagrangian;
@@ -202,9 +203,9 @@ pub(crate) struct Controls {
     /// On the large Checkmate relaxations the exact methods stall: an exported ResNet-18
     /// (193,045 columns) is not solved in 300 s by dual simplex nor in 400 s by the
     /// interior-point method (it ended "Unknown" once), where PDLP stops at its tolerance
-    /// in 35 s with a bound within 2e-4 of the optimum; on MobileNet at 0.9 the
-    /// interior-point method took 20 s, PDLP 24 s. Smaller LPs use dual simplex, whose
-    /// vertex optimum is exact.
+    /// in 78 s, optimal; on MobileNet at 0.9 the interior-point method took 20 s, PDLP
+    /// 22 s with a bound 1.4e-5 lower. Smaller LPs use dual simplex, whose vertex optimum
+    /// is exact.
     pub first_order: bool,
 }
 
@@ -316,10 +317,35 @@ const ABANDONED: u8 = 2;
 /// How long [`run`] waits past the deadline for HiGHS to return before abandoning it.
 pub(crate) const GRACE: Duration = Duration::from_secs(1);
 
+/// How often [`run`] looks at the caller's cancel flag while HiGHS runs: PDLP never calls
+/// the interrupt callback.
+const POLL: Duration = Duration::from_millis(100);
+
+/// HiGHS's answer, or `Timeout` once the deadline or the caller's cancellation is
+/// [`GRACE`] old and HiGHS has not returned.
+fn wait<T>(
+    receiver: &std::sync::mpsc::Receiver<T>,
+    stop: &Stop,
+) -> Result<T, std::sync::mpsc::RecvTimeoutError> {
+    let mut cancelled_at = None;
+    loop {
+        match receiver.recv_timeout(POLL) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                let now = Instant::now();
+                let cancelled = stop.cancelled() && *cancelled_at.get_or_insert(now) + GRACE <= now;
+                if cancelled || stop.deadline().is_some_and(|d| d + GRACE <= now) {
+                    return Err(std::sync::mpsc::RecvTimeoutError::Timeout);
+                }
+            }
+            answer => return answer,
+        }
+    }
+}
+
 /// Solves `lp` (minimising; it is consumed, so that its memory is freed before HiGHS copies
 /// the problem), starting from `start` when given (a complete column vector,
-/// used by HiGHS as the first incumbent if it is feasible). Returns by the deadline plus
-/// [`GRACE`] whatever HiGHS does.
+/// used by HiGHS as the first incumbent if it is feasible). Returns by the deadline, or
+/// the caller's cancellation, plus [`GRACE`] whatever HiGHS does.
 pub(crate) fn run(lp: Lp, start: Option<&[f64]>, controls: &Controls) -> Result<Run, HighsError> {
     let began = Instant::now();
     let bytes = super::ModelSize::of_counts(
@@ -357,15 +383,7 @@ pub(crate) fn run(lp: Lp, start: Option<&[f64]>, controls: &Controls) -> Result<
             let _ = sender.send(result);
         })
         .map_err(|e| HighsError::Thread(e.to_string()))?;
-    let outcome = match controls.stop.deadline() {
-        Some(deadline) => {
-            receiver.recv_timeout(deadline.saturating_duration_since(Instant::now()) + GRACE)
-        }
-        None => receiver
-            .recv()
-            .map_err(|_| std::sync::mpsc::RecvTimeoutError::Disconnected),
-    };
-    match outcome {
+    match wait(&receiver, &controls.stop) {
         Ok(result) => result,
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
             ABANDONED_BYTES.fetch_add(bytes, Ordering::SeqCst);
@@ -624,6 +642,24 @@ mod tests {
                 "seed {seed}: {bound} far below {optimum}"
             );
         }
+    }
+
+    #[test]
+    fn waiting_ends_a_grace_after_cancellation_and_returns_an_answer_at_once() {
+        let options = SolveOptions::default();
+        let stop = Stop::start(&options);
+        let (sender, receiver) = std::sync::mpsc::channel::<u8>();
+        sender.send(7).unwrap();
+        assert_eq!(wait(&receiver, &stop), Ok(7));
+        options.cancel.store(true, Ordering::Relaxed);
+        let began = Instant::now();
+        assert_eq!(
+            wait(&receiver, &stop),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+        );
+        let waited = began.elapsed();
+        assert!(waited >= GRACE && waited < GRACE + 10 * POLL, "{waited:?}");
+        drop(sender);
     }
 
     #[test]
