@@ -19,8 +19,9 @@
 //!   the deadline, or the caller's cancellation, plus [`GRACE`]; past it, the run is
 //!   abandoned (reported as a time limit, or a cancellation, without a solution) and its
 //!   thread, whose interrupt flag stays raised, ends on its own at HiGHS's next check (PDLP:
-//!   at its tolerance or its time limit). Until then it holds its memory (a 999-node LP: 3 GB for 15 s after
-//!   the answer); [`abandoned_bytes`] counts it, and admission adds it to a new model's.
+//!   at its tolerance or its time limit). Until then it holds its memory (a 999-node LP:
+//!   3 GB for 15 s after the answer); [`abandoned_bytes`] counts it, and admission adds it
+//!   to a new model's.
 
 use super::lagrangian::Lagrangian;
 use crate::solve::Stop;
@@ -427,6 +428,17 @@ struct Job {
     controls: Controls,
 }
 
+/// Sets HiGHS option `name`; an option HiGHS refuses is an error that names it.
+fn set(
+    model: &mut highs::Model,
+    name: &'static str,
+    value: impl highs::HighsOptionValue,
+) -> Result<(), HighsError> {
+    model
+        .try_set_option(name, value)
+        .map_err(|_| HighsError::Option(name))
+}
+
 fn solve_here(job: Job) -> Result<Run, HighsError> {
     let Job {
         problem,
@@ -441,16 +453,6 @@ fn solve_here(job: Job) -> Result<Run, HighsError> {
     let mut model = problem
         .try_optimise(Sense::Minimise)
         .map_err(HighsError::Model)?;
-    let set = |model: &mut highs::Model, name: &'static str, value: f64| {
-        model
-            .try_set_option(name, value)
-            .map_err(|_| HighsError::Option(name))
-    };
-    let set_str = |model: &mut highs::Model, name: &'static str, value: &str| {
-        model
-            .try_set_option(name, value)
-            .map_err(|_| HighsError::Option(name))
-    };
     if let Some(deadline) = controls.stop.deadline() {
         let left = deadline.saturating_duration_since(Instant::now());
         set(&mut model, "time_limit", left.as_secs_f64())?;
@@ -459,18 +461,18 @@ fn solve_here(job: Job) -> Result<Run, HighsError> {
         set(&mut model, "mip_rel_gap", gap)?;
     }
     if let Some(threads) = controls.threads {
-        model
-            .try_set_option("threads", threads as i32)
-            .map_err(|_| HighsError::Option("threads"))?;
+        set(&mut model, "threads", threads as i32)?;
     }
-    model
-        .try_set_option("random_seed", (controls.seed % i32::MAX as u64) as i32)
-        .map_err(|_| HighsError::Option("random_seed"))?;
+    set(
+        &mut model,
+        "random_seed",
+        (controls.seed % i32::MAX as u64) as i32,
+    )?;
     if first_order && !integral {
-        set_str(&mut model, "solver", "pdlp")?;
+        set(&mut model, "solver", "pdlp")?;
         // With presolve, the duals of a run stopped short came back unusable (ResNet-18:
         // L(y) = −8e12 against an optimum of 3.4e11).
-        set_str(&mut model, "presolve", "off")?;
+        set(&mut model, "presolve", "off")?;
         for name in [
             "primal_feasibility_tolerance",
             "dual_feasibility_tolerance",
