@@ -118,6 +118,19 @@ impl Stop {
         self.deadline
     }
 
+    /// This stop with its deadline brought forward to `limit` from now, if that is
+    /// sooner; the cancel flag is shared.
+    pub fn sooner(&self, limit: Duration) -> Stop {
+        let by = Instant::now().checked_add(limit);
+        Stop {
+            deadline: match (self.deadline, by) {
+                (Some(d), Some(b)) => Some(d.min(b)),
+                (d, b) => d.or(b),
+            },
+            ..self.clone()
+        }
+    }
+
     /// The time since [`Stop::start`].
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()

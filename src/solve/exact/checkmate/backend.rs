@@ -98,6 +98,16 @@ impl Lp {
     pub(crate) fn num_cols(&self) -> usize {
         self.cost.len()
     }
+
+    pub(crate) fn is_integer(&self, col: usize) -> bool {
+        self.integer[col]
+    }
+
+    /// Fixes column `col` at `value` (both bounds).
+    pub(crate) fn fix(&mut self, col: usize, value: f64) {
+        self.lower[col] = value;
+        self.upper[col] = value;
+    }
     pub(crate) fn num_rows(&self) -> usize {
         self.row_lower.len()
     }
@@ -456,6 +466,11 @@ fn solve_here(job: Job) -> Result<Run, HighsError> {
     if let Some(deadline) = controls.stop.deadline() {
         let left = deadline.saturating_duration_since(Instant::now());
         set(&mut model, "time_limit", left.as_secs_f64())?;
+    }
+    if integral {
+        // Measured (issue 13): FCN8 at 80% 3.8-4.8 s instead of 5.8-6.3 s, linear-32 at
+        // budget 3 50 s instead of 60 s; VGG16 at 90% 0.55 s instead of 0.3 s.
+        set(&mut model, "mip_allow_restart", false)?;
     }
     if let Some(gap) = controls.mip_rel_gap {
         set(&mut model, "mip_rel_gap", gap)?;

@@ -58,7 +58,7 @@ impl Solver for LpBound {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        solve_rounding(instance, options, "lp-bound", Scope::LowerBound).map(|r| r.outcome)
+        solve_rounding(instance, options, "lp-bound", Scope::LowerBound, true).map(|r| r.outcome)
     }
 }
 
@@ -76,30 +76,40 @@ impl Solver for LpRounding {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        solve_rounding(instance, options, "lp-rounding", Scope::Heuristic).map(|r| r.outcome)
+        solve_rounding(instance, options, "lp-rounding", Scope::Heuristic, true).map(|r| r.outcome)
     }
 }
 
-/// What [`solve_rounding`] found, and whether the relaxation at the full budget reached
-/// its optimum (its bound may come from a run stopped short: [`super::lagrangian`]).
+/// What [`solve_rounding`] found, and the relaxation at the full budget.
 pub(crate) struct Rounded {
     pub outcome: Outcome,
-    pub lp_optimal: bool,
+    pub relaxation: Relaxation,
 }
 
-/// The LP relaxation at the real budget, rounded; the LP at lower budgets when no
-/// rounding fits; then the best baseline. The plan has the given `scope`.
+/// The LP relaxation at the full budget, as HiGHS left it.
+#[derive(Default)]
+pub(crate) struct Relaxation {
+    /// It reached its optimum (its bound may come from a run stopped short:
+    /// [`super::lagrangian`]).
+    pub optimal: bool,
+    /// Its point, in the columns of the MILP's model (the same builder).
+    pub columns: Option<Vec<f64>>,
+}
+
+/// The LP relaxation at the real budget, rounded; with `retry`, the LP at lower budgets
+/// when no rounding fits; then the best baseline. The plan has the given `scope`.
 pub(crate) fn solve_rounding(
     instance: &Instance,
     options: &SolveOptions,
     solver: &'static str,
     scope: Scope,
+    retry: bool,
 ) -> Result<Rounded, SolveError> {
-    let mut lp_optimal = false;
-    let outcome = round_relaxation(instance, options, solver, scope, &mut lp_optimal)?;
+    let mut relaxation = Relaxation::default();
+    let outcome = round_relaxation(instance, options, solver, scope, retry, &mut relaxation)?;
     Ok(Rounded {
         outcome,
-        lp_optimal,
+        relaxation,
     })
 }
 
@@ -108,7 +118,8 @@ fn round_relaxation(
     options: &SolveOptions,
     solver: &'static str,
     scope: Scope,
-    lp_optimal: &mut bool,
+    retry: bool,
+    relaxation: &mut Relaxation,
 ) -> Result<Outcome, SolveError> {
     let stop = Stop::start(options);
     if stop.cancelled() {
@@ -121,7 +132,8 @@ fn round_relaxation(
     admit(graph, options, solver)?;
     let (min_budget, _) = graph.min_feasible_budget();
     let working = instance.budget - graph.fixed_memory();
-    let fractions = std::iter::once(1.0).chain(RETRY_FRACTIONS);
+    let retries = if retry { &RETRY_FRACTIONS[..] } else { &[] };
+    let fractions = std::iter::once(1.0).chain(retries.iter().copied());
     let mut lower_bound = None;
     let mut details = CheckmateDetails::default();
     let mut tried = Vec::new();
@@ -153,14 +165,14 @@ fn round_relaxation(
             details = model.details();
             details.lp_time_s = Some(run.time.as_secs_f64());
             details.lp_status = Some(run.status.to_string());
-            *lp_optimal = run.status == RunStatus::Optimal;
+            relaxation.optimal = run.status == RunStatus::Optimal;
             // Proven by the run's duals whether or not it reached its optimum; a run
             // stopped short counts when its bound beats Σ_v c_v, which every schedule pays
             // (the duals of an unfinished run may be far from optimal, and L(y) below 0).
             lower_bound = run
                 .bound
                 .map(|b| model.cost(b))
-                .filter(|&b| *lp_optimal || b > graph.total_cost())
+                .filter(|&b| relaxation.optimal || b > graph.total_cost())
                 .map(|cost| Bound {
                     cost,
                     scope: Scope::OptimalForOrder,
@@ -184,6 +196,9 @@ fn round_relaxation(
             // A point HiGHS left without a verdict is rounded too: the simulator judges.
             (RunStatus::Optimal | RunStatus::Unresolved(_), Some(columns)) => {
                 found = round(instance, options, &model, &columns, &stop, fraction);
+                if fraction == 1.0 {
+                    relaxation.columns = Some(columns);
+                }
                 if found.is_some() {
                     details.lp_budget = Some(lp_budget);
                     break;

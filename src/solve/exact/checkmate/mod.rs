@@ -7,8 +7,8 @@
 //! `t` is the one that computes node `t` for the first time (`R[t,t] = 1`). Variables:
 //! * `R[t,i] ∈ {0,1}`, `i <= t`: node `i` is (re)computed in stage `t`;
 //! * `S[t,i] ∈ {0,1}`, `i < t`: the output of `i` is resident entering stage `t`;
-//! * `FREE[t,(i,k)] ∈ {0,1}` for an edge `(i,k)` with `k <= t`: `i` is freed right after `k`
-//!   is evaluated in stage `t`;
+//! * `FREE[t,(i,k)] ∈ [0,1]` for an edge `(i,k)` with `k <= t`: `i` is freed right after `k`
+//!   is evaluated in stage `t` (continuous: see (d));
 //! * `U[t,k] >= 0`, `k <= t`: memory in use while `k` is evaluated in stage `t`.
 //!
 //! Only the lower triangle is created (Checkmate's code creates all `T²` and fixes the rest
@@ -22,21 +22,25 @@
 //! Minimise `Σ_t Σ_i C_i R[t,i]` subject to (paper eq. numbers as in `checkmate.md` §1.3):
 //! * dependencies (c): `R[t,v] <= R[t,u] + S[t,u]` for every edge `(u,v)`;
 //! * persistence (b): `S[t+1,i] <= S[t,i] + R[t,i]`;
-//! * the FREE linearisation (d), Lemmas 4.1-4.2: with the hazards
-//!   `H = (1 − R[t,k]) + S[t+1,i] + Σ_{j ∈ succ(i), k < j <= t} R[t,j]` and `κ` their
-//!   number, `1 − FREE <= H` and `κ (1 − FREE) >= H`, so that
-//!   `FREE = R[t,k] · (1 − S[t+1,i]) · Π_j (1 − R[t,j])`;
+//! * FREE (d), the upper side of the product of Lemma 4.1,
+//!   `FREE <= R[t,k] · (1 − S[t+1,i]) · Π_{j ∈ succ(i), k < j <= t} (1 − R[t,j])`, one row a
+//!   factor: `FREE <= R[t,k]`, `FREE + S[t+1,i] <= 1`, `FREE + R[t,j] <= 1`. The paper's
+//!   lower side (`1 − FREE <= H`, Lemma 4.2) and FREE's integrality are dropped: FREE only
+//!   lowers `U`, so raising it to its bound keeps any point feasible at the same cost, and
+//!   for integral R and S that bound is 0 or 1. The optimum is the paper's; the LP is
+//!   tighter (23 instead of 22 on linear-8 at budget 4; FCN8 at 0.8 leaves 0.070% to close
+//!   instead of 0.136%), and the binaries are R and S only;
 //! * memory (e, f): `U[t,0] = M_0 R[t,0] + Σ_i M_i S[t,i]` and
 //!   `U[t,k+1] = U[t,k] + M_{k+1} R[t,k+1] − Σ_{(i,k) ∈ E} M_i FREE[t,(i,k)]`;
 //! * budget (g): `U[t,k] <= B − K`, the budget less the graph's `fixed_memory` `K`.
 //!
-//! Measured and left out: the valid tightening rows of Checkmate's max-batch-size model
-//! (`checkmate.md` §1.9: `Σ_k FREE[t,(i,k)] <= 1`, `FREE + S[t+1,i] <= 1`,
-//! `FREE + R[t,j] <= 1`) made HiGHS no faster (linear-8 at budget 4: 2.8 s vs 2.9 s; FCN8
-//! at 0.9 / 0.8: 26 / 47 s vs 23 / 24 s, from a baseline start on a loaded machine), and
-//! neither did replacing the big-M rows by the product's upper bounds alone (FREE only
-//! lowers memory, so its lower bound may go): 3.6 s and 24 / 34 s, although that LP is
-//! tighter (23 instead of 22 on linear-8 at 4).
+//! Measured: this form of (d) against the paper's big-M rows `1 − FREE <= H`,
+//! `κ (1 − FREE) >= H` over binary FREE (`H` the hazards, `κ` their number), from the same
+//! start, release, one run each (issue 13): linear-8 at 4 1.51 s vs 2.15 s, VGG16 at 0.9
+//! 0.42 vs 0.47 s, FCN8 at 0.9 / 0.8 6.2 / 7.6 s vs 8.9 / 9.2 s, linear-32 at budgets 3 /
+//! 11 62 / 16 s vs 87 / 101 s. The upper rows over binary FREE (the form measured in an
+//! earlier session, no faster than the big-M rows: 3.6 s on linear-8, 24 / 34 s on FCN8
+//! from a baseline start) took 35 / 11 s on FCN8.
 //!
 //! Measured and left out too (issue 13, release build, min of 3 on a shared machine;
 //! main's times linear-8 at 4 / FCN8 at 0.9 / FCN8 at 0.8: 1.59 / 7.29 / 7.06 s): a MIP
@@ -49,7 +53,8 @@
 //! 1.59 / 5.66 / 13.9 s; both: 1.93 / 8.98 / 8.39 s. HiGHS options on the same model
 //! through highspy (FCN8 at 0.9, one run each): `mip_detect_symmetry` off, 26.2 s against
 //! 28.9 s; `mip_allow_restart` off, 23.3 s; `mip_heuristic_effort` 0.3 / 0.6, 59.8 /
-//! 58.3 s against 44.5-52.5 s: nothing beyond the noise.
+//! 58.3 s against 44.5-52.5 s: nothing beyond the noise. With (d) as above and a start
+//! from [`rens`], `mip_allow_restart` off does pay ([`backend`]).
 //!
 //! Memory is divided by the gcd of the sizes (exact: the budget row becomes
 //! `U <= ⌊(B − K)/g⌋`), costs by their gcd when they are integers, else by the largest.
@@ -90,6 +95,7 @@ mod lagrangian;
 mod lp_rounding;
 mod milp;
 mod model;
+mod rens;
 mod size;
 mod stage_cut;
 

@@ -178,7 +178,9 @@ impl StageModel {
             for k in 0..=t {
                 if col(r[t][k]).is_some() {
                     for &i in graph.preds(k) {
-                        let c = lp.add_col(0.0, 0.0, 1.0, true);
+                        // Continuous: its upper bounds (d) are integral wherever R
+                        // and S are, and nothing gains from a FREE below them.
+                        let c = lp.add_col(0.0, 0.0, 1.0, false);
                         free.push((t as u32, i as u32, k as u32, c as u32));
                         free_of[k].push((i, c));
                     }
@@ -221,30 +223,24 @@ impl StageModel {
                     lp.add_row(f64::NEG_INFINITY, 0.0, &mut row);
                 }
             }
-            // (d) FREE[t,(i,k)] = R[t,k] (1 − S[t+1,i]) Π_{j>k} (1 − R[t,j]).
+            // (d) FREE[t,(i,k)] <= R[t,k] (1 − S[t+1,i]) Π_{j>k} (1 − R[t,j]), one row a
+            // factor: FREE <= R[t,k], FREE + S[t+1,i] <= 1, FREE + R[t,j] <= 1.
             for (k, frees) in free_of.iter().enumerate() {
                 let Some(rk) = r_t(k) else { continue };
                 for &(i, f) in frees {
-                    let later: Vec<usize> = graph
+                    row.push((f, 1.0));
+                    row.push((rk, -1.0));
+                    lp.add_row(f64::NEG_INFINITY, 0.0, &mut row);
+                    let later = graph
                         .succs(i)
                         .iter()
                         .filter(|&&j| j > k && j <= t)
-                        .filter_map(|&j| r_t(j))
-                        .collect();
-                    let keep = s_next(i);
-                    let kappa = 1.0 + keep.is_some() as u8 as f64 + later.len() as f64;
-                    // 1 − FREE <= H
-                    row.push((f, -1.0));
-                    row.push((rk, 1.0));
-                    row.extend(keep.map(|c| (c, -1.0)));
-                    row.extend(later.iter().map(|&c| (c, -1.0)));
-                    lp.add_row(f64::NEG_INFINITY, 0.0, &mut row);
-                    // κ (1 − FREE) >= H
-                    row.push((f, kappa));
-                    row.push((rk, -1.0));
-                    row.extend(keep.map(|c| (c, 1.0)));
-                    row.extend(later.iter().map(|&c| (c, 1.0)));
-                    lp.add_row(f64::NEG_INFINITY, kappa - 1.0, &mut row);
+                        .filter_map(|&j| r_t(j));
+                    for hazard in s_next(i).into_iter().chain(later) {
+                        row.push((f, 1.0));
+                        row.push((hazard, 1.0));
+                        lp.add_row(f64::NEG_INFINITY, 1.0, &mut row);
+                    }
                 }
             }
         }

@@ -6,9 +6,10 @@
 //! [`super::horizons`]), `n` nodes and `P(k)` the inputs of `k`, the model of
 //! [`super`] has exactly
 //! * columns: `R = Σ_i (h(i) − i + 1)`, `S = Σ_i (h(i) − i)`, `U = n(n+1)/2` and
-//!   `FREE = Σ_k |P(k)| (h(k) − k + 1)`; all but `U` are integer;
+//!   `FREE = Σ_k |P(k)| (h(k) − k + 1)`; R and S are integer;
 //! * rows: `n` of (e), `n(n−1)/2` of (f), `S` of (b), `Σ_v |P(v)| (h(v) − v + 1)` of
-//!   (c) and `2·FREE` of (d);
+//!   (c) and, of (d), one per FREE and one per factor of its product (`S[t+1,i]` and the
+//!   later readers `j` below);
 //! * nonzeros: per row, as [`super::StageModel::build`] writes it (zero sizes drop their
 //!   terms); the sum over (d)'s rows of the later readers `j` of `i` is
 //!   `Σ_{(i,k)} Σ_{j ∈ succ(i), j > k} max(0, min(h(k), h(j)) − j + 1)`, counted in
@@ -55,7 +56,7 @@ pub const BYTES_PER_NONZERO: u64 = 165;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ModelSize {
     pub columns: u64,
-    /// Columns that are integer in the MILP (R, S, FREE).
+    /// Columns that are integer in the MILP (R and S).
     pub integer_columns: u64,
     pub rows: u64,
     pub nonzeros: u64,
@@ -173,24 +174,20 @@ pub fn model_size(graph: &Graph) -> ModelSize {
         nnz += 2 * span(i) + span(i).saturating_sub(1); // (b)
         nnz += 3 * preds(i) * (span(i) + 1); // (c)
     }
-    // (d): two rows per FREE[t,(i,k)], each with FREE, R[t,k], S[t+1,i] while it
-    // exists (t < h(i)) and R[t,j] of every later reader j of i that exists.
+    // (d): per FREE[t,(i,k)], a row with R[t,k], one with S[t+1,i] while it exists
+    // (t < h(i)) and one with R[t,j] for every later reader j of i that exists; each row
+    // has two nonzeros.
     let mut d = 0u64;
     for k in 0..graph.len() {
         for &i in graph.preds(k) {
             let stages = span(k) + 1;
             let keep = stages - u64::from(h[i] == h[k]);
-            d += 2 * stages + keep;
+            d += stages + keep;
         }
     }
     d += later_readers(graph, &h);
     nnz += 2 * d;
-    ModelSize::of_counts(
-        r + s + tri + free,
-        r + s + free,
-        n + (tri - n) + s + deps + 2 * free,
-        nnz,
-    )
+    ModelSize::of_counts(r + s + tri + free, r + s, n + (tri - n) + s + deps + d, nnz)
 }
 
 /// `Σ_{(i,k) ∈ E} Σ_{j ∈ succ(i), j > k} max(0, min(h(k), h(j)) − j + 1)`: the later
