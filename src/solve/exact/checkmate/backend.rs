@@ -467,11 +467,6 @@ fn solve_here(job: Job) -> Result<Run, HighsError> {
         let left = deadline.saturating_duration_since(Instant::now());
         set(&mut model, "time_limit", left.as_secs_f64())?;
     }
-    if integral {
-        // Measured (issue 13): FCN8 at 80% 3.8-4.8 s instead of 5.8-6.3 s, linear-32 at
-        // budget 3 50 s instead of 60 s; VGG16 at 90% 0.55 s instead of 0.3 s.
-        set(&mut model, "mip_allow_restart", false)?;
-    }
     if let Some(gap) = controls.mip_rel_gap {
         set(&mut model, "mip_rel_gap", gap)?;
     }

@@ -58,7 +58,7 @@ impl Solver for LpBound {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        solve_rounding(instance, options, "lp-bound", Scope::LowerBound, true).map(|r| r.outcome)
+        solve_rounding(instance, options, "lp-bound", Scope::LowerBound).map(|r| r.outcome)
     }
 }
 
@@ -76,7 +76,7 @@ impl Solver for LpRounding {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        solve_rounding(instance, options, "lp-rounding", Scope::Heuristic, true).map(|r| r.outcome)
+        solve_rounding(instance, options, "lp-rounding", Scope::Heuristic).map(|r| r.outcome)
     }
 }
 
@@ -96,17 +96,16 @@ pub(crate) struct Relaxation {
     pub columns: Option<Vec<f64>>,
 }
 
-/// The LP relaxation at the real budget, rounded; with `retry`, the LP at lower budgets
-/// when no rounding fits; then the best baseline. The plan has the given `scope`.
+/// The LP relaxation at the real budget, rounded; the LP at lower budgets when no
+/// rounding fits; then the best baseline. The plan has the given `scope`.
 pub(crate) fn solve_rounding(
     instance: &Instance,
     options: &SolveOptions,
     solver: &'static str,
     scope: Scope,
-    retry: bool,
 ) -> Result<Rounded, SolveError> {
     let mut relaxation = Relaxation::default();
-    let outcome = round_relaxation(instance, options, solver, scope, retry, &mut relaxation)?;
+    let outcome = round_relaxation(instance, options, solver, scope, &mut relaxation)?;
     Ok(Rounded {
         outcome,
         relaxation,
@@ -118,7 +117,6 @@ fn round_relaxation(
     options: &SolveOptions,
     solver: &'static str,
     scope: Scope,
-    retry: bool,
     relaxation: &mut Relaxation,
 ) -> Result<Outcome, SolveError> {
     let stop = Stop::start(options);
@@ -132,8 +130,7 @@ fn round_relaxation(
     admit(graph, options, solver)?;
     let (min_budget, _) = graph.min_feasible_budget();
     let working = instance.budget - graph.fixed_memory();
-    let retries = if retry { &RETRY_FRACTIONS[..] } else { &[] };
-    let fractions = std::iter::once(1.0).chain(retries.iter().copied());
+    let fractions = std::iter::once(1.0).chain(RETRY_FRACTIONS);
     let mut lower_bound = None;
     let mut details = CheckmateDetails::default();
     let mut tried = Vec::new();

@@ -1,7 +1,7 @@
 //! `milp`: the Checkmate MILP of [`super`] solved to optimality (or to the time limit) by
 //! HiGHS's branch and bound, started from the cheapest verified schedule we have: the
-//! rounding of the relaxation at the full budget ([`super::lp_rounding`], no retries at
-//! lower budgets), the best rounding RENS finds ([`super::rens`]), else the best baseline.
+//! LP rounding ([`super::lp_rounding`]), the best rounding RENS finds ([`super::rens`]),
+//! else the best baseline.
 //! On the MLSys graphs the LP bound is within a fraction of a percent of the optimum and
 //! most of HiGHS's time goes into finding a good incumbent, so this start matters more than
 //! any solver setting: FCN8 at 0.9 takes 22 s from the best baseline's start, 0.5 s of
@@ -74,13 +74,7 @@ pub(crate) fn solve_milp(
     let Rounded {
         outcome,
         relaxation,
-    } = solve_rounding(
-        instance,
-        &rounding_options,
-        NAME,
-        Scope::OptimalForOrder,
-        false,
-    )?;
+    } = solve_rounding(instance, &rounding_options, NAME, Scope::OptimalForOrder)?;
     let lp_solved = relaxation.optimal;
     let (mut start, lp_bound, lp_note) = match outcome {
         Outcome::Plan(plan) => (

@@ -54,7 +54,14 @@
 //! through highspy (FCN8 at 0.9, one run each): `mip_detect_symmetry` off, 26.2 s against
 //! 28.9 s; `mip_allow_restart` off, 23.3 s; `mip_heuristic_effort` 0.3 / 0.6, 59.8 /
 //! 58.3 s against 44.5-52.5 s: nothing beyond the noise. With (d) as above and a start
-//! from [`rens`], `mip_allow_restart` off does pay ([`backend`]).
+//! from [`rens`] (release, one run each; linear-8 at 4 / VGG16 at 0.9 / FCN8 at 0.8 and
+//! 0.9 / linear-32 at 3 and 11): restarts off, 1.45 / 0.55 / 4.3 / 3.2 / 50 / 53 s
+//! against 1.4 / 0.3 / 6.0 / 3.4 / 60 / 49 s; with pseudo-costs trusted from their first
+//! observation (`mip_pscost_minreliable` 0) and cuts aged once the pool holds 100
+//! (`mip_pool_soft_limit`), 0.95 / 0.54 / 3.4 / 2.7 / 51 / 36 s; the remat/scipy ratio of
+//! the three cases 0.46-0.52 instead of 0.55-0.59. Dropped all the same: on the
+//! harder random-layered 40 (seed 4) at 50% of its peak, a case of `tests/milp.rs`, the
+//! three settings did not finish in 300 s where HiGHS's defaults take 161 s.
 //!
 //! Memory is divided by the gcd of the sizes (exact: the budget row becomes
 //! `U <= ⌊(B − K)/g⌋`), costs by their gcd when they are integers, else by the largest.

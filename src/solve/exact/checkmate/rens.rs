@@ -108,7 +108,7 @@ mod tests {
         };
         let options = SolveOptions::default();
         let stop = Stop::start(&options);
-        let relaxed = solve_rounding(&instance, &options, "milp", Scope::OptimalForOrder, false)
+        let relaxed = solve_rounding(&instance, &options, "milp", Scope::OptimalForOrder)
             .unwrap()
             .relaxation;
         assert!(relaxed.optimal);
