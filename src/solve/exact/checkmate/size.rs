@@ -9,7 +9,9 @@
 //!   `FREE = Σ_k |P(k)| (h(k) − k + 1)`; R and S are integer;
 //! * rows: `n` of (e), `n(n−1)/2` of (f), `S` of (b), `Σ_v |P(v)| (h(v) − v + 1)` of
 //!   (c) and, of (d), one per FREE and one per factor of its product (`S[t+1,i]` and the
-//!   later readers `j` below);
+//!   later readers `j` below; a relaxation for the first-order method keeps the paper's
+//!   two big-M rows per FREE, [`super::StageModel::build_relaxation`], with two more
+//!   nonzeros per FREE than counted here, within the margin of [`ModelSize::bytes`]);
 //! * nonzeros: per row, as [`super::StageModel::build`] writes it (zero sizes drop their
 //!   terms); the sum over (d)'s rows of the later readers `j` of `i` is
 //!   `Σ_{(i,k)} Σ_{j ∈ succ(i), j > k} max(0, min(h(k), h(j)) − j + 1)`, counted in
