@@ -195,6 +195,12 @@ impl Lp {
 /// Columns above which an LP is solved by the first-order method (PDLP).
 pub(crate) const FIRST_ORDER_MIN_COLS: usize = 50_000;
 
+/// Whether a relaxation of `columns` columns goes to the first-order method, when its
+/// [`Controls::first_order`] allows it.
+pub(crate) fn first_order(columns: u64) -> bool {
+    columns > FIRST_ORDER_MIN_COLS as u64
+}
+
 /// The relative tolerances PDLP stops at (primal and dual feasibility, duality gap). The
 /// bound taken is `L(y)` of its duals, whatever the tolerance.
 const FIRST_ORDER_TOLERANCE: f64 = 1e-5;
@@ -369,7 +375,7 @@ pub(crate) fn run(lp: Lp, start: Option<&[f64]>, controls: &Controls) -> Result<
     let state = Arc::new(AtomicU8::new(RUNNING));
     let thread_state = state.clone();
     let integral = !controls.relax && lp.integer.iter().any(|&b| b);
-    let first_order = controls.first_order && lp.num_cols() > FIRST_ORDER_MIN_COLS;
+    let first_order = controls.first_order && first_order(lp.num_cols() as u64);
     let (problem, lagrangian) = lp.into_highs(controls.relax);
     let job = Job {
         problem,

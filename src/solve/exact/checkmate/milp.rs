@@ -5,7 +5,7 @@
 //! On the MLSys graphs the LP bound is within a fraction of a percent of the optimum and
 //! most of HiGHS's time goes into finding a good incumbent, so this start matters more than
 //! any solver setting: FCN8 at 0.9 takes 22 s from the best baseline's start, 0.5 s of
-//! branch and bound from the optimum, 2.0 s from RENS's start (4.7e-7 above it).
+//! branch and bound from the optimum, 2.3 s from RENS's start (4.7e-7 above it).
 //!
 //! Outcomes: `optimal` when HiGHS closes the gap (to its relative tolerance, 1e-4 unless
 //! the caller asks for another); `feasible` with the dual bound as `lower_bound` when the

@@ -37,8 +37,8 @@
 //! * budget (g): `U[t,k] <= B − K`, the budget less the graph's `fixed_memory` `K`.
 //!
 //! Measured: this form of (d) against the paper's big-M rows `1 − FREE <= H`,
-//! `κ (1 − FREE) >= H` over binary FREE (`H` the hazards, `κ` their number), from the same
-//! start, release, one run each (issue 13): linear-8 at 4 1.51 s vs 2.15 s, VGG16 at 0.9
+//! `κ (1 − FREE) >= H` over binary FREE (`H` the hazards, `κ` their number), each from its
+//! own LP rounding's start, release, one run each (issue 13): linear-8 at 4 1.51 s vs 2.15 s, VGG16 at 0.9
 //! 0.42 vs 0.47 s, FCN8 at 0.9 / 0.8 6.2 / 7.6 s vs 8.9 / 9.2 s, linear-32 at budgets 3 /
 //! 11 62 / 16 s vs 87 / 101 s. The upper rows over binary FREE (the form measured in an
 //! earlier session, no faster than the big-M rows: 3.6 s on linear-8, 24 / 34 s on FCN8

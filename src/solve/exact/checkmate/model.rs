@@ -2,7 +2,7 @@
 //! lower-triangle columns cut at each node's horizon, scaled costs and memory, and the map
 //! from (R, S, FREE, U) to columns.
 
-use super::backend::{Lp, FIRST_ORDER_MIN_COLS};
+use super::backend::{first_order, Lp};
 use super::size::model_size;
 use super::ModelSize;
 use crate::graph::Graph;
@@ -138,7 +138,7 @@ impl StageModel {
         // A relaxation for the first-order method keeps the paper's big-M rows for (d):
         // PDLP solves the exported ResNet-18 b32 in 78 s with them, 259 s with the rows of
         // one factor each (284,455 rows instead of 258,025).
-        let big_m = normalise && model_size(graph).columns > FIRST_ORDER_MIN_COLS as u64;
+        let big_m = normalise && first_order(model_size(graph).columns);
         let budget_units = units as f64 / mem_div;
         let cost_scale = cost_scale(graph);
         let mut lp = Lp::new();
