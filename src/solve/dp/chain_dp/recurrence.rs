@@ -78,14 +78,6 @@ impl Part<'_> {
         }
     }
 
-    /// The sub-problem's least value.
-    pub(super) fn floor(&self) -> f64 {
-        match self.sub {
-            Sub::Range(t, a, b) => t.floor(a, b),
-            Sub::Join(j) => j.row.floor(),
-        }
-    }
-
     /// The budget the part gets within `m`, `None` when the shift exceeds it.
     fn budget(&self, m: usize) -> Option<usize> {
         m.checked_add_signed(-self.shift.slots)
@@ -209,6 +201,7 @@ impl Table {
             f(def)?;
         }
         for k in a + 1..=b.min(c.l) {
+            self.prefetch_options(a, k, b);
             sweep.advance(c, a, k);
             for opt in [Opt::CkSecond, Opt::Ck(k), Opt::CkRelease, Opt::CkKeep(k)] {
                 if let Some(def) = self.define(opt, a, b, sweep) {

@@ -9,10 +9,10 @@
 //! minimum `full` the fill keeps. Two consequences make the kernel cheap:
 //! * an option's least value is its value at the top, `floor = cost + last(first) +
 //!   last(second)`, and it can only lower `full[m]` where `full[m] > floor`: a prefix of
-//!   the budgets, found by binary search ([`improvable`]); an option whose floor is not
-//!   below `full` at its first budget is skipped whole (dominated);
+//!   the budgets, which [`lower_by`] leaves at the first chunk where `full` is not above
+//!   `floor`;
 //! * where both rows have reached their constant tails the sum is a constant `v`, which
-//!   lowers exactly the prefix where `full > v`, again found by binary search.
+//!   lowers exactly the prefix where `full > v`, found by binary search.
 
 /// A row `C(a, b, m)` for `m >= lo`, constant after its last stored value, `floor`.
 #[derive(Clone, Debug)]
@@ -34,8 +34,33 @@ enum Vals {
 }
 
 /// A stored value, read as `f64` (exactly).
-trait Val: Copy {
+pub(super) trait Val: Copy {
     fn get(self) -> f64;
+}
+
+/// The type the fill keeps its running minimum in and sums in: `f64`, or `f32` when every
+/// value of the table is an integer below 2^24 ([`super::DpChain`]'s `entry_bytes`), so
+/// that every sum is exact in it too, twice the values a vector instruction handles.
+pub(super) trait Acc: Val + PartialOrd + std::ops::Add<Output = Self> {
+    const INFINITY: Self;
+    /// `v` in this type (exact where the table's values are).
+    fn of(v: f64) -> Self;
+}
+
+impl Acc for f32 {
+    const INFINITY: f32 = f32::INFINITY;
+    #[inline(always)]
+    fn of(v: f64) -> f32 {
+        v as f32
+    }
+}
+
+impl Acc for f64 {
+    const INFINITY: f64 = f64::INFINITY;
+    #[inline(always)]
+    fn of(v: f64) -> f64 {
+        v
+    }
 }
 
 impl Val for f32 {
@@ -67,12 +92,12 @@ impl Vals {
         }
     }
 
-    /// `vals` in single precision when that is exact, else as they are.
-    fn of(vals: &[f64]) -> Vals {
-        if vals.iter().all(|&v| (v as f32) as f64 == v) {
-            Vals::Single(vals.iter().map(|&v| v as f32).collect())
+    /// `vals` in single precision when that is exact, else in double.
+    fn of<V: Val>(vals: &[V]) -> Vals {
+        if vals.iter().all(|&v| (v.get() as f32) as f64 == v.get()) {
+            Vals::Single(vals.iter().map(|&v| v.get() as f32).collect())
         } else {
-            Vals::Double(vals.to_vec())
+            Vals::Double(vals.iter().map(|&v| v.get()).collect())
         }
     }
 }
@@ -88,7 +113,38 @@ impl Default for Row {
     }
 }
 
+/// The cache lines of a row's values [`Row::prefetch`] asks for: its first four chunks of
+/// single-precision values ([`lower_by`]).
+const PREFETCH_LINES: usize = 8;
+
+/// Asks the CPU to bring the cache line at `p` into its caches, without waiting for it
+/// (a hint: no effect on the program's results; nothing on other architectures).
+#[inline(always)]
+pub(super) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing the program sees and never faults, whatever the
+    // address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 impl Row {
+    /// Asks for the row's first values ([`prefetch`]), which the fill reads first.
+    #[inline(always)]
+    pub(super) fn prefetch(&self) {
+        let p: *const u8 = match &self.vals {
+            Vals::Single(v) => v.as_ptr().cast(),
+            Vals::Double(v) => v.as_ptr().cast(),
+        };
+        for line in 0..PREFETCH_LINES {
+            prefetch(p.wrapping_add(64 * line));
+        }
+    }
+
     /// `C(b, b, ·) = 0`: the empty sub-problem.
     pub(super) fn zero() -> Row {
         Row {
@@ -112,18 +168,16 @@ impl Row {
         (self.vals.len() > 0).then_some(self.lo)
     }
 
-    /// The least value, at the top (infinite for a row that is never feasible).
-    pub(super) fn floor(&self) -> f64 {
-        self.floor
-    }
-
     /// Compresses a full row (indexed by m from 0).
-    pub(super) fn from_full(full: &[f64]) -> Row {
-        let Some(lo) = full.iter().position(|v| v.is_finite()) else {
+    pub(super) fn from_full<V: Val>(full: &[V]) -> Row {
+        let Some(lo) = full.iter().position(|v| v.get().is_finite()) else {
             return Row::default();
         };
-        let last = *full.last().expect("non-empty");
-        let end = full.iter().rposition(|&v| v != last).map_or(lo, |p| p + 1);
+        let last = full.last().expect("non-empty").get();
+        let end = full
+            .iter()
+            .rposition(|v| v.get() != last)
+            .map_or(lo, |p| p + 1);
         Row {
             lo,
             floor: last,
@@ -136,8 +190,8 @@ impl Row {
 /// `b = Some((row, shift_b))`, where `out` is non-increasing (and stays so). Where both
 /// rows have reached their constant tails the value is constant in `m`: it is written
 /// only over the prefix it lowers ([`lower_to`]).
-pub(super) fn combine(
-    out: &mut [f64],
+pub(super) fn combine<O: Acc>(
+    out: &mut [O],
     start: usize,
     base: f64,
     a: &Row,
@@ -145,31 +199,40 @@ pub(super) fn combine(
     b: Option<(&Row, isize)>,
 ) {
     use Vals::{Double, Single};
+    // The option's least value: from the first budget where `out` is not above it on,
+    // nothing is lowered.
+    let floor = O::of(base + a.floor + b.map_or(0.0, |(row, _)| row.floor));
+    let base = O::of(base);
     let first = (a.lo + shift, &a.vals);
     match (first, b.map(|(row, sh)| (row.lo as isize + sh, &row.vals))) {
-        ((alo, Single(x)), None) => combine_typed::<f32, f32>(out, start, base, alo, x, None),
-        ((alo, Double(x)), None) => combine_typed::<f64, f64>(out, start, base, alo, x, None),
+        ((alo, Single(x)), None) => {
+            combine_typed::<O, f32, f32>(out, start, floor, base, alo, x, None)
+        }
+        ((alo, Double(x)), None) => {
+            combine_typed::<O, f64, f64>(out, start, floor, base, alo, x, None)
+        }
         ((alo, Single(x)), Some((blo, Single(y)))) => {
-            combine_typed(out, start, base, alo, x, Some((blo, y.as_slice())))
+            combine_typed(out, start, floor, base, alo, x, Some((blo, y.as_slice())))
         }
         ((alo, Single(x)), Some((blo, Double(y)))) => {
-            combine_typed(out, start, base, alo, x, Some((blo, y.as_slice())))
+            combine_typed(out, start, floor, base, alo, x, Some((blo, y.as_slice())))
         }
         ((alo, Double(x)), Some((blo, Single(y)))) => {
-            combine_typed(out, start, base, alo, x, Some((blo, y.as_slice())))
+            combine_typed(out, start, floor, base, alo, x, Some((blo, y.as_slice())))
         }
         ((alo, Double(x)), Some((blo, Double(y)))) => {
-            combine_typed(out, start, base, alo, x, Some((blo, y.as_slice())))
+            combine_typed(out, start, floor, base, alo, x, Some((blo, y.as_slice())))
         }
     }
 }
 
 /// [`combine`] on the rows' values: `a` stored from budget `alo` of `out` on, `b` from
-/// `blo` (negative: before 0).
-fn combine_typed<X: Val, Y: Val>(
-    out: &mut [f64],
+/// `blo` (negative: before 0); `floor` the least value of the sum.
+fn combine_typed<O: Acc, X: Val, Y: Val>(
+    out: &mut [O],
     start: usize,
-    base: f64,
+    floor: O,
+    base: O,
     alo: usize,
     a: &[X],
     b: Option<(isize, &[Y])>,
@@ -194,7 +257,7 @@ fn combine_typed<X: Val, Y: Val>(
             top
         };
         let av = &a[ia.min(a.len() - 1)..];
-        match b {
+        let (end, stopped) = match b {
             Some((blo, b)) => {
                 let ib = (m as isize - blo) as usize;
                 let b_end = if ib + 1 < b.len() {
@@ -206,30 +269,40 @@ fn combine_typed<X: Val, Y: Val>(
                 let len = end - m;
                 let bv = &b[ib.min(b.len() - 1)..];
                 let o = &mut out[m..end];
-                match (ia + 1 < a.len(), ib + 1 < b.len()) {
-                    (true, true) => lower_by(o, &av[..len], Some(&bv[..len]), base),
-                    (true, false) => lower_by::<X, Y>(o, &av[..len], None, base + bv[0].get()),
-                    (false, true) => lower_by::<Y, X>(o, &bv[..len], None, base + av[0].get()),
-                    (false, false) => {
-                        lower_to(&mut out[m..], base + av[0].get() + bv[0].get());
-                        return;
+                let stopped = match (ia + 1 < a.len(), ib + 1 < b.len()) {
+                    (true, true) => lower_by(o, floor, &av[..len], Some(&bv[..len]), base),
+                    (true, false) => {
+                        lower_by::<O, X, Y>(o, floor, &av[..len], None, base + O::of(bv[0].get()))
                     }
-                }
-                m = end;
+                    (false, true) => {
+                        lower_by::<O, Y, X>(o, floor, &bv[..len], None, base + O::of(av[0].get()))
+                    }
+                    (false, false) => {
+                        lower_to(
+                            &mut out[m..],
+                            base + O::of(av[0].get()) + O::of(bv[0].get()),
+                        );
+                        true
+                    }
+                };
+                (end, stopped)
             }
             None => {
                 let end = a_end.min(top).max(m + 1);
                 let len = end - m;
-                let o = &mut out[m..end];
-                if ia + 1 < a.len() {
-                    lower_by::<X, Y>(o, &av[..len], None, base);
+                let stopped = if ia + 1 < a.len() {
+                    lower_by::<O, X, Y>(&mut out[m..end], floor, &av[..len], None, base)
                 } else {
-                    lower_to(&mut out[m..], base + av[0].get());
-                    return;
-                }
-                m = end;
+                    lower_to(&mut out[m..], base + O::of(av[0].get()));
+                    true
+                };
+                (end, stopped)
             }
+        };
+        if stopped {
+            return;
         }
+        m = end;
     }
 }
 
@@ -237,40 +310,54 @@ fn combine_typed<X: Val, Y: Val>(
 const CHUNK: usize = 32;
 
 /// `o[i] = min(o[i], base + x[i] + y[i])` (`y` absent: 0), for a non-increasing `o` and
-/// non-increasing `x`, `y`. Chunk by chunk: the sum is least at a chunk's end and `o`
-/// greatest at its start, so when the one is not below the other nothing in the chunk
-/// can be lowered and the chunk is skipped. Of the sums the fill forms, few lower `o`
-/// (3% on rotor's L = 200 chain with 1000 slots) and about half of the chunks are skipped
-/// (L = 500, 500 slots).
+/// non-increasing `x`, `y` whose sum is nowhere below `floor`. Chunk by chunk: it stops at
+/// the first chunk whose `o` is not above `floor` (nothing from there on can be lowered;
+/// it returns true); the sum is least at a chunk's end and `o` greatest at its start, so
+/// when the one is not below the other nothing in the chunk can be lowered and the chunk
+/// is skipped. Of the sums the fill forms, few lower `o` (3% on rotor's L = 200 chain
+/// with 1000 slots) and about half of the chunks are skipped (L = 500, 500 slots).
 #[inline(always)]
-fn lower_by<X: Val, Y: Val>(o: &mut [f64], x: &[X], y: Option<&[Y]>, base: f64) {
-    let least = |i: usize| base + x[i].get() + y.map_or(0.0, |y| y[i].get());
+fn lower_by<O: Acc, X: Val, Y: Val>(
+    o: &mut [O],
+    floor: O,
+    x: &[X],
+    y: Option<&[Y]>,
+    base: O,
+) -> bool {
+    let least = |i: usize| match y {
+        Some(y) => base + O::of(x[i].get()) + O::of(y[i].get()),
+        None => base + O::of(x[i].get()),
+    };
     let mut start = 0;
     while start < o.len() {
+        if o[start] <= floor {
+            return true;
+        }
         let end = (start + CHUNK).min(o.len());
         if least(end - 1) < o[start] {
             let o = &mut o[start..end];
             match y {
                 Some(y) => {
                     for ((o, &x), &y) in o.iter_mut().zip(&x[start..end]).zip(&y[start..end]) {
-                        *o = lesser(*o, base + x.get() + y.get());
+                        *o = lesser(*o, base + O::of(x.get()) + O::of(y.get()));
                     }
                 }
                 None => {
                     for (o, &x) in o.iter_mut().zip(&x[start..end]) {
-                        *o = lesser(*o, base + x.get());
+                        *o = lesser(*o, base + O::of(x.get()));
                     }
                 }
             }
         }
         start = end;
     }
+    false
 }
 
 /// `min(o, v)` as a select, which the compiler turns into a vector minimum (a branch per
 /// element instead when written as a conditional store).
 #[inline(always)]
-fn lesser(o: f64, v: f64) -> f64 {
+fn lesser<O: PartialOrd>(o: O, v: O) -> O {
     if v < o {
         v
     } else {
@@ -279,21 +366,15 @@ fn lesser(o: f64, v: f64) -> f64 {
 }
 
 /// Lowers `settled` past the entries of `full` that equal the lower bound `lb`.
-pub(super) fn settle(full: &[f64], settled: &mut usize, lb: f64) {
-    while *settled > 0 && full[*settled - 1] <= lb {
+pub(super) fn settle<O: Val>(full: &[O], settled: &mut usize, lb: f64) {
+    while *settled > 0 && full[*settled - 1].get() <= lb {
         *settled -= 1;
     }
 }
 
-/// The budgets of the non-increasing `full` that a value of at least `floor` may still
-/// lower: those before the first entry `<= floor`.
-pub(super) fn improvable(full: &[f64], floor: f64) -> usize {
-    full.partition_point(|&v| v > floor)
-}
-
 /// `out[m] = min(out[m], v)` for every `m`, on a non-increasing `out`: only the prefix
 /// above `v` changes.
-fn lower_to(out: &mut [f64], v: f64) {
-    let end = improvable(out, v);
+fn lower_to<O: Acc>(out: &mut [O], v: O) {
+    let end = out.partition_point(|&w| w > v);
     out[..end].fill(v);
 }
