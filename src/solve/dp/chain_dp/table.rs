@@ -75,8 +75,25 @@ impl Table {
     /// Fills the rows by increasing length `b − a`: each row is the minimum over the
     /// options of `(a, b)` of their cost plus their sub-problems' rows, shifted. The rows
     /// of one length read only shorter ones, so two threads share them, one row at a time,
-    /// when there is enough work ([`PARALLEL_WORK`]).
-    fn fill_rows(&mut self, mut poll: impl FnMut(f64) -> bool) -> Result<(), Interrupted> {
+    /// when there is enough work ([`PARALLEL_WORK`]). The fill sums in single precision
+    /// when every value of the table is an integer below 2^24 ([`DpChain::entry_bytes`])
+    /// and no join is nested in it (a nested join's rows come from other chains), else in
+    /// double.
+    fn fill_rows(&mut self, poll: impl FnMut(f64) -> bool) -> Result<(), Interrupted> {
+        let nest = &self.nest;
+        let plain = nest.inner.is_none() && nest.released.is_none() && nest.second.is_none();
+        if plain && self.chain.entry_bytes() == 4 {
+            self.fill_rows_in::<f32>(poll)
+        } else {
+            self.fill_rows_in::<f64>(poll)
+        }
+    }
+
+    /// [`Table::fill_rows`] with the running minimum in `O`.
+    fn fill_rows_in<O: Acc>(
+        &mut self,
+        mut poll: impl FnMut(f64) -> bool,
+    ) -> Result<(), Interrupted> {
         let n = self.chain.l + 1;
         let threads = std::thread::available_parallelism().map_or(1, |p| p.get().min(2));
         for len in 1..=n {
@@ -90,8 +107,8 @@ impl Table {
             let next = AtomicUsize::new(0);
             let rows = if threads > 1 && count > 1 && count * len * (this.m + 1) >= PARALLEL_WORK {
                 std::thread::scope(|scope| {
-                    let other = scope.spawn(|| this.rows_in(len, count, &next));
-                    let mut rows = this.rows_in(len, count, &next);
+                    let other = scope.spawn(|| this.rows_of_length::<O>(len, count, &next));
+                    let mut rows = this.rows_of_length::<O>(len, count, &next);
                     rows.extend(
                         other
                             .join()
@@ -100,26 +117,13 @@ impl Table {
                     rows
                 })
             } else {
-                this.rows_in(len, count, &next)
+                this.rows_of_length::<O>(len, count, &next)
             };
             for (a, row) in rows {
                 self.rows[a + len][a] = row;
             }
         }
         Ok(())
-    }
-
-    /// [`Table::rows_of_length`] in single precision when every value of the table is an
-    /// integer below 2^24 ([`DpChain::entry_bytes`]) and no join is nested in it (a nested
-    /// join's rows come from other chains), else in double.
-    fn rows_in(&self, len: usize, count: usize, next: &AtomicUsize) -> Vec<(usize, Row)> {
-        let nest = &self.nest;
-        let plain = nest.inner.is_none() && nest.released.is_none() && nest.second.is_none();
-        if plain && self.chain.entry_bytes() == 4 {
-            self.rows_of_length::<f32>(len, count, next)
-        } else {
-            self.rows_of_length::<f64>(len, count, next)
-        }
     }
 
     /// Rows `C(a, a + len, ·)`, `a < count`, each with its `a`: those of the starts taken
