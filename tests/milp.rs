@@ -202,7 +202,7 @@ struct Missed {
 /// Seeds of the random-DAG sweep ([`DagShape::sparse`]); the fast subset keeps one seed in
 /// `KEEP_ONE_IN`, enough to meet every kind of listed case (asserted below).
 const SEEDS: u64 = 200;
-const KEEP_ONE_IN: usize = 6;
+const KEEP_ONE_IN: usize = 4;
 
 const ABOVE_ABOUT: &str = "Random DAGs (DagShape::sparse, seeds 0..200) at every budget from one below \
     the trivial bound to the checkpoint-all peak where the MILP (frontier-advancing stages in solver \

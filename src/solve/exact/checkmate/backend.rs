@@ -119,6 +119,22 @@ impl Lp {
         self.index.len()
     }
 
+    /// The rows that `x` misses by more than `tolerance`.
+    #[cfg(test)]
+    pub(crate) fn violated_rows(&self, x: &[f64], tolerance: f64) -> Vec<usize> {
+        (0..self.num_rows())
+            .filter(|&r| {
+                let span = self.row_start[r]..self.row_start[r + 1];
+                let sum: f64 = self.index[span.clone()]
+                    .iter()
+                    .zip(&self.value[span])
+                    .map(|(&c, &v)| v * x[c])
+                    .sum();
+                sum < self.row_lower[r] - tolerance || sum > self.row_upper[r] + tolerance
+            })
+            .collect()
+    }
+
     /// The problem as HiGHS reads it, column-wise, consuming `self`: the rows are
     /// transposed into columns (12 bytes a nonzero) and this row-wise copy is dropped
     /// before HiGHS's column-wise problem is filled, so that at most two copies of the

@@ -11,7 +11,9 @@
 //!   (c) and, of (d), one per FREE and one per factor of its product (`S[t+1,i]` and the
 //!   later readers `j` below; a relaxation for the first-order method keeps the paper's
 //!   two big-M rows per FREE, [`super::StageModel::build_relaxation`], with two more
-//!   nonzeros per FREE than counted here, within the margin of [`ModelSize::bytes`]);
+//!   nonzeros per FREE than counted here, within the margin of [`ModelSize::bytes`]), and
+//!   one of (k) per stage `t < n − 1` with a term (none in that relaxation): a term per
+//!   value `i < t` of nonzero size, not an input of `t`, with `t < h(i)`;
 //! * nonzeros: per row, as [`super::StageModel::build`] writes it (zero sizes drop their
 //!   terms); the sum over (d)'s rows of the later readers `j` of `i` is
 //!   `Σ_{(i,k)} Σ_{j ∈ succ(i), j > k} max(0, min(h(k), h(j)) − j + 1)`, counted in
@@ -189,7 +191,40 @@ pub fn model_size(graph: &Graph) -> ModelSize {
     }
     d += later_readers(graph, &h);
     nnz += 2 * d;
-    ModelSize::of_counts(r + s + tri + free, r + s, n + (tri - n) + s + deps + d, nnz)
+    let (boundary, boundary_nnz) = boundary_rows(graph, &h);
+    nnz += boundary_nnz;
+    ModelSize::of_counts(
+        r + s + tri + free,
+        r + s,
+        n + (tri - n) + s + deps + d + boundary,
+        nnz,
+    )
+}
+
+/// The rows (k) and their nonzeros: at each stage `t < n − 1`, one term per `S[t+1,i]`
+/// with `i < t` not an input of `t` and of nonzero size (`i < t < h(i)`, counted with a
+/// difference array over `t`); a stage without terms has no row.
+fn boundary_rows(graph: &Graph, h: &[usize]) -> (u64, u64) {
+    let n = graph.len();
+    let live = |i: usize| graph.memory(i) != 0 && i + 1 < h[i];
+    let mut starts = vec![0i64; n + 1];
+    for i in (0..n).filter(|&i| live(i)) {
+        starts[i + 1] += 1;
+        starts[h[i]] -= 1;
+    }
+    let (mut rows, mut nnz, mut across) = (0u64, 0u64, 0i64);
+    for (t, start) in starts.iter().enumerate().take(n.saturating_sub(1)) {
+        across += start;
+        let inputs = graph
+            .preds(t)
+            .iter()
+            .filter(|&&p| live(p) && t < h[p])
+            .count();
+        let terms = across as u64 - inputs as u64;
+        rows += u64::from(terms > 0);
+        nnz += terms;
+    }
+    (rows, nnz)
 }
 
 /// `Σ_{(i,k) ∈ E} Σ_{j ∈ succ(i), j > k} max(0, min(h(k), h(j)) − j + 1)`: the later
