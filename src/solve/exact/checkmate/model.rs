@@ -230,7 +230,8 @@ impl StageModel {
                     lp.add_row(f64::NEG_INFINITY, 0.0, &mut row);
                 }
             }
-            // (k) the stage boundary: Σ_{i<t, i ∉ P(t)} M_i S[t+1,i] <= B − M_t − Σ_{P(t)} M_p.
+            // (k) the stage boundary:
+            // Σ_{i<t, i ∉ P(t)} M_i S[t+1,i] <= B − K − M_t − Σ_{P(t)} M_p.
             if t + 1 < n && !paper_rows {
                 let inputs = graph.preds(t);
                 row.extend(
