@@ -75,10 +75,15 @@
 //! value (its `floor`, read from the rows' headers); a chunk where the option's value at
 //! its end is not below the running minimum at its start is skipped; where both rows are
 //! constant the sum is written over the prefix it lowers. Budgets at which a row already
-//! equals its no-recomputation cost (a lower bound) are skipped. The rows of one length
-//! `b − a` read only shorter ones, and two threads take them one at a time. No choice
-//! table is kept: the plan is rebuilt by re-evaluating the options of the `O(L)`
-//! sub-problems it visits. A row whose values are all exactly single-precision numbers
+//! equals its no-recomputation cost (a lower bound) are skipped. The table is filled by
+//! end `b` and, for each, by start `a` descending: the options of `(a, b)` read
+//! `C(k, b, ·)`, `k > a`, just filled and still in the caches, and `C(a, k, ·)`, `k < b`.
+//! Two threads fill consecutive ends, the second a step behind the first (it waits only
+//! for `C(a, b, ·)` of the same `a`). Against rows filled by length `b − a`, two threads
+//! taking each length's rows one at a time: rotor's L = 1000 chain with 500 slots in
+//! 16.9 to 19.3 s instead of 28.8 to 30.7 s, L = 500 in 2.3 to 2.4 s instead of 3.5 s.
+//! No choice table is kept: the plan is rebuilt by re-evaluating the options of the
+//! `O(L)` sub-problems it visits. A row whose values are all exactly single-precision numbers
 //! (integer costs below 2^24) is stored as such, half the bytes; the slot cap counts 4
 //! bytes a value when the chain's costs prove that of every row ([`DpChain`]'s
 //! `entry_bytes`), else 8, and then the fill also sums and keeps its running minimum in

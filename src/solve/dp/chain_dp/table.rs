@@ -10,7 +10,8 @@ use super::recurrence::{Def, Step};
 use super::row::{combine, prefetch, settle, Acc, Row};
 use crate::schedule::{Event, Schedule};
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 /// The DP table for one chain and one slot budget.
 pub struct Table {
@@ -19,13 +20,13 @@ pub struct Table {
     /// The join DP's nesting (see [`crate::solve::dp::join_dp`]): a plain chain by default.
     pub(super) nest: Placement,
     pub(super) m: usize,
-    /// `rows[b][a]` for `0 <= a < b <= L+1`.
-    rows: Vec<Vec<Row>>,
+    /// `rows[b][a]` for `0 <= a < b <= L+1`, each set once by the fill.
+    rows: Vec<Vec<OnceLock<Row>>>,
 }
 
-/// The work (rows × length × budgets) of one length of the fill above which two threads
-/// share its rows.
-const PARALLEL_WORK: usize = 1 << 20;
+/// The work of a fill (about `(L+1)³/6` options × budgets) above which two threads share
+/// it.
+pub(super) const PARALLEL_WORK: usize = 1 << 20;
 
 /// How many `k` ahead the options' rows are asked for ([`Table::prefetch_options`]). The
 /// fill is bound by the wait for the first values of each row an option reads (rows lie
@@ -61,25 +62,30 @@ impl Table {
         if nest.holds_loss {
             chain.hold_loss_outside();
         }
-        let mut table = Table {
+        let table = Table {
             chain,
             policy,
             nest,
             m,
-            rows: (0..=n).map(|b| vec![Row::default(); b]).collect(),
+            rows: (0..=n)
+                .map(|b| (0..b).map(|_| OnceLock::new()).collect())
+                .collect(),
         };
         table.fill_rows(poll)?;
         Ok(table)
     }
 
-    /// Fills the rows by increasing length `b − a`: each row is the minimum over the
-    /// options of `(a, b)` of their cost plus their sub-problems' rows, shifted. The rows
-    /// of one length read only shorter ones, so two threads share them, one row at a time,
-    /// when there is enough work ([`PARALLEL_WORK`]). The fill sums in single precision
-    /// when every value of the table is an integer below 2^24 ([`DpChain::entry_bytes`])
-    /// and no join is nested in it (a nested join's rows come from other chains), else in
-    /// double.
-    fn fill_rows(&mut self, poll: impl FnMut(f64) -> bool) -> Result<(), Interrupted> {
+    /// Fills the rows by increasing end `b`, and for each `b` by decreasing start `a`: row
+    /// `C(a, b, ·)` is the minimum over the options of `(a, b)` of their cost plus their
+    /// sub-problems' rows, shifted, and those are `C(k, b, ·)` with `k > a`, filled just
+    /// before it, and `C(a, k, ·)` with `k < b`. While one thread fills the rows of `b`, the
+    /// other fills those of `b + 1`, a step behind: the rows of `C(·, b + 1, ·)` wait only on
+    /// `C(a, b, ·)` of the same `a`, and the rows of `C(·, b, ·)`, which every option of
+    /// `b` reads, stay in the caches. Two threads when there is enough work
+    /// ([`PARALLEL_WORK`]). The fill sums in single precision when every value of the
+    /// table is an integer below 2^24 ([`DpChain::entry_bytes`]) and no join is nested in
+    /// it (a nested join's rows come from other chains), else in double.
+    fn fill_rows(&self, poll: impl FnMut(f64) -> bool) -> Result<(), Interrupted> {
         let nest = &self.nest;
         let plain = nest.inner.is_none() && nest.released.is_none() && nest.second.is_none();
         if plain && self.chain.entry_bytes() == 4 {
@@ -90,85 +96,91 @@ impl Table {
     }
 
     /// [`Table::fill_rows`] with the running minimum in `O`.
-    fn fill_rows_in<O: Acc>(
-        &mut self,
-        mut poll: impl FnMut(f64) -> bool,
-    ) -> Result<(), Interrupted> {
+    fn fill_rows_in<O: Acc>(&self, mut poll: impl FnMut(f64) -> bool) -> Result<(), Interrupted> {
         let n = self.chain.l + 1;
         let threads = std::thread::available_parallelism().map_or(1, |p| p.get().min(2));
-        for len in 1..=n {
-            if !poll(len as f64 / n as f64) {
-                return Err(Interrupted);
-            }
-            let count = n - len + 1;
-            let this = &*self;
-            // The next start `a` to fill: each thread takes one at a time, so that the
-            // two finish together however the rows' work varies.
-            let next = AtomicUsize::new(0);
-            let rows = if threads > 1 && count > 1 && count * len * (this.m + 1) >= PARALLEL_WORK {
-                std::thread::scope(|scope| {
-                    let other = scope.spawn(|| this.rows_of_length::<O>(len, count, &next));
-                    let mut rows = this.rows_of_length::<O>(len, count, &next);
-                    rows.extend(
-                        other
-                            .join()
-                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                    );
-                    rows
-                })
-            } else {
-                this.rows_of_length::<O>(len, count, &next)
-            };
-            for (a, row) in rows {
-                self.rows[a + len][a] = row;
-            }
+        // The next end `b` to fill, and whether the caller asked to stop.
+        let next = AtomicUsize::new(1);
+        let stopped = AtomicBool::new(false);
+        let work = (n.saturating_mul(n).saturating_mul(n) / 6).saturating_mul(self.m + 1);
+        if threads > 1 && work >= PARALLEL_WORK {
+            std::thread::scope(|scope| {
+                let other = scope.spawn(|| self.fill_ends::<O>(&next, &stopped, |_| true));
+                self.fill_ends::<O>(&next, &stopped, &mut poll);
+                other
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            });
+        } else {
+            self.fill_ends::<O>(&next, &stopped, &mut poll);
+        }
+        if stopped.load(Ordering::Relaxed) {
+            return Err(Interrupted);
         }
         Ok(())
     }
 
-    /// Rows `C(a, a + len, ·)`, `a < count`, each with its `a`: those of the starts taken
-    /// from `next`, from the rows already filled; `O` the type of the running minimum.
-    fn rows_of_length<O: Acc>(
+    /// Fills the rows `C(·, b, ·)` of the ends `b` taken from `next`, one at a time, until
+    /// none is left or `stopped` is raised; `poll` (the fraction of the work done) raises
+    /// it when it returns false. An end once taken is filled whole: the other thread may
+    /// be waiting for its rows.
+    fn fill_ends<O: Acc>(
         &self,
-        len: usize,
-        count: usize,
         next: &AtomicUsize,
-    ) -> Vec<(usize, Row)> {
+        stopped: &AtomicBool,
+        mut poll: impl FnMut(f64) -> bool,
+    ) {
         let n = self.chain.l + 1;
         let mut full = vec![O::INFINITY; self.m + 1];
+        while !stopped.load(Ordering::Relaxed) {
+            let done = next.load(Ordering::Relaxed).saturating_sub(1).min(n);
+            if !poll((done as f64 / n as f64).powi(3)) {
+                stopped.store(true, Ordering::Relaxed);
+                return;
+            }
+            let b = next.fetch_add(1, Ordering::Relaxed);
+            if b > n {
+                return;
+            }
+            for a in (0..b).rev() {
+                let row = self.fill_row(a, b, &mut full);
+                self.rows[b][a]
+                    .set(row)
+                    .unwrap_or_else(|_| unreachable!("each row is filled once"));
+            }
+        }
+    }
+
+    /// The row `C(a, b, ·)` from the rows it reads, with `full` as the running minimum.
+    fn fill_row<O: Acc>(&self, a: usize, b: usize, full: &mut [O]) -> Row {
+        let n = self.chain.l + 1;
         let zero = Row::zero();
-        std::iter::from_fn(|| Some(next.fetch_add(1, Ordering::Relaxed)))
-            .take_while(|&a| a < count)
-            .map(|a| {
-                let b = a + len;
-                full.fill(O::INFINITY);
-                // No option beats computing every op of the segment once: where `full`
-                // reaches that bound it is final, and later options skip it.
-                let lb = if len == 1 || (b == n && self.nest.inner.is_some()) {
-                    f64::NEG_INFINITY
-                } else {
-                    self.chain.no_recompute_cost(a, b)
-                };
-                let mut settled = full.len();
-                let _: ControlFlow<()> = self.options(a, b, |def| {
-                    let (first, shift) = def
-                        .first
-                        .as_ref()
-                        .map_or((&zero, 0), |p| (p.row(), p.shift.slots as usize));
-                    combine(
-                        &mut full[..settled],
-                        def.need.slots as usize,
-                        def.cost,
-                        first,
-                        shift,
-                        def.second.as_ref().map(|p| (p.row(), p.shift.slots)),
-                    );
-                    settle(&full, &mut settled, lb);
-                    ControlFlow::Continue(())
-                });
-                (a, Row::from_full(&full))
-            })
-            .collect()
+        full.fill(O::INFINITY);
+        // No option beats computing every op of the segment once: where `full` reaches
+        // that bound it is final, and later options skip it.
+        let lb = if b == a + 1 || (b == n && self.nest.inner.is_some()) {
+            f64::NEG_INFINITY
+        } else {
+            self.chain.no_recompute_cost(a, b)
+        };
+        let mut settled = full.len();
+        let _: ControlFlow<()> = self.options(a, b, |def| {
+            let (first, shift) = def
+                .first
+                .as_ref()
+                .map_or((&zero, 0), |p| (p.row(), p.shift.slots as usize));
+            combine(
+                &mut full[..settled],
+                def.need.slots as usize,
+                def.cost,
+                first,
+                shift,
+                def.second.as_ref().map(|p| (p.row(), p.shift.slots)),
+            );
+            settle(full, &mut settled, lb);
+            ControlFlow::Continue(())
+        });
+        Row::from_full(full)
     }
 
     /// `C(0, L+1, m')` for `m' <= m` as a row.
@@ -177,9 +189,16 @@ impl Table {
         Row::from_full(&full)
     }
 
-    /// The row `C(a, b, ·)`, `a < b`.
+    /// The row `C(a, b, ·)`, `a < b`. During the fill, a row of an end the other thread
+    /// is filling is waited for (it comes a step ahead: [`Table::fill_rows`]).
     pub(super) fn row(&self, a: usize, b: usize) -> &Row {
-        &self.rows[b][a]
+        let cell = &self.rows[b][a];
+        loop {
+            if let Some(row) = cell.get() {
+                return row;
+            }
+            std::hint::spin_loop();
+        }
     }
 
     /// Asks for the rows the options of `(a, b)` read a few `k` after this one
@@ -193,8 +212,11 @@ impl Table {
             prefetch(&self.rows[k + 3 * d][a]);
         }
         if k + d < b {
-            self.rows[b][k + d].prefetch();
-            self.rows[k + d][a].prefetch();
+            for cell in [&self.rows[b][k + d], &self.rows[k + d][a]] {
+                if let Some(row) = cell.get() {
+                    row.prefetch();
+                }
+            }
         }
     }
 
@@ -202,7 +224,7 @@ impl Table {
         if a == b {
             0.0
         } else {
-            self.rows[b][a].get(m)
+            self.row(a, b).get(m)
         }
     }
 
@@ -213,7 +235,7 @@ impl Table {
 
     /// The smallest slot budget at which the chain is feasible, if any `<= m`.
     pub fn min_slots(&self) -> Option<usize> {
-        self.rows[self.chain.l + 1][0].first_feasible()
+        self.row(0, self.chain.l + 1).first_feasible()
     }
 
     /// The option that attains `C(a, b, m)`: the first, in the order of

@@ -225,9 +225,15 @@ fn input_reading_chains_equal_exhaustive() {
 fn the_table_is_the_plain_recurrence() {
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
-    for seed in 0..12u64 {
+    // The last two seeds are long enough for the two-thread fill (`PARALLEL_WORK`).
+    for seed in 0..14u64 {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let l = rng.random_range(8..=24usize);
+        let (lengths, budgets) = if seed < 12 {
+            (8..=24usize, 20..=70usize)
+        } else {
+            (50..=60, 250..=300)
+        };
+        let l = rng.random_range(lengths);
         let stages: Vec<StageSpec> = (0..l)
             .map(|i| StageSpec {
                 fw: rng.random_range(1..=40u32) as f64 / 4.0,
@@ -240,7 +246,11 @@ fn the_table_is_the_plain_recurrence() {
             .collect();
         let next: Vec<usize> = (1..l).filter(|_| rng.random_bool(0.3)).collect();
         let g = crate::graph::generate::chain_graph_reading(&stages, &next, (2.0, 3), 0);
-        let m = rng.random_range(20..=70usize);
+        let m = rng.random_range(budgets);
+        if seed >= 12 {
+            let work = (l + 1).pow(3) / 6 * (m + 1);
+            assert!(work >= super::table::PARALLEL_WORK, "{work}");
+        }
         for policy in [
             Policy::ALL,
             Policy {
