@@ -248,7 +248,7 @@ fn the_table_is_the_plain_recurrence() {
         let g = crate::graph::generate::chain_graph_reading(&stages, &next, (2.0, 3), 0);
         let m = rng.random_range(budgets);
         if seed >= 12 {
-            let work = (l + 1).pow(3) / 6 * (m + 1);
+            let work = super::table::fill_work(l + 1, m);
             assert!(work >= super::table::PARALLEL_WORK, "{work}");
         }
         for policy in [

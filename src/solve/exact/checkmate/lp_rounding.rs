@@ -287,9 +287,7 @@ fn round(
     let mut consider = |s, source: String| {
         let stages = Stages::from_s(graph, s);
         if let Some(c) = Candidate::check(graph, stages, instance.budget, source) {
-            if best.as_ref().is_none_or(|b| c.cost < b.cost) {
-                best = Some(c);
-            }
+            c.keep_if_cheaper(&mut best);
         }
     };
     let thresholds = std::iter::once(1e-6).chain((1..20).map(|k| k as f64 * 0.05));

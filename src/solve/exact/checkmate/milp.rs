@@ -99,9 +99,7 @@ pub(crate) fn solve_milp(
     // The best baseline (DTR's stages among them), when it is cheaper than the rounding:
     // on linear-32 at 11 DTR's schedule is the optimum (88), the rounding's 94.
     if let Some(found) = best_baseline(instance, options)? {
-        if start.as_ref().is_none_or(|s| found.cost < s.cost) {
-            start = Some(found);
-        }
+        found.keep_if_cheaper(&mut start);
     }
     let closed = |start: &Option<Candidate>| match (start, lp_bound) {
         (Some(c), Some(lb)) => relative_gap(c.cost, lb.cost) <= tolerance,
@@ -112,9 +110,7 @@ pub(crate) fn solve_milp(
     if let (true, false, Some(columns)) = (lp_solved, closed(&start), relaxation.columns.as_deref())
     {
         if let Some(found) = rens(instance, options, &stop, columns)? {
-            if start.as_ref().is_none_or(|s| found.cost < s.cost) {
-                start = Some(found);
-            }
+            found.keep_if_cheaper(&mut start);
         }
     }
     let built = StageModel::build(instance, &stop);

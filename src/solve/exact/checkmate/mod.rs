@@ -187,6 +187,13 @@ pub(crate) struct Candidate {
 }
 
 impl Candidate {
+    /// Puts `self` in `best` when `best` is empty or costlier.
+    fn keep_if_cheaper(self, best: &mut Option<Candidate>) {
+        if best.as_ref().is_none_or(|b| self.cost < b.cost) {
+            *best = Some(self);
+        }
+    }
+
     /// Simulates `stages`; `Some` when the schedule fits `budget`.
     fn check(graph: &Graph, stages: Stages, budget: u64, source: String) -> Option<Candidate> {
         let schedule = stages.into_schedule(graph);
