@@ -5,7 +5,16 @@ result = remat.solve_local(graph, "70%")             # or remat.Client(url).solv
 """
 
 from .client import Client, Local, backend, solve_local
-from .errors import ApplyError, BudgetError, ExportError, InfeasibleBudget, RematError, SolveError
+from .errors import (
+    ApplyError,
+    BudgetError,
+    ExportError,
+    InfeasibleBudget,
+    OverBudget,
+    OverBudgetWarning,
+    RematError,
+    SolveError,
+)
 from .export import export, saved_for_backward
 
 __all__ = [
@@ -15,6 +24,8 @@ __all__ = [
     "ExportError",
     "InfeasibleBudget",
     "Local",
+    "OverBudget",
+    "OverBudgetWarning",
     "RematError",
     "SolveError",
     "backend",

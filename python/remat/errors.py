@@ -43,5 +43,23 @@ class InfeasibleBudget(SolveError):
     """No schedule fits the budget (the solve result's status is `infeasible` or `no_solution`)."""
 
 
+class OverBudget(RematError):
+    """What will run does not fit the budget: remat's simulator predicts `predicted` bytes (peak,
+    `fixed_memory` included) for the schedule PyTorch will run, above `budget`.
+
+    Raised by default wherever remat knows it before the step runs (`remat.apply.plan`, the compiled
+    partitioner); `on_overrun="warn"` turns it into an `OverBudgetWarning` and lets the step run.
+    """
+
+    def __init__(self, message: str, *, budget: int, predicted: int) -> None:
+        super().__init__(message)
+        self.budget = budget
+        self.predicted = predicted
+
+
+class OverBudgetWarning(UserWarning):
+    """The opt-out form of `OverBudget` (`on_overrun="warn"`): the step runs over the budget."""
+
+
 class ApplyError(RematError):
     """A schedule could not be applied to the model (the graph and the model disagree)."""
