@@ -298,3 +298,50 @@ fn bench_and_batch_see_the_same_graphs_for_the_same_paths() {
     std::fs::remove_dir_all(&out).unwrap();
     std::fs::remove_dir_all(&inputs).unwrap();
 }
+
+/// Issue 26, item 4: runs sharing one `--out`. Each run's start-up sweep used to remove
+/// every temporary file of its items, among them the other runs' writes in flight, which
+/// then failed ("cannot write ...: No such file or directory (os error 2)"). Here one run
+/// writes large results while more runs on the same items start every 100 ms: every run
+/// exits 0 with no error row, and no temporary file is left.
+#[test]
+fn runs_sharing_an_out_directory_do_not_disturb_each_other() {
+    let inputs = tempdir("shared-inputs");
+    for i in 0..4 {
+        let spec = remat::graph::generate::linear(3_000).to_spec();
+        std::fs::write(
+            inputs.join(format!("g{i}.json")),
+            serde_json::to_vec(&spec).unwrap(),
+        )
+        .unwrap();
+    }
+    let out = tempdir("shared-out");
+    let start = |jobs: &str| {
+        remat()
+            .args(["batch", "--graphs", inputs.to_str().unwrap()])
+            .args(["--budgets", "100%,1TB,2TB,3TB,4TB,5TB,6TB,7TB"])
+            .args(["--solver", "checkpoint-all", "--jobs", jobs])
+            .args(["--out", out.to_str().unwrap()])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut first = start("2");
+    let mut runs = Vec::new();
+    while first.try_wait().unwrap().is_none() && runs.len() < 12 {
+        runs.push(start("1"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let started = runs.len();
+    for run in std::iter::once(first).chain(runs) {
+        let o = run.wait_with_output().unwrap();
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{said}");
+        assert!(!said.contains("cannot write"), "{said}");
+    }
+    assert!(started > 0, "the first run ended before any other started");
+    assert_complete(&out);
+    assert_eq!(json_files(&out).len(), 4 * 8);
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_dir_all(&inputs).unwrap();
+}
