@@ -67,6 +67,24 @@ pub struct Config {
     #[arg(long, env = "REMAT_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
 }
+    /// Host names a request's `Host` may name besides the address listened on (and
+    /// `localhost` on a loopback or unspecified address), comma-separated; `*` any. Other
+    /// hosts get 403 (a web page rebinding its name to this address).
+    #[arg(
+        long = "allowed-host",
+        env = "REMAT_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+    /// Origins of web pages that may call the service (`https://app.example:8443`),
+    /// comma-separated, `*` any; they get CORS headers. Requests from any other origin
+    /// than the server's own get 403.
+    #[arg(
+        long = "allowed-origin",
+        env = "REMAT_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
 
 impl Default for Config {
     fn default() -> Config {
@@ -88,6 +106,8 @@ impl Default for Config {
             max_edges: DEFAULT_MAX_EDGES,
             log_format: LogFormat::Text,
         }
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
     }
 }
 
