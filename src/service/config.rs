@@ -1,6 +1,7 @@
 //! The server's settings: each is a `remat serve` flag and an environment variable.
 
 use crate::budget::Budget;
+use crate::front::options::parse_seconds;
 use crate::front::{solve_memory_limit, SolveMemory};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -66,7 +67,6 @@ pub struct Config {
     /// Log format.
     #[arg(long, env = "REMAT_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
-}
     /// Host names a request's `Host` may name besides the address listened on (and
     /// `localhost` on a loopback or unspecified address), comma-separated; `*` any. Other
     /// hosts get 403 (a web page rebinding its name to this address).
@@ -85,6 +85,7 @@ pub struct Config {
         value_delimiter = ','
     )]
     pub allowed_origins: Vec<String>,
+}
 
 impl Default for Config {
     fn default() -> Config {
@@ -105,9 +106,9 @@ impl Default for Config {
             max_nodes: DEFAULT_MAX_NODES,
             max_edges: DEFAULT_MAX_EDGES,
             log_format: LogFormat::Text,
-        }
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+        }
     }
 }
 
@@ -148,14 +149,4 @@ fn parse_size(s: &str) -> Result<usize, String> {
             "expected a positive size such as 65536 or 64MiB, got '{s}'"
         )),
     }
-}
-
-/// Seconds within `crate::front::options::seconds`' range, so that every duration built
-/// from them (deadlines, the grace period, job lifetimes) is representable.
-fn parse_seconds(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("expected a number of seconds, got '{s}'"))?;
-    crate::front::options::seconds(v).map(|_| v)
 }
