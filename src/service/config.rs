@@ -1,6 +1,7 @@
 //! The server's settings: each is a `remat serve` flag and an environment variable.
 
 use crate::budget::Budget;
+use crate::front::options::parse_seconds;
 use crate::front::{solve_memory_limit, SolveMemory};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -66,6 +67,24 @@ pub struct Config {
     /// Log format.
     #[arg(long, env = "REMAT_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Host names a request's `Host` may name besides the address listened on (and
+    /// `localhost` on a loopback or unspecified address), comma-separated; `*` any. Other
+    /// hosts get 403 (a web page rebinding its name to this address).
+    #[arg(
+        long = "allowed-host",
+        env = "REMAT_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+    /// Origins of web pages that may call the service (`https://app.example:8443`),
+    /// comma-separated, `*` any; they get CORS headers. Requests from any other origin
+    /// than the server's own get 403.
+    #[arg(
+        long = "allowed-origin",
+        env = "REMAT_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for Config {
@@ -87,6 +106,8 @@ impl Default for Config {
             max_nodes: DEFAULT_MAX_NODES,
             max_edges: DEFAULT_MAX_EDGES,
             log_format: LogFormat::Text,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -128,14 +149,4 @@ fn parse_size(s: &str) -> Result<usize, String> {
             "expected a positive size such as 65536 or 64MiB, got '{s}'"
         )),
     }
-}
-
-/// Seconds within `crate::front::options::seconds`' range, so that every duration built
-/// from them (deadlines, the grace period, job lifetimes) is representable.
-fn parse_seconds(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("expected a number of seconds, got '{s}'"))?;
-    crate::front::options::seconds(v).map(|_| v)
 }

@@ -1,7 +1,7 @@
 //! `remat serve`: the HTTP/JSON service, a thin shell over `crate::solve`.
 //!
 //! ```text
-//! request ─ SetRequestId ─ Trace ─ PropagateRequestId ─ CatchPanic ─ metrics ─ body limit ─ handler
+//! request ─ SetRequestId ─ Trace ─ PropagateRequestId ─ CatchPanic ─ metrics ─ guard ─ body limit ─ handler
 //!                                                                                │
 //!                       cache hit? ◄── key = blake3(graph, budget, solver, options)
 //!                                                                                │ miss
@@ -18,6 +18,9 @@
 //! target longer than [`MAX_URI`] gets a 414 problem document; hyper itself answers a bare
 //! 414, before the service sees the request, beyond 64 KiB.
 //!
+//! `guard` refuses what a hostile web page could send: a `Host` that is not this server's,
+//! a cross-origin request, a POST body not declared as JSON.
+//!
 //! `request` reads bodies field by field (through the front door, `crate::front`, for
 //! options, budgets and schedules, as the command line does); `endpoints` holds the
 //! handlers, one file per group.
@@ -25,6 +28,7 @@
 mod cache;
 mod config;
 mod endpoints;
+mod guard;
 mod jobs;
 mod limits;
 mod metrics;
@@ -72,6 +76,7 @@ pub struct AppState {
     cache: cache::Cache,
     jobs: jobs::Jobs,
     metrics: metrics::Metrics,
+    guard: guard::Guard,
     draining: AtomicBool,
 }
 
@@ -82,6 +87,7 @@ impl AppState {
             cache: cache::Cache::new(config.cache, config.cache_bytes),
             jobs: jobs::Jobs::new(config.max_jobs, config.job_ttl()),
             metrics: metrics::Metrics::default(),
+            guard: guard::Guard::new(&config),
             draining: AtomicBool::new(false),
             config,
         }
@@ -114,6 +120,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(endpoints::method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .layer(axum::middleware::from_fn(limit_uri))
+        .layer(state.guard.cors())
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::admit,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             record_metrics,
@@ -183,6 +194,11 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    // The address really listened on (port 0 picks one), which `Host` must name.
+    let config = Config {
+        addr: listener.local_addr()?,
+        ..config
+    };
     let state = Arc::new(AppState::new(config));
     let app = router(state.clone());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
