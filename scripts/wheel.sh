@@ -39,7 +39,9 @@ t1=$(date +%s)
 echo "wheel: built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB, profile $profile) in $((t1 - t0)) s"
 python3 -m zipfile -l "$wheel"
 
-python3 -m venv --system-site-packages "$work/venv"
+# without its own pip (and Python 3.11's bundled setuptools 65, which would shadow the
+# setuptools>=77 torch requires): the interpreter's pip, seen through the system site-packages
+python3 -m venv --system-site-packages --without-pip "$work/venv"
 "$work/venv/bin/python" -m pip install -q --no-index "$wheel"
 t2=$(date +%s)
 echo "wheel: installed in a fresh venv in $((t2 - t1)) s"
