@@ -31,16 +31,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from .client import Backend
-from .errors import ApplyError
+from .errors import ApplyError, OverBudget, OverBudgetWarning
 
 Key = tuple[str, int]  # (op overload, occurrence in its region)
 
@@ -57,6 +58,7 @@ class Plan:
     schedule_stats: dict[str, Any] | None  # the solver's schedule's own figures
     fixed_memory: int
     budget: int
+    per_block_peak: int = 0  # the simulator's peak for per-block checkpointing over the same regions
     misses: list[str] = dataclasses.field(default_factory=list)  # op calls the policy did not know
 
     @property
@@ -72,151 +74,336 @@ class Plan:
         return self.predicted_peak - self.fixed_memory
 
 
-class _Graph:
+Saves = list[set[Key] | None]  # per region: the op calls SAC saves; None: region not checkpointed
+
+
+class _Sac:
+    """The graph indexed once for simulating what eager SAC runs (`run`), by node number."""
+
     def __init__(self, graph: dict[str, Any]) -> None:
-        self.nodes = graph["nodes"]
-        self.by_id = {n["id"]: n for n in self.nodes}
-        self.succ: dict[str, list[str]] = defaultdict(list)
-        for n in self.nodes:
-            for i in n.get("inputs", []):
-                self.succ[i].append(n["id"])
-        self.fwd = [n["id"] for n in self.nodes if n.get("kind") != "backward"]
-        self.bwd = [n["id"] for n in self.nodes if n.get("kind") == "backward"]
-        self.is_bwd = {n["id"]: n.get("kind") == "backward" for n in self.nodes}
-        self.regions = 1 + max((n["meta"].get("region", -1) for n in self.nodes if "meta" in n), default=-1)
+        nodes = graph["nodes"]
+        self.ids: list[str] = [n["id"] for n in nodes]
+        self.index = index = {v: i for i, v in enumerate(self.ids)}
+        succ_ids: dict[str, list[str]] = defaultdict(list)
+        for n in nodes:
+            for u in n.get("inputs", []):
+                succ_ids[u].append(n["id"])
+        count = len(nodes)
+        self.fixed = int(graph.get("fixed_memory", 0))
+        # a multi-output op's node holds no bytes of its own here: its elements (getitem nodes)
+        # are computed right after it and hold the bytes (the graph counts them twice meanwhile)
+        parents = {n["inputs"][0] for n in nodes if "element" in n.get("meta", {}) and len(n.get("inputs", [])) == 1}
+        self.mem = [0 if n["id"] in parents else int(n["memory"]) for n in nodes]
+        self.cost = [float(n["cost"]) for n in nodes]
+        self.inputs = [[index[u] for u in n.get("inputs", [])] for n in nodes]
+        self.is_bwd = [n.get("kind") == "backward" for n in nodes]
+        is_loss = {n["id"] for n in nodes if n.get("kind") == "loss"}
+        # the model's outputs: the caller holds them (`out = model(x)`) until the step ends
+        self.output = [
+            n.get("kind") == "forward" and any(s in is_loss for s in succ_ids[n["id"]]) for n in nodes
+        ]
+        self.region: list[int | None] = [None] * count
+        self.key: list[Key] = [("", 0)] * count
+        for i, n in enumerate(nodes):
+            meta = n.get("meta", {})
+            if not self.is_bwd[i] and meta.get("region") is not None:
+                self.region[i] = int(meta["region"])
+                self.key[i] = (str(n["op"]), int(meta["occurrence"]))
+        self.regions = 1 + max((r for r in self.region if r is not None), default=-1)
+        self.fwd_succ: list[list[int]] = [[] for _ in range(count)]
+        self.n_bwd_succ = [0] * count
+        for i, ins in enumerate(self.inputs):
+            for u in ins:
+                if self.is_bwd[i]:
+                    self.n_bwd_succ[u] += 1
+                else:
+                    self.fwd_succ[u].append(i)
+        self.fwd = [i for i in range(count) if not self.is_bwd[i]]
+        self.bwd = [i for i in range(count) if self.is_bwd[i]]
+        self.members: list[list[int]] = [[] for _ in range(self.regions)]
+        self.key_nodes: dict[tuple[int, Key], list[int]] = defaultdict(list)
+        for v in self.fwd:
+            if (r := self.region[v]) is not None:
+                self.members[r].append(v)
+                self.key_nodes[(r, self.key[v])].append(v)
+        # the replay of a region runs up to its last node that backward reads (early stop)
+        self.prefix: list[list[int]] = []
+        for ms in self.members:
+            needed = [j for j, v in enumerate(ms) if self.n_bwd_succ[v]]
+            self.prefix.append(ms[: needed[-1] + 1] if needed else [])
+        in_prefix = {v for p in self.prefix for v in p}
+        # SAC refuses cached tensors whose version changed: in-place ops and what they overwrite
+        by_id = {n["id"]: n for n in nodes}
+        bad = {i for i, n in enumerate(nodes) if "overwrites" in n.get("meta", {})}
+        bad |= {index[str(by_id[n["id"]]["meta"]["overwrites"])] for n in nodes if "overwrites" in n.get("meta", {})}
+        self.saveable = {
+            rk for rk, vs in self.key_nodes.items() if not any(v in bad for v in vs) and any(v in in_prefix for v in vs)
+        }
 
-    def region(self, v: str) -> int | None:
-        r = self.by_id[v].get("meta", {}).get("region")
-        return None if r is None or self.is_bwd[v] else int(r)
+    def checked(self, saves: Saves) -> list[int | None]:
+        return [r if r is not None and saves[r] is not None else None for r in self.region]
 
-    def key(self, v: str) -> Key:
-        n = self.by_id[v]
-        return (str(n["op"]), int(n["meta"]["occurrence"]))
+    def held(self, saves: Saves, reg: list[int | None]) -> list[bool]:
+        """Forward nodes whose storage outlives their last forward use: saved by autograd outside
+        the checkpointed regions, cached by SAC, or an input of a checkpointed region."""
+        held = [False] * len(self.ids)
+        for v in self.fwd:
+            r = reg[v]
+            succ = self.fwd_succ[v]
+            if self.output[v]:
+                held[v] = True
+            elif r is None:
+                held[v] = self.n_bwd_succ[v] > 0 or any(reg[s] is not None for s in succ)
+            else:
+                table = saves[r]
+                held[v] = (
+                    (table is not None and self.key[v] in table)
+                    or any(reg[s] is not None and reg[s] != r for s in succ)
+                    or (self.n_bwd_succ[v] > 0 and any(reg[s] is None for s in succ))
+                )
+        return held
 
-    def read_by_bwd(self, v: str) -> bool:
-        return any(self.is_bwd[s] for s in self.succ[v])
+    def run(self, saves: Saves, *, record: bool = False, until: int = -1) -> _Run:
+        """Simulate what SAC runs under `saves`: peak (fixed memory included), FLOPs computed, the
+        event index of the peak and, with `record`, the events; with `until` >= 0, stop after that
+        many events and report the nodes then resident."""
+        reg = self.checked(saves)
+        held = self.held(saves, reg)
+        mem, inputs = self.mem, self.inputs
+        resident = [False] * len(self.ids)
+        rem_fwd = [len(s) for s in self.fwd_succ]
+        pending = list(self.n_bwd_succ)
+        events: list[tuple[bool, int]] = []
+        state = [self.fixed, self.fixed, 0, 0.0, 0]  # live, peak, peak event, flops, events
+
+        class _Stop(Exception):
+            pass
+
+        def step(compute: bool, v: int) -> None:
+            if compute:
+                resident[v] = True
+                state[0] += mem[v]
+                state[3] += self.cost[v]
+                if state[0] > state[1]:
+                    state[1], state[2] = state[0], state[4]
+            else:
+                resident[v] = False
+                state[0] -= mem[v]
+            if record:
+                events.append((compute, v))
+            state[4] += 1
+            if state[4] == until:
+                raise _Stop
+
+        def replay(r: int) -> None:
+            prefix = self.prefix[r]
+            members = set(prefix)
+            todo = [v for v in prefix if not resident[v]]
+            later: dict[int, int] = defaultdict(int)
+            for v in todo:
+                for u in inputs[v]:
+                    if u in members:
+                        later[u] += 1
+            for v in todo:
+                for u in inputs[v]:
+                    if not resident[u]:
+                        raise ApplyError(
+                            f"replaying region {r}: node {self.ids[v]} reads {self.ids[u]}, which is not resident"
+                        )
+                step(True, v)
+                for u in inputs[v]:
+                    if u in members:
+                        later[u] -= 1
+                        if later[u] == 0 and pending[u] == 0 and resident[u] and not self.output[u]:
+                            step(False, u)
+            for v in prefix:
+                if resident[v] and pending[v] == 0 and not self.output[v]:
+                    step(False, v)
+
+        try:
+            for v in self.fwd:
+                step(True, v)
+                for u in inputs[v]:
+                    rem_fwd[u] -= 1
+                    if resident[u] and not held[u] and rem_fwd[u] == 0:
+                        step(False, u)
+                if not held[v] and rem_fwd[v] == 0:
+                    step(False, v)
+            replayed = [False] * self.regions
+            for b in self.bwd:
+                for u in inputs[b]:
+                    if not resident[u] and (r := reg[u]) is not None and not replayed[r]:
+                        replayed[r] = True
+                        replay(r)
+                step(True, b)
+                for u in inputs[b]:
+                    pending[u] -= 1
+                    if resident[u] and pending[u] == 0 and not self.output[u]:
+                        step(False, u)
+                if pending[b] == 0:
+                    step(False, b)
+        except _Stop:
+            pass
+        return _Run(
+            peak=int(state[1]),
+            flops=float(state[3]),
+            peak_event=int(state[2]),
+            events=[{"op": "compute" if c else "free", "node": self.ids[v]} for c, v in events] if record else [],
+            resident=[v for v, on in enumerate(resident) if on] if until >= 0 else [],
+        )
+
+
+@dataclasses.dataclass
+class _Run:
+    peak: int
+    flops: float
+    peak_event: int
+    events: list[dict[str, str]]
+    resident: list[int]
 
 
 def kept_nodes(graph: dict[str, Any], events: Sequence[dict[str, str]]) -> set[str]:
     """Step 1 of the projection: forward nodes computed once and resident at the first backward compute."""
-    g = _Graph(graph)
+    is_bwd = {n["id"]: n.get("kind") == "backward" for n in graph["nodes"]}
     computes: dict[str, int] = defaultdict(int)
     resident: set[str] = set()
     at_boundary: set[str] | None = None
     for e in events:
         v = e["node"]
         if e["op"] == "compute":
-            if at_boundary is None and g.is_bwd.get(v, False):
+            if at_boundary is None and is_bwd.get(v, False):
                 at_boundary = set(resident)
             computes[v] += 1
             resident.add(v)
         elif e["op"] == "free":
             resident.discard(v)
-    return {v for v in (at_boundary or set()) if not g.is_bwd[v] and computes[v] == 1}
+    return {v for v in (at_boundary or set()) if not is_bwd[v] and computes[v] == 1}
 
 
-def policies(graph: dict[str, Any], kept: set[str]) -> list[dict[Key, CheckpointPolicy] | None]:
-    """Step 2 of the projection: MUST_SAVE / PREFER_RECOMPUTE per (op, occurrence), per region."""
-    g = _Graph(graph)
-    overwritten = {
-        str(n["meta"]["overwrites"]) for n in g.nodes if not g.is_bwd[n["id"]] and "overwrites" in n.get("meta", {})
-    }
-    calls: dict[tuple[int, Key], list[str]] = defaultdict(list)
-    for v in g.fwd:
-        r = g.region(v)
-        if r is not None:
-            calls[(r, g.key(v))].append(v)
-    out: list[dict[Key, CheckpointPolicy]] = [{} for _ in range(g.regions)]
-    for (r, key), vs in calls.items():
-        output = any(g.region(s) != r for v in vs for s in g.succ[v] if not g.is_bwd[s])
-        in_place = any("overwrites" in g.by_id[v].get("meta", {}) for v in vs)
-        save = (output or any(v in kept for v in vs)) and not in_place and not any(v in overwritten for v in vs)
-        out[r][key] = CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.PREFER_RECOMPUTE
-    return list(out)
+def _projected(sac: _Sac, kept: set[str]) -> Saves:
+    """Step 2 of the projection: an op call of a region is saved when one of its nodes is kept
+    (and SAC can cache it, and the region's replay reaches it)."""
+    kept_ix = {sac.index[v] for v in kept if v in sac.index}
+    saves: Saves = [set() for _ in range(sac.regions)]
+    for (r, key), vs in sac.key_nodes.items():
+        if (r, key) in sac.saveable and any(v in kept_ix for v in vs):
+            table = saves[r]
+            assert table is not None
+            table.add(key)
+    return saves
+
+
+def _copy(saves: Saves) -> Saves:
+    return [None if t is None else set(t) for t in saves]
+
+
+def _fit(sac: _Sac, saves: Saves, budget: int) -> Saves:
+    """Step 3: while what SAC runs peaks above `budget`, recompute saved op calls resident at the
+    peak, those freeing the most bytes per FLOP first, as many as the overrun calls for."""
+    saves = _copy(saves)
+    current = sac.run(saves)
+    while current.peak > budget:
+        at_peak = sac.run(saves, until=current.peak_event + 1).resident
+        freed: dict[tuple[int, Key], int] = defaultdict(int)
+        for v in at_peak:
+            r = sac.region[v]
+            if r is not None and (table := saves[r]) is not None and sac.key[v] in table:
+                freed[(r, sac.key[v])] += sac.mem[v]
+        order = sorted(freed, key=lambda rk: -freed[rk] / (1.0 + sum(sac.cost[v] for v in sac.key_nodes[rk])))
+        improved = False
+        for chunk in _chunks(order, freed, current.peak - budget):
+            trial = _copy(saves)
+            for r, key in chunk:
+                table = trial[r]
+                assert table is not None
+                table.discard(key)
+            run = sac.run(trial)
+            if run.peak < current.peak:
+                saves, current, improved = trial, run, True
+                break
+        if not improved:
+            break
+    return saves
+
+
+def _chunks(
+    order: list[tuple[int, Key]], freed: dict[tuple[int, Key], int], overrun: int
+) -> Iterator[list[tuple[int, Key]]]:
+    """The prefixes of `order` to try in turn: the shortest that frees `overrun` bytes, then all."""
+    total = 0
+    for i, rk in enumerate(order):
+        total += freed[rk]
+        if total >= overrun:
+            yield order[: i + 1]
+            break
+    yield order
+
+
+def _fill(sac: _Sac, saves: Saves, budget: int) -> Saves:
+    """Step 4: where the budget leaves room, recompute less: each region, last first, is left
+    unchecked (plain autograd) where that fits; then recomputed op calls (FLOPs per byte, highest
+    first) are saved, in runs of growing length while they fit, each kept when what SAC then runs
+    still peaks within `budget` and recomputes less."""
+    saves = _copy(saves)
+    current = sac.run(saves)
+    # backward replays the last region first, while every earlier one is held
+    for r in reversed(range(sac.regions)):
+        if saves[r] is None:
+            continue
+        trial = _copy(saves)
+        trial[r] = None
+        run = sac.run(trial)
+        if run.peak <= budget and run.flops < current.flops:
+            saves, current = trial, run
+    memory = {rk: sum(sac.mem[v] for v in vs) for rk, vs in sac.key_nodes.items()}
+    flops = {rk: sum(sac.cost[v] for v in vs) for rk, vs in sac.key_nodes.items()}
+    candidates = sorted(
+        (rk for rk in sac.saveable if (t := saves[rk[0]]) is not None and rk[1] not in t and flops[rk] > 0),
+        key=lambda rk: -flops[rk] / (1 + memory[rk]),
+    )
+    i, size = 0, 8
+    while i < len(candidates):
+        chunk = candidates[i : i + size]
+        trial = _copy(saves)
+        for r, key in chunk:
+            table = trial[r]
+            assert table is not None
+            table.add(key)
+        run = sac.run(trial)
+        if run.peak <= budget and run.flops < current.flops:
+            saves, current = trial, run
+            i += len(chunk)
+            size *= 2
+        elif size > 1:
+            size //= 2
+        else:
+            i += 1
+    return saves
+
+
+def _table(saves: Saves, sac: _Sac) -> list[dict[Key, CheckpointPolicy] | None]:
+    out: list[dict[Key, CheckpointPolicy] | None] = []
+    for r, table in enumerate(saves):
+        if table is None:
+            out.append(None)
+            continue
+        keys = [k for (rr, k) in sac.key_nodes if rr == r]
+        out.append({k: CheckpointPolicy.MUST_SAVE if k in table else CheckpointPolicy.PREFER_RECOMPUTE for k in keys})
+    return out
+
+
+def _saves(pol: Sequence[dict[Key, CheckpointPolicy] | None]) -> Saves:
+    return [None if t is None else {k for k, c in t.items() if c == CheckpointPolicy.MUST_SAVE} for t in pol]
 
 
 def sac_events(graph: dict[str, Any], pol: Sequence[dict[Key, CheckpointPolicy] | None]) -> list[dict[str, str]]:
     """The schedule eager SAC runs for these policies (see the module doc); a region whose policy is
     None is not checkpointed (plain autograd keeps what backward reads)."""
-    g = _Graph(graph)
-
-    def region(v: str) -> int | None:
-        r = g.region(v)
-        return r if r is not None and pol[r] is not None else None
-
-    saved = {
-        v for v in g.fwd if (r := region(v)) is not None and (pol[r] or {}).get(g.key(v)) == CheckpointPolicy.MUST_SAVE
-    }
-    region_input = {v for v in g.fwd if any(region(s) not in (None, region(v)) for s in g.succ[v])}
-    held = {v for v in g.fwd if (region(v) is None and g.read_by_bwd(v)) or v in saved or v in region_input}
-    events: list[dict[str, str]] = []
-    resident: set[str] = set()
-    done: set[str] = set()
-
-    def compute(v: str) -> None:
-        events.append({"op": "compute", "node": v})
-        resident.add(v)
-        done.add(v)
-
-    def free(v: str) -> None:
-        events.append({"op": "free", "node": v})
-        resident.discard(v)
-
-    # forward: free after the last forward use unless held
-    fwd_set = set(g.fwd)
-    for v in g.fwd:
-        compute(v)
-        for u in [*g.by_id[v].get("inputs", []), v]:
-            if u in resident and u not in held and all(s in done for s in g.succ[u] if s in fwd_set):
-                free(u)
-    # backward: replay a region at its first read, free every node after its last use
-    replayed: set[int] = set()
-    pos = {v: i for i, v in enumerate(g.fwd)}
-    bwd_done: set[str] = set()
-
-    def pending_bwd(u: str) -> bool:
-        return any(g.is_bwd[s] and s not in bwd_done for s in g.succ[u])
-
-    def replay(r: int) -> None:
-        members = [v for v in g.fwd if region(v) == r]
-        needed = [v for v in members if g.read_by_bwd(v)]
-        if not needed:
-            return
-        last = max(pos[v] for v in needed)
-        prefix = [v for v in members if pos[v] <= last]
-        prefix_set = set(prefix)
-        recomputed: set[str] = set()
-        for v in prefix:
-            if v in resident:
-                continue
-            for u in g.by_id[v].get("inputs", []):
-                if u not in resident:
-                    raise ApplyError(f"replaying region {r}: node {v} reads {u}, which is not resident")
-            compute(v)
-            recomputed.add(v)
-            for u in g.by_id[v].get("inputs", []):
-                later = [s for s in g.succ[u] if s in prefix_set and s not in recomputed and s not in resident]
-                if u in prefix_set and not later and not pending_bwd(u):
-                    free(u)
-        for v in prefix:
-            if v in resident and not pending_bwd(v):
-                free(v)
-
-    for b in g.bwd:
-        for u in g.by_id[b].get("inputs", []):
-            if u not in resident and (r := region(u)) is not None and r not in replayed:
-                replayed.add(r)
-                replay(r)
-        compute(b)
-        bwd_done.add(b)
-        for u in [*g.by_id[b].get("inputs", []), b]:
-            if u in resident and not pending_bwd(u) and not any(s not in done for s in g.succ[u]):
-                free(u)
-    return events
+    return _Sac(graph).run(_saves(pol), record=True).events
 
 
 def peak(graph: dict[str, Any], events: Sequence[dict[str, str]]) -> int:
-    """The peak of `events` under remat's memory model (a guide for `fit`; remat's simulator judges)."""
+    """The peak of `events` under remat's memory model (remat's simulator judges)."""
     memory = {n["id"]: int(n["memory"]) for n in graph["nodes"]}
     live = best = int(graph.get("fixed_memory", 0))
     for e in events:
@@ -228,127 +415,103 @@ def peak(graph: dict[str, Any], events: Sequence[dict[str, str]]) -> int:
     return best
 
 
-def fit(
-    graph: dict[str, Any], pol: list[dict[Key, CheckpointPolicy] | None], budget: int
-) -> list[dict[Key, CheckpointPolicy] | None]:
-    """Step 3 of the projection: while what SAC runs peaks above `budget`, turn the saved op call
-    whose recomputation lowers the peak most per FLOP into PREFER_RECOMPUTE (greedy; region
-    outputs stay saved, the next region holds them anyway). Returns the policies it stops at."""
-    g = _Graph(graph)
-    cost = {n["id"]: float(n["cost"]) for n in g.nodes}
-    pol = [None if t is None else dict(t) for t in pol]
-    outputs = {
-        (r, g.key(v))
-        for v in g.fwd
-        if (r := g.region(v)) is not None and any(g.region(s) != r for s in g.succ[v] if not g.is_bwd[s])
-    }
-    current = peak(graph, sac_events(graph, pol))
-    while current > budget:
-        best: tuple[float, int, Key] | None = None
-        for r, table in enumerate(pol):
-            for key, choice in (table or {}).items():
-                assert table is not None
-                if choice != CheckpointPolicy.MUST_SAVE or (r, key) in outputs:
-                    continue
-                table[key] = CheckpointPolicy.PREFER_RECOMPUTE
-                trial = peak(graph, sac_events(graph, pol))
-                table[key] = CheckpointPolicy.MUST_SAVE
-                gain = current - trial
-                if gain <= 0:
-                    continue
-                flops = sum(cost[v] for v in g.fwd if g.region(v) == r and g.key(v) == key)
-                score = gain / (flops + 1.0)
-                if best is None or score > best[0]:
-                    best = (score, r, key)
-        if best is None:
-            break
-        chosen = pol[best[1]]
-        assert chosen is not None
-        chosen[best[2]] = CheckpointPolicy.PREFER_RECOMPUTE
-        current = peak(graph, sac_events(graph, pol))
-    return pol
+OnOverrun = Literal["raise", "warn"]
 
 
-def fill(
-    graph: dict[str, Any], pol: list[dict[Key, CheckpointPolicy] | None], budget: int
-) -> list[dict[Key, CheckpointPolicy] | None]:
-    """Step 4 of the projection: SAC replays every op of a region it has not cached, so where the
-    budget leaves room, recompute less: no region is checkpointed if that fits; else each region,
-    last first, is left unchecked (plain autograd) where that fits, then each recomputed op call
-    (FLOPs per byte, highest first) turns MUST_SAVE, each change kept when what SAC then
-    runs still peaks within `budget` and recomputes less."""
-    g = _Graph(graph)
-    cost = {n["id"]: float(n["cost"]) for n in g.nodes}
-    memory = {n["id"]: int(n["memory"]) for n in g.nodes}
-    pol = [None if t is None else dict(t) for t in pol]
-
-    def recompute(events: list[dict[str, str]]) -> float:
-        return sum(cost[e["node"]] for e in events if e["op"] == "compute")
-
-    bad = {v for n in g.nodes if "overwrites" in n.get("meta", {}) for v in (n["id"], str(n["meta"]["overwrites"]))}
-    members: dict[tuple[int, Key], list[str]] = defaultdict(list)
-    for v in g.fwd:
-        if (r := g.region(v)) is not None:
-            members[(r, g.key(v))].append(v)
-    current = recompute(sac_events(graph, pol))
-    plain: list[dict[Key, CheckpointPolicy] | None] = [None] * len(pol)
-    if peak(graph, trial := sac_events(graph, plain)) <= budget:
-        return plain
-    # backward replays the last region first, while every earlier one is held
-    for r in reversed(range(len(pol))):
-        table = pol[r]
-        pol[r] = None
-        trial = sac_events(graph, pol)
-        if peak(graph, trial) <= budget and recompute(trial) < current:
-            current = recompute(trial)
-        else:
-            pol[r] = table
-    candidates = [
-        (sum(cost[v] for v in vs) / (1 + sum(memory[v] for v in vs)), r, key)
-        for (r, key), vs in members.items()
-        if (pol[r] or {}).get(key) == CheckpointPolicy.PREFER_RECOMPUTE and not any(v in bad for v in vs)
-    ]
-    for _, r, key in sorted(candidates, key=lambda c: -c[0]):
-        table = pol[r]
-        assert table is not None
-        table[key] = CheckpointPolicy.MUST_SAVE
-        trial = sac_events(graph, pol)
-        if peak(graph, trial) <= budget and recompute(trial) < current:
-            current = recompute(trial)
-        else:
-            table[key] = CheckpointPolicy.PREFER_RECOMPUTE
-    return pol
-
-
-def plan(graph: dict[str, Any], result: dict[str, Any], backend: Backend, *, budget: int | None = None) -> Plan:
-    """Project `result`'s schedule onto SAC policies, fit them to `budget` (the result's budget by
-    default) and simulate what SAC will run. The plan's `predicted` peak may exceed the budget when
-    no SAC plan over these regions fits (check `Plan.fits`)."""
-    g = _Graph(graph)
-    if g.regions == 0:
+def plan(
+    graph: dict[str, Any],
+    result: dict[str, Any],
+    backend: Backend,
+    *,
+    budget: int | None = None,
+    on_overrun: OnOverrun = "raise",
+) -> Plan:
+    """Project `result`'s schedule onto SAC policies within `budget` (the result's budget by
+    default) and simulate what SAC will run. Candidates: the projection of the schedule fitted
+    to the budget, and per-block checkpointing (every region checkpointed, only region inputs
+    kept), each filled where the budget leaves room; the one that recomputes least among those
+    that fit wins. When none fits, `remat.OverBudget` is raised (`on_overrun="warn"`: an
+    `OverBudgetWarning`, and the plan with the lowest peak is returned)."""
+    if on_overrun not in ("raise", "warn"):
+        raise ApplyError(f"on_overrun must be 'raise' or 'warn', got {on_overrun!r}")
+    sac = _Sac(graph)
+    if sac.regions == 0:
         raise ApplyError("the graph has no checkpoint regions: export it with regions=[...] (the modules to wrap)")
     events = result.get("schedule", {}).get("events") if result.get("schedule") else None
     if not events:
         raise ApplyError(f"the result holds no schedule (status {result.get('status')!r})")
     kept = kept_nodes(graph, events)
     limit = int(result["budget"]) if budget is None else budget
-    pol = fill(graph, fit(graph, policies(graph, kept), limit), limit)
-    sac = sac_events(graph, pol)
-    predicted = backend.simulate(graph, {"events": sac}, budget=limit)
-    calls = graph.get("meta", {}).get("region_calls") or [{} for _ in pol]
-    return Plan(
-        policies=pol,
+    per_block: Saves = [set() for _ in range(sac.regions)]
+    candidates = [_fit(sac, _projected(sac, kept), limit), per_block]
+    runs = [sac.run(c) for c in candidates]
+    filled = [_fill(sac, c, limit) if run.peak <= limit else c for c, run in zip(candidates, runs, strict=True)]
+    runs = [sac.run(c, record=True) for c in filled]
+    fitting = [i for i, run in enumerate(runs) if run.peak <= limit]
+    best = (
+        min(fitting, key=lambda i: (runs[i].flops, runs[i].peak))
+        if fitting
+        else min(range(len(runs)), key=lambda i: runs[i].peak)
+    )
+    chosen = runs[best]
+    predicted = backend.simulate(graph, {"events": chosen.events}, budget=limit)
+    calls = graph.get("meta", {}).get("region_calls") or [{} for _ in range(sac.regions)]
+    p = Plan(
+        policies=_table(filled[best], sac),
         calls=[dict(c) for c in calls],
         kept=sorted(kept),
-        events=sac,
+        events=chosen.events,
         predicted=predicted,
         schedule_stats=result.get("stats"),
-        fixed_memory=int(graph.get("fixed_memory", 0)),
+        fixed_memory=sac.fixed,
         budget=limit,
+        per_block_peak=runs[1].peak if filled[1] == per_block else sac.run(per_block).peak,
     )
+    if not p.fits:
+        _overrun(p, on_overrun)
+    return p
 
 
-def _context_fn(table: dict[Key, CheckpointPolicy], calls: dict[str, int], misses: list[str]) -> Callable[[], Any]:
+def _overrun(p: Plan, on_overrun: OnOverrun) -> None:
+    mib = 1 / 2**20
+    message = (
+        f"remat: the applied plan peaks at {p.predicted_peak} bytes ({p.predicted_peak * mib:.1f} MiB, "
+        f"{p.predicted_activations * mib:.1f} MiB of activations), over the budget of {p.budget} bytes "
+        f"({p.budget * mib:.1f} MiB) by {(p.predicted_peak - p.budget) * mib:.1f} MiB; no SAC plan over these regions "
+        f"fits (per-block checkpointing peaks at {p.per_block_peak} bytes). Give a budget of at least "
+        f"{min(p.predicted_peak, p.per_block_peak)} bytes, export with smaller or more regions, or pass "
+        "on_overrun='warn' to run over the budget"
+    )
+    if on_overrun == "raise":
+        raise OverBudget(message, budget=p.budget, predicted=p.predicted_peak)
+    warnings.warn(OverBudgetWarning(message), stacklevel=3)
+
+
+class _Buffers:
+    """A region's buffers (BatchNorm's running statistics and counter, ...) saved before its
+    replay in backward and restored after it, into storage allocated once: the replay runs the
+    region's forward again, and the state it updates must end as one forward left it."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.buffers = list({id(b): b for b in module.buffers()}.values())
+        self.copies = [torch.empty_like(b) for b in self.buffers]
+
+    @contextmanager
+    def kept(self) -> Iterator[None]:
+        with torch.no_grad():
+            for b, c in zip(self.buffers, self.copies, strict=True):
+                c.copy_(b)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for b, c in zip(self.buffers, self.copies, strict=True):
+                    b.copy_(c)
+
+
+def _context_fn(
+    table: dict[Key, CheckpointPolicy], calls: dict[str, int], misses: list[str], buffers: _Buffers
+) -> Callable[[], Any]:
     def make() -> Any:
         seen: dict[str, int] = defaultdict(int)
 
@@ -364,16 +527,40 @@ def _context_fn(table: dict[Key, CheckpointPolicy], calls: dict[str, int], misse
                 return CheckpointPolicy.PREFER_RECOMPUTE
             return found
 
-        return create_selective_checkpoint_contexts(policy)
+        forward, recompute = create_selective_checkpoint_contexts(policy)
+        return forward, _restoring(buffers, recompute)
 
     return make
+
+
+@contextmanager
+def _restoring(buffers: _Buffers, recompute: Any) -> Iterator[None]:
+    """SAC's recomputation context, inside the buffers' save and restore (outside SAC's mode, so
+    its op counts do not see the copies)."""
+    with buffers.kept(), recompute:
+        yield
+
+
+def _as_called(x: Any) -> Any:
+    """`x` with its lists, tuples and dicts copied (recursively), tensors shared: what a region's
+    replay must see is its input as it was at the call (DenseNet's blocks append to the list of
+    features a layer read)."""
+    if isinstance(x, list):
+        return [_as_called(y) for y in x]
+    if isinstance(x, tuple) and not hasattr(x, "_fields"):
+        return tuple(_as_called(y) for y in x)
+    if isinstance(x, dict):
+        return {k: _as_called(y) for k, y in x.items()}
+    return x
 
 
 @contextmanager
 def applied(regions: Sequence[torch.nn.Module], p: Plan) -> Iterator[Plan]:
     """Run `regions` (the modules given to `export(..., regions=...)`, same order) under the plan's
     SAC policies while the context is open. `p.misses` lists op calls the policy did not expect (a
-    graph exported from another model or shape): they are recomputed."""
+    graph exported from another model or shape): they are recomputed. A region's replay in
+    backward sees its inputs as they were at the call (lists and dicts copied) and leaves its
+    buffers as the forward left them (BatchNorm's statistics are updated once per step)."""
     if len(regions) != len(p.policies):
         raise ApplyError(f"the plan has {len(p.policies)} regions, {len(regions)} modules were given")
     originals = []
@@ -382,10 +569,10 @@ def applied(regions: Sequence[torch.nn.Module], p: Plan) -> Iterator[Plan]:
             continue
         forward = mod.forward
         originals.append((mod, "forward" in mod.__dict__, forward))
-        ctx = _context_fn(table, calls, p.misses)
+        ctx = _context_fn(table, calls, p.misses, _Buffers(mod))
 
         def wrapped(*args: Any, _f: Callable[..., Any] = forward, _c: Any = ctx, **kwargs: Any) -> Any:
-            return checkpoint(_f, *args, use_reentrant=False, context_fn=_c, **kwargs)
+            return checkpoint(_f, *_as_called(args), use_reentrant=False, context_fn=_c, **_as_called(kwargs))
 
         mod.forward = functools.update_wrapper(wrapped, forward)
     try:
