@@ -15,13 +15,15 @@ functionalize the graph (other op names than eager runs), which is why it is not
 from __future__ import annotations
 
 import dataclasses
+import operator
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import fx
 from torch.func import functional_call
-from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
+from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot, make_fx
 from torch.utils._pytree import tree_flatten
 
 from .errors import ExportError
@@ -46,6 +48,9 @@ class JointTrace:
     # fx node name -> index of the checkpoint region (a module of `regions`) it was traced in
     region_of: dict[str, int]
     region_spans: list[tuple[int, int]]
+    # (op node name, saved node name): the tensors autograd saves for backward in the forward
+    # and loss, by the op whose backward reads them
+    saves: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
 def _graph_len() -> int:
@@ -86,12 +91,24 @@ def trace_joint(
         handles.append(mod.register_forward_hook(post))
 
     n_out = [0]
+    packed: list[tuple[int, str]] = []  # (graph length when autograd saved it, saved node name)
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        mode = get_proxy_mode()
+        if mode is not None and isinstance(t, torch.Tensor):
+            try:
+                name = get_proxy_slot(t, mode.tracer).proxy.node.name
+            except (KeyError, AttributeError, RuntimeError):
+                return t  # a tensor the tracer does not track (a constant)
+            packed.append((len(mode.tracer.graph.nodes), name))
+        return t
 
     def step(pv: list[torch.Tensor], bv: list[torch.Tensor], xv: list[torch.Tensor]) -> Any:
         state = dict(zip(names, pv, strict=True))
         state.update(zip(bnames, bv, strict=True))
-        out = functional_call(model, state, tuple(xv))
-        loss = out if loss_fn is None else loss_fn(out)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = functional_call(model, state, tuple(xv))
+            loss = out if loss_fn is None else loss_fn(out)
         if not isinstance(loss, torch.Tensor):
             raise ExportError(f"the loss is a {type(loss).__name__}, not a tensor")
         if loss.numel() != 1:
@@ -134,6 +151,7 @@ def trace_joint(
         for n in nodes[a:b]:
             region_of[n.name] = r
     return JointTrace(
+        saves=_savers(nodes, packed),
         gm=gm,
         param_nodes=placeholders[:np_],
         trainable=trainable,
@@ -146,3 +164,52 @@ def trace_joint(
         region_of=region_of,
         region_spans=spans,
     )
+
+
+# ops whose backward reads their own result (derivatives.yaml: `result`), single-output
+_SAVE_RESULT = {
+    "relu",
+    "relu_",
+    "threshold",
+    "sigmoid",
+    "sigmoid_",
+    "tanh",
+    "tanh_",
+    "exp",
+    "exp_",
+    "_softmax",
+    "_log_softmax",
+    "sqrt",
+    "rsqrt",
+    "elu",
+    "elu_",
+    "hardsigmoid",
+    "reciprocal",
+}
+
+
+def _savers(nodes: list[fx.Node], packed: list[tuple[int, str]]) -> list[tuple[str, str]]:
+    """Which op saved each packed tensor. Autograd saves an op's inputs before the op runs (the
+    op's node is the next one created) and its outputs after (the op's node, or its elements'
+    getitem nodes, are the last created). A tensor the last op produced and the next op reads,
+    packed twice at one graph length, was saved by both; packed once, by the last op when that
+    op saves its result, else by the next op."""
+    seen: dict[tuple[int, str], int] = defaultdict(int)
+    out: list[tuple[str, str]] = []
+    for length, name in packed:
+        nth = seen[(length, name)]
+        seen[(length, name)] += 1
+        last = nodes[length - 1] if 0 < length <= len(nodes) else None
+        if last is not None and last.target is operator.getitem and isinstance(last.args[0], fx.Node):
+            last = last.args[0]
+        following = next((n for n in nodes[length:] if n.op == "call_function"), None)
+        reads = following is not None and any(a.name == name for a in following.all_input_nodes)
+        produced = last is not None and (
+            last.name == name or any(u.name == name and u.target is operator.getitem for u in last.users)
+        )
+        saves_result = last is not None and getattr(last.target, "_opname", "") in _SAVE_RESULT
+        if last is not None and produced and (not reads or (nth == 0 and saves_result)):
+            out.append((last.name, name))
+        elif following is not None:
+            out.append((following.name, name))
+    return list(dict.fromkeys(out))

@@ -92,16 +92,15 @@ class _Sac:
         self.fixed = int(graph.get("fixed_memory", 0))
         # a multi-output op's node holds no bytes of its own here: its elements (getitem nodes)
         # are computed right after it and hold the bytes (the graph counts them twice meanwhile)
-        parents = {n["inputs"][0] for n in nodes if "element" in n.get("meta", {}) and len(n.get("inputs", [])) == 1}
+        self.is_element = ["element" in n.get("meta", {}) and len(n.get("inputs", [])) == 1 for n in nodes]
+        parents = {n["inputs"][0] for n, e in zip(nodes, self.is_element, strict=True) if e}
         self.mem = [0 if n["id"] in parents else int(n["memory"]) for n in nodes]
         self.cost = [float(n["cost"]) for n in nodes]
         self.inputs = [[index[u] for u in n.get("inputs", [])] for n in nodes]
         self.is_bwd = [n.get("kind") == "backward" for n in nodes]
         is_loss = {n["id"] for n in nodes if n.get("kind") == "loss"}
         # the model's outputs: the caller holds them (`out = model(x)`) until the step ends
-        self.output = [
-            n.get("kind") == "forward" and any(s in is_loss for s in succ_ids[n["id"]]) for n in nodes
-        ]
+        self.output = [n.get("kind") == "forward" and any(s in is_loss for s in succ_ids[n["id"]]) for n in nodes]
         self.region: list[int | None] = [None] * count
         self.key: list[Key] = [("", 0)] * count
         for i, n in enumerate(nodes):
@@ -119,6 +118,10 @@ class _Sac:
                 else:
                     self.fwd_succ[u].append(i)
         self.fwd = [i for i in range(count) if not self.is_bwd[i]]
+        self.children: list[list[int]] = [[] for _ in range(count)]
+        for i in range(count):
+            if self.is_element[i]:
+                self.children[self.inputs[i][0]].append(i)
         self.bwd = [i for i in range(count) if self.is_bwd[i]]
         self.members: list[list[int]] = [[] for _ in range(self.regions)]
         self.key_nodes: dict[tuple[int, Key], list[int]] = defaultdict(list)
@@ -127,10 +130,28 @@ class _Sac:
                 self.members[r].append(v)
                 self.key_nodes[(r, self.key[v])].append(v)
         # the replay of a region runs up to its last node that backward reads (early stop)
+        # `meta.saves` (remat.export): what each op's autograd node saves. Without it, a node
+        # that backward reads is taken as saved by its region, or by autograd outside it when a
+        # forward reader lies outside
+        self.exact = any("saves" in n.get("meta", {}) for n in nodes)
+        self.saves_any = [self.exact and "saves" in n.get("meta", {}) for n in nodes]
+        self.savers: list[list[int]] = [[] for _ in range(count)]
+        for i, n in enumerate(nodes):
+            for u in n.get("meta", {}).get("saves", []):
+                if u in index:
+                    self.savers[index[u]].append(i)
+        # the replay of a region stops at the last tensor its ops save (early stop): inputs are
+        # saved before an op runs, outputs after, so that op runs only if it saves an output
         self.prefix: list[list[int]] = []
         for ms in self.members:
-            needed = [j for j, v in enumerate(ms) if self.n_bwd_succ[v]]
-            self.prefix.append(ms[: needed[-1] + 1] if needed else [])
+            saving = [j for j, v in enumerate(ms) if (self.saves_any[v] if self.exact else self.n_bwd_succ[v])]
+            if not saving:
+                self.prefix.append([])
+                continue
+            last = ms[saving[-1]]
+            outputs = {last, *self.children[last]}
+            runs = not self.exact or any(index.get(u) in outputs for u in nodes[last]["meta"]["saves"])
+            self.prefix.append(ms[: saving[-1] + 1] if runs else ms[: saving[-1]])
         in_prefix = {v for p in self.prefix for v in p}
         # SAC refuses cached tensors whose version changed: in-place ops and what they overwrite
         by_id = {n["id"]: n for n in nodes}
@@ -156,10 +177,15 @@ class _Sac:
                 held[v] = self.n_bwd_succ[v] > 0 or any(reg[s] is not None for s in succ)
             else:
                 table = saves[r]
+                outside = (
+                    any(reg[s] != r for s in self.savers[v])
+                    if self.exact
+                    else self.n_bwd_succ[v] > 0 and any(reg[s] is None for s in succ)
+                )
                 held[v] = (
                     (table is not None and self.key[v] in table)
                     or any(reg[s] is not None and reg[s] != r for s in succ)
-                    or (self.n_bwd_succ[v] > 0 and any(reg[s] is None for s in succ))
+                    or outside
                 )
         return held
 
@@ -195,6 +221,13 @@ class _Sac:
             if state[4] == until:
                 raise _Stop
 
+        def computed(v: int) -> list[int]:
+            """Compute `v` and, for a multi-output op, its elements with it (one op in PyTorch)."""
+            group = [v, *(c for c in self.children[v] if not resident[c])]
+            for w in group:
+                step(True, w)
+            return group
+
         def replay(r: int) -> None:
             prefix = self.prefix[r]
             members = set(prefix)
@@ -205,43 +238,56 @@ class _Sac:
                     if u in members:
                         later[u] += 1
             for v in todo:
+                if resident[v]:
+                    continue  # an element computed with its op
                 for u in inputs[v]:
                     if not resident[u]:
                         raise ApplyError(
                             f"replaying region {r}: node {self.ids[v]} reads {self.ids[u]}, which is not resident"
                         )
-                step(True, v)
-                for u in inputs[v]:
-                    if u in members:
-                        later[u] -= 1
-                        if later[u] == 0 and pending[u] == 0 and resident[u] and not self.output[u]:
-                            step(False, u)
+                for w in computed(v):
+                    for u in inputs[w]:
+                        if u in members:
+                            later[u] -= 1
+                            if later[u] == 0 and pending[u] == 0 and resident[u] and not self.output[u]:
+                                step(False, u)
             for v in prefix:
                 if resident[v] and pending[v] == 0 and not self.output[v]:
                     step(False, v)
 
+        done = [False] * len(self.ids)  # elements computed with their op are skipped
         try:
             for v in self.fwd:
-                step(True, v)
-                for u in inputs[v]:
-                    rem_fwd[u] -= 1
-                    if resident[u] and not held[u] and rem_fwd[u] == 0:
-                        step(False, u)
-                if not held[v] and rem_fwd[v] == 0:
-                    step(False, v)
+                if done[v]:
+                    continue
+                group = computed(v)
+                for w in group:
+                    done[w] = True
+                    for u in inputs[w]:
+                        rem_fwd[u] -= 1
+                        if resident[u] and not held[u] and rem_fwd[u] == 0:
+                            step(False, u)
+                for w in group:
+                    if resident[w] and not held[w] and rem_fwd[w] == 0:
+                        step(False, w)
             replayed = [False] * self.regions
             for b in self.bwd:
+                if done[b]:
+                    continue
                 for u in inputs[b]:
                     if not resident[u] and (r := reg[u]) is not None and not replayed[r]:
                         replayed[r] = True
                         replay(r)
-                step(True, b)
-                for u in inputs[b]:
-                    pending[u] -= 1
-                    if resident[u] and pending[u] == 0 and not self.output[u]:
-                        step(False, u)
-                if pending[b] == 0:
-                    step(False, b)
+                group = computed(b)
+                for w in group:
+                    done[w] = True
+                    for u in inputs[w]:
+                        pending[u] -= 1
+                        if resident[u] and pending[u] == 0 and not self.output[u]:
+                            step(False, u)
+                for w in group:
+                    if resident[w] and pending[w] == 0:
+                        step(False, w)
         except _Stop:
             pass
         return _Run(

@@ -218,6 +218,23 @@ class _Builder:
         self.nodes[node].meta["element"] = i
         self.key[n] = self.new_key(node)
 
+    def mark_saves(self) -> None:
+        """`meta.saves` of a forward or loss op: the nodes its autograd node saves for backward
+        (present, maybe empty, when it saves anything, parameters included): what eager
+        checkpointing replays a region up to, and what autograd holds outside checkpoints."""
+        fx_nodes = {n.name: n for n in self.trace.gm.graph.nodes}
+        for saver, saved in self.trace.saves:
+            node = self.nodes.get(saver)
+            if node is None or node.kind == "backward":
+                continue
+            target = self.nodes.get(saved)
+            if target is None and saved in fx_nodes and fx_nodes[saved] in self.key:
+                owner = self.current[self.key[fx_nodes[saved]]]
+                target = self.nodes.get(owner)
+            found = node.meta.setdefault("saves", [])
+            if target is not None and target.id not in found:
+                found.append(target.id)
+
     def run(self) -> None:
         tr = self.trace
         region_counts: dict[tuple[int, str], int] = defaultdict(int)
@@ -236,6 +253,7 @@ class _Builder:
                 self.fixed(n)
             elif n.op == "call_function":
                 self.call(n)
+        self.mark_saves()
         # gradient outputs live in the gradient buffers counted in fixed_memory
         for g in tr.grad_nodes:
             owner = self.current.get(self.key.get(g, -1), _FIXED)
