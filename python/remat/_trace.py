@@ -24,6 +24,7 @@ import torch
 from torch import fx
 from torch.func import functional_call
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot, make_fx
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .errors import ExportError
@@ -51,6 +52,9 @@ class JointTrace:
     # (op node name, saved node name): the tensors autograd saves for backward in the forward
     # and loss, by the op whose backward reads them
     saves: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    # backward op node name -> index of the autograd node (grad_fn) whose apply ran it: the engine
+    # releases that node's saved tensors and input gradients when its apply returns
+    grad_fn: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def _graph_len() -> int:
@@ -92,6 +96,7 @@ def trace_joint(
 
     n_out = [0]
     packed: list[tuple[int, str]] = []  # (graph length when autograd saved it, saved node name)
+    applying: list[tuple[int, tuple[str, int]]] = []  # (graph length, autograd node) per backward op
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         mode = get_proxy_mode()
@@ -119,7 +124,8 @@ def trace_joint(
         if not loss.requires_grad:
             raise ExportError("the loss does not depend on any parameter that requires grad")
         wrt = [p for p, t in zip(pv, trainable, strict=True) if t]
-        grads = torch.autograd.grad(loss, wrt, allow_unused=True)
+        with _NodeOfOps(applying):
+            grads = torch.autograd.grad(loss, wrt, allow_unused=True)
         leaves = tree_flatten(out)[0]
         n_out[0] = len(leaves)
         return loss, leaves, list(grads)
@@ -152,6 +158,7 @@ def trace_joint(
             region_of[n.name] = r
     return JointTrace(
         saves=_savers(nodes, packed),
+        grad_fn=_grad_fns(nodes, applying),
         gm=gm,
         param_nodes=placeholders[:np_],
         trainable=trainable,
@@ -213,3 +220,28 @@ def _savers(nodes: list[fx.Node], packed: list[tuple[int, str]]) -> list[tuple[s
         elif following is not None:
             out.append((following.name, name))
     return list(dict.fromkeys(out))
+
+
+class _NodeOfOps(TorchDispatchMode):
+    """Records, for each op the backward runs, the autograd node executing it. The mode sits below
+    the tracer's, so the op's fx node is the next one created."""
+
+    def __init__(self, out: list[tuple[int, tuple[str, int]]]) -> None:
+        super().__init__()
+        self.out = out
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        node = torch._C._current_autograd_node()
+        mode = get_proxy_mode()
+        if node is not None and mode is not None:
+            self.out.append((len(mode.tracer.graph.nodes), (node.name(), int(node._sequence_nr()))))
+        return func(*args, **(kwargs or {}))
+
+
+def _grad_fns(nodes: list[fx.Node], applying: list[tuple[int, tuple[str, int]]]) -> dict[str, int]:
+    ids: dict[tuple[str, int], int] = {}
+    out: dict[str, int] = {}
+    for length, node in applying:  # of several ops before a node is created, the last made it
+        if length < len(nodes):
+            out[nodes[length].name] = ids.setdefault(node, len(ids))
+    return out

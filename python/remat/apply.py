@@ -123,6 +123,31 @@ class _Sac:
             if self.is_element[i]:
                 self.children[self.inputs[i][0]].append(i)
         self.bwd = [i for i in range(count) if self.is_bwd[i]]
+        # backward ops by the autograd node that runs them (`meta.grad_fn`; else one op each):
+        # what a node reads from outside is held until its last op has run
+        self.runs: list[list[int]] = []
+        self.run_of = [-1] * count
+        previous: Any = None
+        for b in self.bwd:
+            fn = nodes[b].get("meta", {}).get("grad_fn", ("op", b))
+            if not self.runs or fn != previous:
+                self.runs.append([])
+            previous = fn
+            self.runs[-1].append(b)
+            self.run_of[b] = len(self.runs) - 1
+        self.ext_reads: list[list[int]] = []
+        self.n_pending = [0] * count  # per node: readers in its own run + runs reading it from outside
+        for k, ops in enumerate(self.runs):
+            outside: dict[int, None] = {}
+            for b in ops:
+                for u in self.inputs[b]:
+                    if self.run_of[u] == k:
+                        self.n_pending[u] += 1
+                    else:
+                        outside[u] = None
+            self.ext_reads.append(list(outside))
+            for u in outside:
+                self.n_pending[u] += 1
         self.members: list[list[int]] = [[] for _ in range(self.regions)]
         self.key_nodes: dict[tuple[int, Key], list[int]] = defaultdict(list)
         for v in self.fwd:
@@ -198,7 +223,7 @@ class _Sac:
         mem, inputs = self.mem, self.inputs
         resident = [False] * len(self.ids)
         rem_fwd = [len(s) for s in self.fwd_succ]
-        pending = list(self.n_bwd_succ)
+        pending = list(self.n_pending)
         events: list[tuple[bool, int]] = []
         state = [self.fixed, self.fixed, 0, 0.0, 0]  # live, peak, peak event, flops, events
 
@@ -271,23 +296,32 @@ class _Sac:
                     if resident[w] and not held[w] and rem_fwd[w] == 0:
                         step(False, w)
             replayed = [False] * self.regions
-            for b in self.bwd:
-                if done[b]:
-                    continue
-                for u in inputs[b]:
-                    if not resident[u] and (r := reg[u]) is not None and not replayed[r]:
-                        replayed[r] = True
-                        replay(r)
-                group = computed(b)
-                for w in group:
-                    done[w] = True
-                    for u in inputs[w]:
-                        pending[u] -= 1
-                        if resident[u] and pending[u] == 0 and not self.output[u]:
-                            step(False, u)
-                for w in group:
-                    if resident[w] and pending[w] == 0:
-                        step(False, w)
+            for k, ops in enumerate(self.runs):
+                # an autograd node unpacks its saved tensors (replaying regions) before it applies
+                for b in ops:
+                    for u in inputs[b]:
+                        if not resident[u] and (r := reg[u]) is not None and not replayed[r]:
+                            replayed[r] = True
+                            replay(r)
+                for b in ops:
+                    if done[b]:
+                        continue
+                    group = computed(b)
+                    for w in group:
+                        done[w] = True
+                        for u in inputs[w]:
+                            if self.run_of[u] == k:
+                                pending[u] -= 1
+                                if resident[u] and pending[u] == 0:
+                                    step(False, u)
+                    for w in group:
+                        if resident[w] and pending[w] == 0:
+                            step(False, w)
+                # its saved tensors and input gradients are released when the apply returns
+                for u in self.ext_reads[k]:
+                    pending[u] -= 1
+                    if resident[u] and pending[u] == 0 and not self.output[u]:
+                        step(False, u)
         except _Stop:
             pass
         return _Run(

@@ -148,6 +148,8 @@ class _Builder:
             meta["region"] = self.trace.region_of[source.name]
         if kind != "backward" and "remat_occurrence" in source.meta:
             meta["occurrence"] = source.meta["remat_occurrence"]
+        if kind == "backward" and source.name in self.trace.grad_fn:
+            meta["grad_fn"] = self.trace.grad_fn[source.name]
         self.nodes[n.name] = _Node(n.name, cost, memory, inputs, kind, op, meta, source.name)
         return n.name
 
