@@ -186,6 +186,12 @@ class _Sac:
             rk for rk, vs in self.key_nodes.items() if not any(v in bad for v in vs) and any(v in in_prefix for v in vs)
         }
 
+    def simulation_graph(self, graph: dict[str, Any]) -> dict[str, Any]:
+        """`graph` with the memory `run` counts (a multi-output op's node holds no bytes: the events
+        compute its elements right after it), for remat's simulator."""
+        nodes = [n if n["memory"] == m else {**n, "memory": m} for n, m in zip(graph["nodes"], self.mem, strict=True)]
+        return {**graph, "nodes": nodes}
+
     def checked(self, saves: Saves) -> list[int | None]:
         return [r if r is not None and saves[r] is not None else None for r in self.region]
 
@@ -534,7 +540,7 @@ def plan(
         else min(range(len(runs)), key=lambda i: runs[i].peak)
     )
     chosen = runs[best]
-    predicted = backend.simulate(graph, {"events": chosen.events}, budget=limit)
+    predicted = backend.simulate(sac.simulation_graph(graph), {"events": chosen.events}, budget=limit)
     calls = graph.get("meta", {}).get("region_calls") or [{} for _ in range(sac.regions)]
     p = Plan(
         policies=_table(filled[best], sac),
