@@ -263,6 +263,7 @@ class _Sac:
             prefix = self.prefix[r]
             members = set(prefix)
             todo = [v for v in prefix if not resident[v]]
+            ran: list[int] = []
             later: dict[int, int] = defaultdict(int)
             for v in todo:
                 for u in inputs[v]:
@@ -276,13 +277,15 @@ class _Sac:
                         raise ApplyError(
                             f"replaying region {r}: node {self.ids[v]} reads {self.ids[u]}, which is not resident"
                         )
-                for w in computed(v):
+                group = computed(v)
+                ran.extend(group)
+                for w in group:
                     for u in inputs[w]:
                         if u in members:
                             later[u] -= 1
                             if later[u] == 0 and pending[u] == 0 and resident[u] and not self.output[u]:
                                 step(False, u)
-            for v in prefix:
+            for v in [*prefix, *ran]:
                 if resident[v] and pending[v] == 0 and not self.output[v]:
                     step(False, v)
 
