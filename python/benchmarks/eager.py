@@ -14,7 +14,6 @@ per-block's, loss/grads/buffers equal to the plain step's, plan() seconds.
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 import time
 from collections.abc import Iterator
@@ -28,9 +27,10 @@ from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import remat
 from families import bert_setup, densenet_setup, llama_setup, unet_setup
 from models import resnet18_setup
+
+import remat
 from remat.apply import applied, plan
 from remat.measure import measure_step
 
@@ -70,8 +70,6 @@ def flops(model: torch.nn.Module, inputs: tuple[Any, ...], loss_fn: Any) -> int:
     return int(fc.get_total_flops())
 
 
-
-
 def run_model(name: str, fractions: list[float], time_limit: float, rows: list[dict[str, Any]]) -> None:
     torch.manual_seed(0)
     model, regions, inputs, loss_fn = SETUPS[name]()
@@ -103,15 +101,35 @@ def run_model(name: str, fractions: list[float], time_limit: float, rows: list[d
     nodes = len(graph["nodes"])
     rows.append(row(name, nodes, "plain", None, base.activations, None, plain_flops, plain_flops, pb_flops, True, None))
     rows.append(row(name, nodes, "per-block", None, pb.activations, None, pb_flops, plain_flops, pb_flops, True, None))
-    budgets: list[tuple[str, int]] = [(f"{f:.1f}", fixed + int(f * (report["checkpoint_all_peak"] - fixed))) for f in fractions]
+    budgets: list[tuple[str, int]] = [
+        (f"{f:.1f}", fixed + int(f * (report["checkpoint_all_peak"] - fixed))) for f in fractions
+    ]
     budgets.append(("per-block", fixed + pb.activations))
     for label, budget in budgets:
-        result = backend.solve(graph, budget, time_limit=time_limit)
+        try:
+            result = backend.solve(graph, budget, time_limit=time_limit)
+        except remat.InfeasibleBudget:  # below what any schedule needs: nothing to apply
+            rows.append(row(name, nodes, label, budget - fixed, None, None, None, plain_flops, pb_flops, None, None))
+            continue
         t0 = time.perf_counter()
         try:
             p = plan(graph, result, backend, on_overrun="raise")
         except remat.OverBudget as e:
-            rows.append(row(name, nodes, label, budget - fixed, None, e.predicted - fixed, None, plain_flops, pb_flops, None, time.perf_counter() - t0))
+            rows.append(
+                row(
+                    name,
+                    nodes,
+                    label,
+                    budget - fixed,
+                    None,
+                    e.predicted - fixed,
+                    None,
+                    plain_flops,
+                    pb_flops,
+                    None,
+                    time.perf_counter() - t0,
+                )
+            )
             continue
         seconds = time.perf_counter() - t0
         with applied(regions, p):
@@ -135,7 +153,21 @@ def run_model(name: str, fractions: list[float], time_limit: float, rows: list[d
             )
             and equal_buffers
         )
-        rows.append(row(name, nodes, label, budget - fixed, step.activations, p.predicted_activations, f, plain_flops, pb_flops, same, seconds))
+        rows.append(
+            row(
+                name,
+                nodes,
+                label,
+                budget - fixed,
+                step.activations,
+                p.predicted_activations,
+                f,
+                plain_flops,
+                pb_flops,
+                same,
+                seconds,
+            )
+        )
 
 
 def row(
@@ -168,22 +200,30 @@ def row(
 
 
 def show(rows: list[dict[str, Any]]) -> None:
+    def f(x: Any, fmt: str, scale: float = 1.0) -> str:
+        return "-" if x is None else format(x * scale if scale != 1.0 else x, fmt)
+
     mib = 1 / 2**20
-
-    def f(x: Any, fmt: str) -> str:
-        return "-" if x is None else format(x, fmt)
-
     print(
         f"{'model':12} {'nodes':>5} {'budget':>9} {'budget MiB':>10} {'measured':>9} {'met':>5} {'predicted':>9} "
         f"{'err %':>7} {'FLOPs/plain':>11} {'FLOPs/pb':>8} {'equal':>5} {'plan s':>6}"
     )
     for r in rows:
-        print(
-            f"{r['model']:12} {r['nodes']:>5} {r['budget']:>9} {f(r['budget_bytes'] and r['budget_bytes'] * mib, '.2f'):>10} "
-            f"{f(r['measured'] and r['measured'] * mib, '.2f'):>9} {f(r['met'], ''):>5} "
-            f"{f(r['predicted'] and r['predicted'] * mib, '.2f'):>9} {f(r['error'], '+.2f'):>7} "
-            f"{f(r['flops_plain'], '.3f'):>11} {f(r['flops_pb'], '.3f'):>8} {f(r['equal'], ''):>5} {f(r['plan_s'], '.2f'):>6}"
-        )
+        cells = [
+            f"{r['model']:12}",
+            f"{r['nodes']:>5}",
+            f"{r['budget']:>9}",
+            f"{f(r['budget_bytes'], '.2f', mib):>10}",
+            f"{f(r['measured'], '.2f', mib):>9}",
+            f"{f(r['met'], ''):>5}",
+            f"{f(r['predicted'], '.2f', mib):>9}",
+            f"{f(r['error'], '+.2f'):>7}",
+            f"{f(r['flops_plain'], '.3f'):>11}",
+            f"{f(r['flops_pb'], '.3f'):>8}",
+            f"{f(r['equal'], ''):>5}",
+            f"{f(r['plan_s'], '.2f'):>6}",
+        ]
+        print(" ".join(cells))
 
 
 def main() -> None:

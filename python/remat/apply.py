@@ -148,6 +148,8 @@ class _Sac:
             self.ext_reads.append(list(outside))
             for u in outside:
                 self.n_pending[u] += 1
+        self.bwd_groups = [[[b, *self.children[b]] for b in ops if not self.is_element[b]] for ops in self.runs]
+        self.run_reads = [list(dict.fromkeys(u for b in ops for u in self.inputs[b])) for ops in self.runs]
         self.members: list[list[int]] = [[] for _ in range(self.regions)]
         self.key_nodes: dict[tuple[int, Key], list[int]] = defaultdict(list)
         for v in self.fwd:
@@ -177,7 +179,9 @@ class _Sac:
             outputs = {last, *self.children[last]}
             runs = not self.exact or any(index.get(u) in outputs for u in nodes[last]["meta"]["saves"])
             self.prefix.append(ms[: saving[-1] + 1] if runs else ms[: saving[-1]])
+        self.prefix_set = [set(p) for p in self.prefix]
         in_prefix = {v for p in self.prefix for v in p}
+        self.fwd_groups = [[v, *self.children[v]] for v in self.fwd if not self.is_element[v]]
         # SAC refuses cached tensors whose version changed: in-place ops and what they overwrite
         by_id = {n["id"]: n for n in nodes}
         bad = {i for i, n in enumerate(nodes) if "overwrites" in n.get("meta", {})}
@@ -220,126 +224,135 @@ class _Sac:
                 )
         return held
 
-    def run(self, saves: Saves, *, record: bool = False, until: int = -1) -> _Run:
+    def run(self, saves: Saves) -> _Run:
         """Simulate what SAC runs under `saves`: peak (fixed memory included), FLOPs computed, the
-        event index of the peak and, with `record`, the events; with `until` >= 0, stop after that
-        many events and report the nodes then resident."""
+        event index of the peak and the events (node + 1 computed, -(node + 1) freed)."""
         reg = self.checked(saves)
         held = self.held(saves, reg)
-        mem, inputs = self.mem, self.inputs
+        mem, cost, inputs, output, run_of = self.mem, self.cost, self.inputs, self.output, self.run_of
         resident = [False] * len(self.ids)
         rem_fwd = [len(s) for s in self.fwd_succ]
         pending = list(self.n_pending)
-        events: list[tuple[bool, int]] = []
-        state = [self.fixed, self.fixed, 0, 0.0, 0]  # live, peak, peak event, flops, events
-
-        class _Stop(Exception):
-            pass
-
-        def step(compute: bool, v: int) -> None:
-            if compute:
-                resident[v] = True
-                state[0] += mem[v]
-                state[3] += self.cost[v]
-                if state[0] > state[1]:
-                    state[1], state[2] = state[0], state[4]
-            else:
-                resident[v] = False
-                state[0] -= mem[v]
-            if record:
-                events.append((compute, v))
-            state[4] += 1
-            if state[4] == until:
-                raise _Stop
-
-        def computed(v: int) -> list[int]:
-            """Compute `v` and, for a multi-output op, its elements with it (one op in PyTorch)."""
-            group = [v, *(c for c in self.children[v] if not resident[c])]
-            for w in group:
-                step(True, w)
-            return group
+        ev: list[int] = []
+        live = peak = self.fixed
+        peak_at = 0
+        flops = 0.0
 
         def replay(r: int) -> None:
+            nonlocal live, peak, peak_at, flops
             prefix = self.prefix[r]
-            members = set(prefix)
-            todo = [v for v in prefix if not resident[v]]
-            ran: list[int] = []
+            members = self.prefix_set[r]
             later: dict[int, int] = defaultdict(int)
-            for v in todo:
-                for u in inputs[v]:
-                    if u in members:
-                        later[u] += 1
-            for v in todo:
+            for v in prefix:
+                if not resident[v]:
+                    for u in inputs[v]:
+                        if u in members:
+                            later[u] += 1
+            ran: list[int] = []
+            for v in prefix:
                 if resident[v]:
-                    continue  # an element computed with its op
+                    continue  # saved by SAC, held, or an element computed with its op
                 for u in inputs[v]:
                     if not resident[u]:
                         raise ApplyError(
                             f"replaying region {r}: node {self.ids[v]} reads {self.ids[u]}, which is not resident"
                         )
-                group = computed(v)
+                group = [v, *(c for c in self.children[v] if not resident[c])]
+                for w in group:
+                    resident[w] = True
+                    live += mem[w]
+                    flops += cost[w]
+                    ev.append(w + 1)
+                    if live > peak:
+                        peak, peak_at = live, len(ev) - 1
                 ran.extend(group)
                 for w in group:
                     for u in inputs[w]:
                         if u in members:
                             later[u] -= 1
-                            if later[u] == 0 and pending[u] == 0 and resident[u] and not self.output[u]:
-                                step(False, u)
+                            if later[u] == 0 and pending[u] == 0 and resident[u] and not output[u]:
+                                resident[u] = False
+                                live -= mem[u]
+                                ev.append(-u - 1)
             for v in [*prefix, *ran]:
-                if resident[v] and pending[v] == 0 and not self.output[v]:
-                    step(False, v)
+                if resident[v] and pending[v] == 0 and not output[v]:
+                    resident[v] = False
+                    live -= mem[v]
+                    ev.append(-v - 1)
 
-        done = [False] * len(self.ids)  # elements computed with their op are skipped
-        try:
-            for v in self.fwd:
-                if done[v]:
-                    continue
-                group = computed(v)
+        for group in self.fwd_groups:
+            for w in group:
+                resident[w] = True
+                live += mem[w]
+                flops += cost[w]
+                ev.append(w + 1)
+                if live > peak:
+                    peak, peak_at = live, len(ev) - 1
+            for w in group:
+                for u in inputs[w]:
+                    rem_fwd[u] -= 1
+                    if rem_fwd[u] == 0 and resident[u] and not held[u]:
+                        resident[u] = False
+                        live -= mem[u]
+                        ev.append(-u - 1)
+            for w in group:
+                if rem_fwd[w] == 0 and resident[w] and not held[w]:
+                    resident[w] = False
+                    live -= mem[w]
+                    ev.append(-w - 1)
+        replayed = [False] * self.regions
+        for k, groups in enumerate(self.bwd_groups):
+            # an autograd node unpacks its saved tensors (replaying regions) before it applies
+            for u in self.run_reads[k]:
+                if not resident[u] and (r := reg[u]) is not None and not replayed[r]:
+                    replayed[r] = True
+                    replay(r)
+            for group in groups:
                 for w in group:
-                    done[w] = True
+                    resident[w] = True
+                    live += mem[w]
+                    flops += cost[w]
+                    ev.append(w + 1)
+                    if live > peak:
+                        peak, peak_at = live, len(ev) - 1
+                for w in group:
                     for u in inputs[w]:
-                        rem_fwd[u] -= 1
-                        if resident[u] and not held[u] and rem_fwd[u] == 0:
-                            step(False, u)
+                        if run_of[u] == k:
+                            pending[u] -= 1
+                            if pending[u] == 0 and resident[u]:
+                                resident[u] = False
+                                live -= mem[u]
+                                ev.append(-u - 1)
                 for w in group:
-                    if resident[w] and not held[w] and rem_fwd[w] == 0:
-                        step(False, w)
-            replayed = [False] * self.regions
-            for k, ops in enumerate(self.runs):
-                # an autograd node unpacks its saved tensors (replaying regions) before it applies
-                for b in ops:
-                    for u in inputs[b]:
-                        if not resident[u] and (r := reg[u]) is not None and not replayed[r]:
-                            replayed[r] = True
-                            replay(r)
-                for b in ops:
-                    if done[b]:
-                        continue
-                    group = computed(b)
-                    for w in group:
-                        done[w] = True
-                        for u in inputs[w]:
-                            if self.run_of[u] == k:
-                                pending[u] -= 1
-                                if resident[u] and pending[u] == 0:
-                                    step(False, u)
-                    for w in group:
-                        if resident[w] and pending[w] == 0:
-                            step(False, w)
-                # its saved tensors and input gradients are released when the apply returns
-                for u in self.ext_reads[k]:
-                    pending[u] -= 1
-                    if resident[u] and pending[u] == 0 and not self.output[u]:
-                        step(False, u)
-        except _Stop:
-            pass
-        return _Run(
-            peak=int(state[1]),
-            flops=float(state[3]),
-            peak_event=int(state[2]),
-            events=[{"op": "compute" if c else "free", "node": self.ids[v]} for c, v in events] if record else [],
-            resident=[v for v, on in enumerate(resident) if on] if until >= 0 else [],
-        )
+                    if pending[w] == 0 and resident[w]:
+                        resident[w] = False
+                        live -= mem[w]
+                        ev.append(-w - 1)
+            # its saved tensors and input gradients are released when the apply returns
+            for u in self.ext_reads[k]:
+                pending[u] -= 1
+                if pending[u] == 0 and resident[u] and not output[u]:
+                    resident[u] = False
+                    live -= mem[u]
+                    ev.append(-u - 1)
+        return _Run(peak=peak, flops=flops, peak_event=peak_at, ev=ev)
+
+    def events(self, run: _Run) -> list[dict[str, str]]:
+        """`run`'s events as remat's schedule events."""
+        return [
+            {"op": "compute", "node": self.ids[e - 1]} if e > 0 else {"op": "free", "node": self.ids[-e - 1]}
+            for e in run.ev
+        ]
+
+    def resident_at(self, run: _Run, event: int) -> list[int]:
+        """The nodes resident after `run`'s event number `event`."""
+        on: set[int] = set()
+        for e in run.ev[: event + 1]:
+            if e > 0:
+                on.add(e - 1)
+            else:
+                on.discard(-e - 1)
+        return sorted(on)
 
 
 @dataclasses.dataclass
@@ -347,8 +360,7 @@ class _Run:
     peak: int
     flops: float
     peak_event: int
-    events: list[dict[str, str]]
-    resident: list[int]
+    ev: list[int]
 
 
 def kept_nodes(graph: dict[str, Any], events: Sequence[dict[str, str]]) -> set[str]:
@@ -392,7 +404,7 @@ def _fit(sac: _Sac, saves: Saves, budget: int) -> Saves:
     saves = _copy(saves)
     current = sac.run(saves)
     while current.peak > budget:
-        at_peak = sac.run(saves, until=current.peak_event + 1).resident
+        at_peak = sac.resident_at(current, current.peak_event)
         freed: dict[tuple[int, Key], int] = defaultdict(int)
         for v in at_peak:
             r = sac.region[v]
@@ -429,44 +441,63 @@ def _chunks(
 
 
 def _fill(sac: _Sac, saves: Saves, budget: int) -> Saves:
-    """Step 4: where the budget leaves room, recompute less: each region, last first, is left
-    unchecked (plain autograd) where that fits; then recomputed op calls (FLOPs per byte, highest
-    first) are saved, in runs of growing length while they fit, each kept when what SAC then runs
-    still peaks within `budget` and recomputes less."""
-    saves = _copy(saves)
-    current = sac.run(saves)
-    # backward replays the last region first, while every earlier one is held
-    for r in reversed(range(sac.regions)):
-        if saves[r] is None:
-            continue
-        trial = _copy(saves)
-        trial[r] = None
-        run = sac.run(trial)
-        if run.peak <= budget and run.flops < current.flops:
-            saves, current = trial, run
+    """Step 4: where the budget leaves room, recompute less: regions, last first, are left
+    unchecked (plain autograd); then recomputed op calls (FLOPs per byte, highest first) are saved.
+    Changes are tried in runs of growing length (halved when a run does not fit); one is kept when
+    what SAC then runs peaks within `budget` and recomputes less. A change whose bytes alone exceed
+    the room left is not tried."""
     memory = {rk: sum(sac.mem[v] for v in vs) for rk, vs in sac.key_nodes.items()}
     flops = {rk: sum(sac.cost[v] for v in vs) for rk, vs in sac.key_nodes.items()}
+
+    def uncheck(trial: Saves, r: int) -> None:
+        trial[r] = None
+
+    def save(trial: Saves, rk: tuple[int, Key]) -> None:
+        table = trial[rk[0]]
+        assert table is not None
+        table.add(rk[1])
+
+    # backward replays the last region first, while every earlier one is held
+    regions = [r for r in reversed(range(sac.regions)) if saves[r] is not None]
+    held_by = [sum(sac.mem[v] for v in sac.prefix[r] if sac.n_pending[v]) for r in range(sac.regions)]
+    saves = _grow(sac, saves, regions, lambda r: held_by[r], uncheck, budget)
     candidates = sorted(
         (rk for rk in sac.saveable if (t := saves[rk[0]]) is not None and rk[1] not in t and flops[rk] > 0),
         key=lambda rk: -flops[rk] / (1 + memory[rk]),
     )
+    return _grow(sac, saves, candidates, lambda rk: memory[rk], save, budget)
+
+
+def _grow(
+    sac: _Sac,
+    saves: Saves,
+    items: Sequence[Any],
+    size_of: Callable[[Any], int],
+    change: Callable[[Saves, Any], None],
+    budget: int,
+) -> Saves:
+    """Apply `change` for `items` in order, in runs of growing length, keeping each run after which
+    SAC's run fits `budget` and recomputes less (see `_fill`)."""
+    current = sac.run(saves)
     i, size = 0, 8
-    while i < len(candidates):
-        chunk = candidates[i : i + size]
+    while i < len(items):
+        room = budget - current.peak
+        chunk = [j for j in range(i, min(i + size, len(items))) if size_of(items[j]) <= room]
+        if not chunk:
+            i += size
+            continue
         trial = _copy(saves)
-        for r, key in chunk:
-            table = trial[r]
-            assert table is not None
-            table.add(key)
+        for j in chunk:
+            change(trial, items[j])
         run = sac.run(trial)
         if run.peak <= budget and run.flops < current.flops:
             saves, current = trial, run
-            i += len(chunk)
-            size *= 2
-        elif size > 1:
-            size //= 2
+            i, size = chunk[-1] + 1, size * 2
+        elif len(chunk) > 1:
+            size = max(1, len(chunk) // 2)
+            i = chunk[0]
         else:
-            i += 1
+            i = chunk[0] + 1  # this one change does not fit
     return saves
 
 
@@ -488,7 +519,8 @@ def _saves(pol: Sequence[dict[Key, CheckpointPolicy] | None]) -> Saves:
 def sac_events(graph: dict[str, Any], pol: Sequence[dict[Key, CheckpointPolicy] | None]) -> list[dict[str, str]]:
     """The schedule eager SAC runs for these policies (see the module doc); a region whose policy is
     None is not checkpointed (plain autograd keeps what backward reads)."""
-    return _Sac(graph).run(_saves(pol), record=True).events
+    sac = _Sac(graph)
+    return sac.events(sac.run(_saves(pol)))
 
 
 def peak(graph: dict[str, Any], events: Sequence[dict[str, str]]) -> int:
@@ -526,30 +558,39 @@ def plan(
     sac = _Sac(graph)
     if sac.regions == 0:
         raise ApplyError("the graph has no checkpoint regions: export it with regions=[...] (the modules to wrap)")
-    events = result.get("schedule", {}).get("events") if result.get("schedule") else None
-    if not events:
+    schedule = result.get("schedule", {}).get("events") if result.get("schedule") else None
+    if not schedule:
         raise ApplyError(f"the result holds no schedule (status {result.get('status')!r})")
-    kept = kept_nodes(graph, events)
+    kept = kept_nodes(graph, schedule)
     limit = int(result["budget"]) if budget is None else budget
     per_block: Saves = [set() for _ in range(sac.regions)]
-    candidates = [_fit(sac, _projected(sac, kept), limit), per_block]
-    runs = [sac.run(c) for c in candidates]
-    filled = [_fill(sac, c, limit) if run.peak <= limit else c for c, run in zip(candidates, runs, strict=True)]
-    runs = [sac.run(c, record=True) for c in filled]
+    plain: Saves = [None] * sac.regions
+    if sac.run(plain).peak <= limit:
+        filled = [plain, per_block]  # nothing to recompute
+    else:
+        # the projection of the schedule, else per-block checkpointing (which recomputes the most
+        # any SAC plan over these regions does), filled where the budget leaves room
+        projected = _fit(sac, _projected(sac, kept), limit)
+        if sac.run(projected).peak <= limit:
+            filled = [_fill(sac, projected, limit), per_block]
+        else:
+            fallback = sac.run(per_block).peak <= limit
+            filled = [projected, _fill(sac, per_block, limit) if fallback else per_block]
+    runs = [sac.run(c) for c in filled]
     fitting = [i for i, run in enumerate(runs) if run.peak <= limit]
     best = (
         min(fitting, key=lambda i: (runs[i].flops, runs[i].peak))
         if fitting
         else min(range(len(runs)), key=lambda i: runs[i].peak)
     )
-    chosen = runs[best]
-    predicted = backend.simulate(sac.simulation_graph(graph), {"events": chosen.events}, budget=limit)
+    events = sac.events(runs[best])
+    predicted = backend.simulate(sac.simulation_graph(graph), {"events": events}, budget=limit)
     calls = graph.get("meta", {}).get("region_calls") or [{} for _ in range(sac.regions)]
     p = Plan(
         policies=_table(filled[best], sac),
         calls=[dict(c) for c in calls],
         kept=sorted(kept),
-        events=chosen.events,
+        events=events,
         predicted=predicted,
         schedule_stats=result.get("stats"),
         fixed_memory=sac.fixed,
