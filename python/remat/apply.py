@@ -4,27 +4,47 @@ SAC decides, per op *call* inside a checkpointed region, whether its output is k
 (`MUST_SAVE`) or recomputed (`PREFER_RECOMPUTE`); the call is named by (op overload, occurrence in
 the region), which is how `remat.export(..., regions=...)` labels each forward node (`meta.region`,
 `meta.occurrence`). A remat schedule says more than SAC can run (where each recomputation goes, how
-often), so it is **projected** onto save sets:
+often), so it is **projected** onto save sets, and the plan is chosen among what SAC can run:
 
 1. A forward node is *kept* when the schedule computes it exactly once and it is still resident
    when the first backward node is computed (kept across the forward/backward boundary).
-2. An op call of a region is `MUST_SAVE` when one of its nodes is kept, or when it produces a
-   region's output (held anyway: the next region's checkpoint holds its inputs), unless it is an
-   in-place op or one of its outputs is later overwritten in place in the forward: SAC refuses a
-   cached tensor whose version changed ("Tensor cached during selective activation checkpoint has
-   been mutated", also for the output of an in-place op itself), so such ops are always
-   recomputed. Every other call of a region is `PREFER_RECOMPUTE`. Forward nodes outside every
-   region are kept by autograd as usual.
-3. `fit`: while what SAC runs (below) peaks over the budget, the saved call whose recomputation
-   lowers the peak most per FLOP is recomputed instead.
-4. `fill`: where the budget leaves room, regions are left unchecked and recomputed calls saved.
+2. An op call of a region is saved when one of its nodes is kept, unless it is an in-place op or
+   one of its outputs is later overwritten in place (SAC refuses a cached tensor whose version
+   changed, "Tensor cached during selective activation checkpoint has been mutated"), or the
+   region's replay never reaches it. Every other call is `PREFER_RECOMPUTE`.
+3. `_fit`: while what SAC runs (below) peaks over the budget, saved calls resident at the peak are
+   recomputed, those freeing the most bytes per FLOP first.
+4. `_fill`: where the budget leaves room, regions are left unchecked and recomputed calls saved.
+5. Candidates: the projection (1-4) and per-block checkpointing (every region checkpointed, every
+   call recomputed: what `torch.utils.checkpoint` around each region runs, the most any SAC plan
+   over these regions recomputes), filled when the projection does not fit. The cheapest that
+   fits wins; when none fits, `plan` raises `OverBudget` (or warns, `on_overrun="warn"`).
 
-What eager PyTorch then runs is itself a schedule (`sac_events`): the forward, each node freed
-after its last forward use unless kept, saved by SAC, or the input of a region; in backward, at
-the first backward node that reads a region's node, the region's forward is replayed up to its last
-node that backward reads (non-reentrant checkpoint with early stop), saved outputs reused, and
-every node is freed after its last use. remat's simulator replays that schedule: its peak is the
-predicted peak of the applied plan (`Plan.predicted`), which is what measurements are compared with.
+What eager PyTorch runs is itself a schedule (`_Sac.run`), built from what the export records of
+autograd (`meta.saves`: the tensors each forward op's autograd node saves; `meta.grad_fn`: the
+autograd node whose apply runs each backward op):
+
+- forward: each node is freed after its last forward use unless held: saved by an op outside the
+  checkpointed regions, cached by SAC, an input of a checkpointed region, or a model output (the
+  caller holds `out = model(x)` through backward);
+- backward, per autograd node: its saved tensors are unpacked before it applies, which replays a
+  checkpointed region at the first unpack of one of its tensors: the region's forward runs again
+  up to the last tensor it saves (early stop: inputs are saved before an op runs and outputs
+  after, so an op whose last save is an input does not run), SAC-cached values reused; what
+  the node reads from outside (saved tensors, input gradients) is released when its apply ends;
+- a multi-output op holds no bytes of its own: its elements are computed with it.
+
+remat's simulator replays that schedule (on the graph with multi-output nodes at 0 bytes): its
+peak is the predicted peak of the applied plan (`Plan.predicted`), which measurements
+(`remat.measure.LiveBytes`) are compared with. Scope: single-threaded CPU autograd as torch 2.15
+runs it; kernels' internal scratch buffers and storages larger than an op's output (CPU
+`mse_loss` returns its mean in the storage of the element-wise losses) are not modelled.
+
+`applied` runs the plan: each checkpointed region's forward is wrapped in a non-reentrant
+`checkpoint` with the plan's SAC policy; the region's lists and dicts of inputs are copied at the
+call (DenseNet appends to the list its layers read), and its buffers (BatchNorm's running
+statistics and counter) are saved before its replay and restored after it, so one step updates
+them once, as the plain step does.
 """
 
 from __future__ import annotations
@@ -521,19 +541,6 @@ def sac_events(graph: dict[str, Any], pol: Sequence[dict[Key, CheckpointPolicy] 
     None is not checkpointed (plain autograd keeps what backward reads)."""
     sac = _Sac(graph)
     return sac.events(sac.run(_saves(pol)))
-
-
-def peak(graph: dict[str, Any], events: Sequence[dict[str, str]]) -> int:
-    """The peak of `events` under remat's memory model (remat's simulator judges)."""
-    memory = {n["id"]: int(n["memory"]) for n in graph["nodes"]}
-    live = best = int(graph.get("fixed_memory", 0))
-    for e in events:
-        if e["op"] == "compute":
-            live += memory[e["node"]]
-            best = max(best, live)
-        elif e["op"] == "free":
-            live -= memory[e["node"]]
-    return best
 
 
 OnOverrun = Literal["raise", "warn"]
