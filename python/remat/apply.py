@@ -119,8 +119,14 @@ class _Sac:
         self.inputs = [[index[u] for u in n.get("inputs", [])] for n in nodes]
         self.is_bwd = [n.get("kind") == "backward" for n in nodes]
         is_loss = {n["id"] for n in nodes if n.get("kind") == "loss"}
-        # the model's outputs: the caller holds them (`out = model(x)`) until the step ends
-        self.output = [n.get("kind") == "forward" and any(s in is_loss for s in succ_ids[n["id"]]) for n in nodes]
+        # the model's outputs and the loss: the caller holds them (`out = model(x)`, `loss =
+        # loss_fn(out)`) until the step ends
+        self.output = [
+            any(s in is_loss for s in succ_ids[n["id"]])
+            if n.get("kind") == "forward"
+            else n["id"] in is_loss and not any(s in is_loss for s in succ_ids[n["id"]])
+            for n in nodes
+        ]
         self.region: list[int | None] = [None] * count
         self.key: list[Key] = [("", 0)] * count
         for i, n in enumerate(nodes):

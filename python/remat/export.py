@@ -103,6 +103,21 @@ def _aliased_arg(op: Any, n: fx.Node, alias_set: Any) -> fx.Node | None:
     return tensors[0] if tensors else None
 
 
+# CPU kernels that return a reduced loss in the storage of the element-wise losses (the
+# storage has the input's bytes): what eager PyTorch holds while the loss is alive
+_LOSS_IN_ELEMENTWISE_STORAGE = {"mse_loss", "smooth_l1_loss", "binary_cross_entropy"}
+
+
+def _output_bytes(n: fx.Node, val: torch.Tensor) -> int:
+    """The bytes of `n`'s output storage: its tensor's, or for the losses above on CPU (reduced),
+    its input's."""
+    if getattr(n.target, "_opname", "") in _LOSS_IN_ELEMENTWISE_STORAGE and val.device.type == "cpu" and val.dim() == 0:
+        first = n.args[0] if n.args else None
+        if isinstance(first, fx.Node):
+            return max(tensor_bytes(val), tensor_bytes(first.meta.get("val")))
+    return tensor_bytes(val)
+
+
 class _Builder:
     def __init__(self, trace: JointTrace, cost_of: dict[str, float]) -> None:
         self.trace = trace
@@ -192,7 +207,7 @@ class _Builder:
                 # an alias the schema does not annotate (`_unsafe_view`): the same storage
                 self.key[n] = self.key[shared]
                 return
-            self.key[n] = self.new_key(self.add(n, tensor_bytes(val), self.inputs_of(n), cost, n))
+            self.key[n] = self.new_key(self.add(n, _output_bytes(n, val), self.inputs_of(n), cost, n))
             return
         base = _aliased_arg(op, n, ai.before_set)
         if base is None or base not in self.key:
