@@ -208,6 +208,22 @@ class _Sac:
         self.prefix_set = [set(p) for p in self.prefix]
         in_prefix = {v for p in self.prefix for v in p}
         self.fwd_groups = [[v, *self.children[v]] for v in self.fwd if not self.is_element[v]]
+        # a checkpointed region's frame holds its inputs (and SAC's cache) until the last autograd
+        # node that saved a tensor in the region has run
+        self.region_inputs: list[list[int]] = [
+            list(dict.fromkeys(u for v in ms for u in self.inputs[v] if self.region[u] != r))
+            for r, ms in enumerate(self.members)
+        ]
+        frame_end = [-1] * self.regions
+        for k, outside in enumerate(self.ext_reads):
+            for u in outside:
+                for r in {self.region[s] for s in self.savers[u]} if self.exact else {self.region[u]}:
+                    if r is not None:
+                        frame_end[r] = k
+        self.frames_ending: list[list[int]] = [[] for _ in self.runs]
+        for r, k in enumerate(frame_end):
+            if k >= 0:
+                self.frames_ending[k].append(r)
         # SAC refuses cached tensors whose version changed: in-place ops and what they overwrite
         by_id = {n["id"]: n for n in nodes}
         bad = {i for i, n in enumerate(nodes) if "overwrites" in n.get("meta", {})}
@@ -259,6 +275,12 @@ class _Sac:
         resident = [False] * len(self.ids)
         rem_fwd = [len(s) for s in self.fwd_succ]
         pending = list(self.n_pending)
+        frames = [0] * len(self.ids)
+        for ending in self.frames_ending:
+            for r in ending:
+                if saves[r] is not None:
+                    for u in self.region_inputs[r]:
+                        frames[u] += 1
         ev: list[int] = []
         live = peak = self.fixed
         peak_at = 0
@@ -296,12 +318,12 @@ class _Sac:
                     for u in inputs[w]:
                         if u in members:
                             later[u] -= 1
-                            if later[u] == 0 and pending[u] == 0 and resident[u] and not output[u]:
+                            if later[u] == 0 and pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
                                 resident[u] = False
                                 live -= mem[u]
                                 ev.append(-u - 1)
             for v in [*prefix, *ran]:
-                if resident[v] and pending[v] == 0 and not output[v]:
+                if resident[v] and pending[v] == 0 and not frames[v] and not output[v]:
                     resident[v] = False
                     live -= mem[v]
                     ev.append(-v - 1)
@@ -357,10 +379,22 @@ class _Sac:
             # its saved tensors and input gradients are released when the apply returns
             for u in self.ext_reads[k]:
                 pending[u] -= 1
-                if pending[u] == 0 and resident[u] and not output[u]:
+                if pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
                     resident[u] = False
                     live -= mem[u]
                     ev.append(-u - 1)
+            for r in self.frames_ending[k]:
+                table = saves[r]
+                if table is None:
+                    continue
+                cached = [v for v in self.members[r] if self.key[v] in table]
+                for u in self.region_inputs[r]:
+                    frames[u] -= 1
+                for u in [*self.region_inputs[r], *cached]:
+                    if pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
+                        resident[u] = False
+                        live -= mem[u]
+                        ev.append(-u - 1)
         return _Run(peak=peak, flops=flops, peak_event=peak_at, ev=ev)
 
     def events(self, run: _Run) -> list[dict[str, str]]:
