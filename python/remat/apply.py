@@ -104,6 +104,7 @@ class _Sac:
         nodes = graph["nodes"]
         self.ids: list[str] = [n["id"] for n in nodes]
         self.index = index = {v: i for i, v in enumerate(self.ids)}
+        self.memo: dict[tuple[frozenset[Key] | None, ...], _Run] = {}
         succ_ids: dict[str, list[str]] = defaultdict(list)
         for n in nodes:
             for u in n.get("inputs", []):
@@ -215,11 +216,11 @@ class _Sac:
             for r, ms in enumerate(self.members)
         ]
         frame_end = [-1] * self.regions
-        for k, outside in enumerate(self.ext_reads):
-            for u in outside:
-                for r in {self.region[s] for s in self.savers[u]} if self.exact else {self.region[u]}:
-                    if r is not None:
-                        frame_end[r] = k
+        for k, reads in enumerate(self.ext_reads):
+            for u in reads:
+                for saver_region in {self.region[s] for s in self.savers[u]} if self.exact else {self.region[u]}:
+                    if saver_region is not None:
+                        frame_end[saver_region] = k
         self.frames_ending: list[list[int]] = [[] for _ in self.runs]
         for r, k in enumerate(frame_end):
             if k >= 0:
@@ -269,6 +270,13 @@ class _Sac:
     def run(self, saves: Saves) -> _Run:
         """Simulate what SAC runs under `saves`: peak (fixed memory included), FLOPs computed, the
         event index of the peak and the events (node + 1 computed, -(node + 1) freed)."""
+        key = tuple(None if t is None else frozenset(t) for t in saves)
+        if key not in self.memo:
+            self.memo[key] = self.simulate(saves)
+        return self.memo[key]
+
+    def simulate(self, saves: Saves) -> _Run:
+        """`run` without the memo."""
         reg = self.checked(saves)
         held = self.held(saves, reg)
         mem, cost, inputs, output, run_of = self.mem, self.cost, self.inputs, self.output, self.run_of
@@ -276,10 +284,10 @@ class _Sac:
         rem_fwd = [len(s) for s in self.fwd_succ]
         pending = list(self.n_pending)
         frames = [0] * len(self.ids)
-        for ending in self.frames_ending:
-            for r in ending:
-                if saves[r] is not None:
-                    for u in self.region_inputs[r]:
+        for closing in self.frames_ending:
+            for holder in closing:
+                if saves[holder] is not None:
+                    for u in self.region_inputs[holder]:
                         frames[u] += 1
         ev: list[int] = []
         live = peak = self.fixed
@@ -383,14 +391,14 @@ class _Sac:
                     resident[u] = False
                     live -= mem[u]
                     ev.append(-u - 1)
-            for r in self.frames_ending[k]:
-                table = saves[r]
+            for ending in self.frames_ending[k]:
+                table = saves[ending]
                 if table is None:
                     continue
-                cached = [v for v in self.members[r] if self.key[v] in table]
-                for u in self.region_inputs[r]:
+                cached = [v for v in self.members[ending] if self.key[v] in table]
+                for u in self.region_inputs[ending]:
                     frames[u] -= 1
-                for u in [*self.region_inputs[r], *cached]:
+                for u in [*self.region_inputs[ending], *cached]:
                     if pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
                         resident[u] = False
                         live -= mem[u]
