@@ -99,36 +99,25 @@ def run_model(name: str, fractions: list[float], time_limit: float, rows: list[d
         pb_flops = flops(model, inputs, loss_fn)
         restore()
     nodes = len(graph["nodes"])
-    rows.append(row(name, nodes, "plain", None, base.activations, None, plain_flops, plain_flops, pb_flops, True, None))
-    rows.append(row(name, nodes, "per-block", None, pb.activations, None, pb_flops, plain_flops, pb_flops, True, None))
-    budgets: list[tuple[str, int]] = [
-        (f"{f:.1f}", fixed + int(f * (report["checkpoint_all_peak"] - fixed))) for f in fractions
-    ]
+    ref = (plain_flops, pb_flops)
+    rows.append(row(name, nodes, "plain", ref, measured=base.activations, flops_run=plain_flops, same=True))
+    rows.append(row(name, nodes, "per-block", ref, measured=pb.activations, flops_run=pb_flops, same=True))
+    span = int(report["checkpoint_all_peak"]) - fixed
+    budgets = [(f"{f:.1f}", fixed + int(f * span)) for f in fractions]
     budgets.append(("per-block", fixed + pb.activations))
     for label, budget in budgets:
         try:
             result = backend.solve(graph, budget, time_limit=time_limit)
         except remat.InfeasibleBudget:  # below what any schedule needs: nothing to apply
-            rows.append(row(name, nodes, label, budget - fixed, None, None, None, plain_flops, pb_flops, None, None))
+            rows.append(row(name, nodes, label, ref, budget=budget - fixed))
             continue
         t0 = time.perf_counter()
         try:
             p = plan(graph, result, backend, on_overrun="raise")
         except remat.OverBudget as e:
+            seconds = time.perf_counter() - t0
             rows.append(
-                row(
-                    name,
-                    nodes,
-                    label,
-                    budget - fixed,
-                    None,
-                    e.predicted - fixed,
-                    None,
-                    plain_flops,
-                    pb_flops,
-                    None,
-                    time.perf_counter() - t0,
-                )
+                row(name, nodes, label, ref, budget=budget - fixed, predicted=e.predicted - fixed, seconds=seconds)
             )
             continue
         seconds = time.perf_counter() - t0
@@ -158,14 +147,13 @@ def run_model(name: str, fractions: list[float], time_limit: float, rows: list[d
                 name,
                 nodes,
                 label,
-                budget - fixed,
-                step.activations,
-                p.predicted_activations,
-                f,
-                plain_flops,
-                pb_flops,
-                same,
-                seconds,
+                ref,
+                budget=budget - fixed,
+                measured=step.activations,
+                predicted=p.predicted_activations,
+                flops_run=f,
+                same=same,
+                seconds=seconds,
             )
         )
 
@@ -174,15 +162,17 @@ def row(
     model: str,
     nodes: int,
     label: str,
-    budget: int | None,
-    measured: int | None,
-    predicted: int | None,
-    flops_run: int | None,
-    plain: int,
-    pb: int,
-    same: bool | None,
-    seconds: float | None,
+    reference: tuple[int, int],
+    *,
+    budget: int | None = None,
+    measured: int | None = None,
+    predicted: int | None = None,
+    flops_run: int | None = None,
+    same: bool | None = None,
+    seconds: float | None = None,
 ) -> dict[str, Any]:
+    """One table row; `reference`: the FLOPs of the plain step and of per-block checkpointing."""
+    plain, pb = reference
     return {
         "model": model,
         "nodes": nodes,

@@ -294,8 +294,23 @@ class _Sac:
         peak_at = 0
         flops = 0.0
 
-        def replay(r: int) -> None:
+        def compute(group: list[int]) -> None:
             nonlocal live, peak, peak_at, flops
+            for w in group:
+                resident[w] = True
+                live += mem[w]
+                flops += cost[w]
+                ev.append(w + 1)
+                if live > peak:
+                    peak, peak_at = live, len(ev) - 1
+
+        def free(u: int) -> None:
+            nonlocal live
+            resident[u] = False
+            live -= mem[u]
+            ev.append(-u - 1)
+
+        def replay(r: int) -> None:
             prefix = self.prefix[r]
             members = self.prefix_set[r]
             later: dict[int, int] = defaultdict(int)
@@ -314,48 +329,28 @@ class _Sac:
                             f"replaying region {r}: node {self.ids[v]} reads {self.ids[u]}, which is not resident"
                         )
                 group = [v, *(c for c in self.children[v] if not resident[c])]
-                for w in group:
-                    resident[w] = True
-                    live += mem[w]
-                    flops += cost[w]
-                    ev.append(w + 1)
-                    if live > peak:
-                        peak, peak_at = live, len(ev) - 1
+                compute(group)
                 ran.extend(group)
                 for w in group:
                     for u in inputs[w]:
                         if u in members:
                             later[u] -= 1
                             if later[u] == 0 and pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
-                                resident[u] = False
-                                live -= mem[u]
-                                ev.append(-u - 1)
+                                free(u)
             for v in [*prefix, *ran]:
                 if resident[v] and pending[v] == 0 and not frames[v] and not output[v]:
-                    resident[v] = False
-                    live -= mem[v]
-                    ev.append(-v - 1)
+                    free(v)
 
         for group in self.fwd_groups:
-            for w in group:
-                resident[w] = True
-                live += mem[w]
-                flops += cost[w]
-                ev.append(w + 1)
-                if live > peak:
-                    peak, peak_at = live, len(ev) - 1
+            compute(group)
             for w in group:
                 for u in inputs[w]:
                     rem_fwd[u] -= 1
                     if rem_fwd[u] == 0 and resident[u] and not held[u]:
-                        resident[u] = False
-                        live -= mem[u]
-                        ev.append(-u - 1)
+                        free(u)
             for w in group:
                 if rem_fwd[w] == 0 and resident[w] and not held[w]:
-                    resident[w] = False
-                    live -= mem[w]
-                    ev.append(-w - 1)
+                    free(w)
         replayed = [False] * self.regions
         for k, groups in enumerate(self.bwd_groups):
             # an autograd node unpacks its saved tensors (replaying regions) before it applies
@@ -364,33 +359,21 @@ class _Sac:
                     replayed[r] = True
                     replay(r)
             for group in groups:
-                for w in group:
-                    resident[w] = True
-                    live += mem[w]
-                    flops += cost[w]
-                    ev.append(w + 1)
-                    if live > peak:
-                        peak, peak_at = live, len(ev) - 1
+                compute(group)
                 for w in group:
                     for u in inputs[w]:
                         if run_of[u] == k:
                             pending[u] -= 1
                             if pending[u] == 0 and resident[u]:
-                                resident[u] = False
-                                live -= mem[u]
-                                ev.append(-u - 1)
+                                free(u)
                 for w in group:
                     if pending[w] == 0 and resident[w]:
-                        resident[w] = False
-                        live -= mem[w]
-                        ev.append(-w - 1)
+                        free(w)
             # its saved tensors and input gradients are released when the apply returns
             for u in self.ext_reads[k]:
                 pending[u] -= 1
                 if pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
-                    resident[u] = False
-                    live -= mem[u]
-                    ev.append(-u - 1)
+                    free(u)
             for ending in self.frames_ending[k]:
                 table = saves[ending]
                 if table is None:
@@ -400,9 +383,7 @@ class _Sac:
                     frames[u] -= 1
                 for u in [*self.region_inputs[ending], *cached]:
                     if pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
-                        resident[u] = False
-                        live -= mem[u]
-                        ev.append(-u - 1)
+                        free(u)
         return _Run(peak=peak, flops=flops, peak_event=peak_at, ev=ev)
 
     def events(self, run: _Run) -> list[dict[str, str]]:
