@@ -10,6 +10,10 @@ ops at the dispatcher level below autograd: the same ops, in the same order, tha
 decisions on, so a node of the exported graph can be named as (checkpoint region, op, occurrence)
 and found again in eager mode (`remat.apply`). `aot_export_module(trace_joint=True)` would
 functionalize the graph (other op names than eager runs), which is why it is not used here.
+
+Two records of autograd come with the graph: which op saved each tensor for backward
+(`saved_tensors_hooks` around the forward and loss; `JointTrace.saves`) and which autograd node
+ran each backward op (a dispatch mode around `autograd.grad`; `JointTrace.grad_fn`).
 """
 
 from __future__ import annotations
