@@ -42,9 +42,9 @@ from torch.utils._ordered_set import OrderedSet
 from . import budget as _budget
 from ._trace import JointTrace
 from .client import Backend
-from .errors import ApplyError, OverBudget, OverBudgetWarning
+from .errors import ApplyError, OverBudget, OverBudgetWarning, RematError
 from .export import _Builder, _fx_costs_flops, graph_dict, tensor_bytes
-from .realize import is_random, prediction_graph, realize, realized_events
+from .realize import UNREDUCED_STORAGE, is_random, prediction_graph, realize, realized_events, unread_args
 
 Overrun = Literal["raise", "warn"]
 
@@ -103,9 +103,30 @@ def joint_graph(joint: fx.GraphModule, num_fwd_outputs: int) -> tuple[dict[str, 
     costs, formula, other = _fx_costs_flops(trace)
     b = _Builder(trace, costs)
     b.run()
+    _kernel_facts(b)
     grads = sum(tensor_bytes(o.meta.get("val")) for o in trace.grad_nodes)
     meta = {"flops_formula": formula, "flops_per_element": other}
     return graph_dict(b, "aot-joint", b.fixed_bytes + grads, "FLOP", meta), b
+
+
+def _kernel_facts(b: _Builder) -> None:
+    """What kernels really read and hold, where it differs from the ops' signatures: inputs a
+    kernel does not read are no inputs of its node (`realize` passes None for them), and a loss
+    whose storage is the unreduced buffer holds that buffer's bytes."""
+
+    def owner(a: fx.Node) -> str | None:
+        return b.current.get(b.key[a]) if a in b.key else None
+
+    for n in b.trace.gm.graph.nodes:
+        node = b.nodes.get(n.name)
+        if node is None:
+            continue
+        skip = {a for i in unread_args(n) if isinstance(a := n.args[i], fx.Node)}
+        if skip:
+            read = {owner(a) for a in n.all_input_nodes if a not in skip}
+            node.inputs = [i for i in node.inputs if i in read]
+        if n.target in UNREDUCED_STORAGE and isinstance(n.args[0], fx.Node):
+            node.memory = max(node.memory, tensor_bytes(n.args[0].meta.get("val")))
 
 
 def solve_graph(graph: dict[str, Any], built: _Builder) -> dict[str, Any]:
@@ -238,7 +259,13 @@ class Step:
         return self.partitioner.last
 
     def __call__(self, *args: Any) -> torch.Tensor:
-        loss = self.module(*args)
+        try:
+            loss = self.module(*args)
+        except torch._dynamo.exc.BackendCompilerFailed as e:
+            # remat's own errors (OverBudget, InfeasibleBudget, ...) reach the caller as they are
+            if isinstance(e.inner_exception, RematError):
+                raise e.inner_exception from None
+            raise
         loss.backward()
         return loss.detach()
 
@@ -266,7 +293,10 @@ def compile(
         from torch._dynamo.backends.common import aot_autograd
         from torch._dynamo.backends.debugging import boxed_nop
 
-        backend_fn: Any = aot_autograd(fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=part)
+        # buffer updates stay in the graph (copy_), where the partition runs them as early as it can
+        backend_fn: Any = aot_autograd(
+            fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=part, keep_inference_input_mutations=True
+        )
         module = torch.compile(wrapped, backend=backend_fn, dynamic=False)
     elif compiler == "inductor":
         from .inductor import OPTIONS, RematPartitionerFn

@@ -51,6 +51,17 @@ PHASE = "remat_phase"  # "forward" or "backward": the graph a copy runs in
 
 _BN_FUNCTIONAL = torch.ops.aten._native_batch_norm_legit_functional.default
 _BN_NO_STATS = torch.ops.aten._native_batch_norm_legit.no_stats
+_BN_BACKWARD = torch.ops.aten.native_batch_norm_backward.default
+# ops whose 0-dim loss keeps the unreduced buffer (the input's size) as its storage (CPU kernels)
+UNREDUCED_STORAGE = (torch.ops.aten.mse_loss.default, torch.ops.aten.smooth_l1_loss.default)
+
+
+def unread_args(n: fx.Node) -> tuple[int, ...]:
+    """Positions of `n`'s arguments its kernel does not read: BatchNorm's backward in training
+    takes the running statistics but uses the batch statistics (they are not kept for it)."""
+    if n.target is _BN_BACKWARD and len(n.args) > 7 and n.args[7] is True:
+        return (3, 4)
+    return ()
 
 
 def is_tangent(n: fx.Node) -> bool:
@@ -110,6 +121,15 @@ class _Rewriter:
             elif nd.parent is None and fxn.target is not _BN_FUNCTIONAL and any(u.name in owners for u in fxn.users):
                 self.pinned.add(name)
         self.tangent_dependent = self._tangent_dependent()
+        # in-place writes into inputs (a buffer's new running statistics, kept in the graph): run
+        # in the forward as soon as what they write exists, so that it is not held until the end
+        self.mutations: dict[str, list[fx.Node]] = defaultdict(list)
+        for n in self.nodes:
+            schema = getattr(n.target, "_schema", None)
+            if n.op == "call_function" and schema is not None and schema.is_mutable and n.name not in built.nodes:
+                if n.name not in self.tangent_dependent:
+                    owners_of = [o for o in (self.owner(a) for a in n.all_input_nodes) if o is not None]
+                    self.mutations[owners_of[-1] if owners_of else ""].append(n)
 
     def owner(self, n: fx.Node) -> str | None:
         """The remat node holding fx node `n`'s value (None: fixed memory or no tensor)."""
@@ -175,13 +195,28 @@ class _Rewriter:
         elif n.target is operator.getitem:
             copy = self.element(n)
         else:
-            copy = self.graph.node_copy(n, self.value)
+            unread = unread_args(n)
+            if unread:
+                args = tuple(None if i in unread else fx.node.map_arg(a, self.value) for i, a in enumerate(n.args))
+                copy = self.graph.call_function(n.target, args, fx.node.map_arg(n.kwargs, self.value))
+                copy.meta = dict(n.meta)
+            else:
+                copy = self.graph.node_copy(n, self.value)
         copy.meta[NODE] = v
         copy.meta[PHASE] = "forward" if copy in self.forward_set else self.phase
         copy.meta.pop(ALIAS, None)
         self.current[v] = copy
         self.seen.add(v)
+        if self.phase == "forward":
+            self.flush_mutations(v)
         return copy
+
+    def flush_mutations(self, v: str) -> None:
+        """Emit the in-place writes whose last-computed input is `v` once all their inputs exist."""
+        for m in list(self.mutations.get(v, [])):
+            if all(o is None or o in self.current for o in (self.owner(a) for a in m.all_input_nodes)):
+                self.graph.node_copy(m, self.value)
+                self.mutations[v].remove(m)
 
     def element(self, n: fx.Node) -> fx.Node:
         """A copy of getitem `n` on the current copy of its tuple: one per tuple copy (the tuple holds
@@ -227,6 +262,10 @@ class _Rewriter:
 
     def finish_forward(self) -> None:
         self.forward_values = {o: self.value(o) for o in self.fwd_outputs}
+        for pending in self.mutations.values():
+            for m in pending:
+                self.graph.node_copy(m, self.value)
+        self.mutations.clear()
         self.forward_set.update(self.graph.nodes)
         self.phase = "backward"
 
@@ -333,9 +372,22 @@ def realized_events(
 
     fw_held = _holders(fw, {})
     fw_out = _outputs(fw)
-    returned = set().union(*(fw_held.get(o.name, set()) for o in fw_out[:num_fwd_outputs] if isinstance(o, fx.Node)))
-    saved = set().union(*(fw_held.get(o.name, set()) for o in fw_out[num_fwd_outputs:] if isinstance(o, fx.Node)))
-    run(fw, fw_held, returned | saved)
+    descs = fw.graph.output_node().meta.get("desc") or []
+    # the new values of mutated inputs (running statistics) are copied into the inputs and
+    # dropped when the forward returns; the caller holds the other outputs (the loss)
+    mutation = {i for i, d in enumerate(descs[:num_fwd_outputs]) if type(d).__name__ == "InputMutationAOTOutput"}
+
+    def holding(outputs: list[tuple[int, Any]]) -> set[str]:
+        return set().union(*(fw_held.get(o.name, set()) for _, o in outputs if isinstance(o, fx.Node)))
+
+    user = list(enumerate(fw_out[:num_fwd_outputs]))
+    returned = holding([(i, o) for i, o in user if i not in mutation])
+    mutated = holding([(i, o) for i, o in user if i in mutation])
+    saved = holding(list(enumerate(fw_out[num_fwd_outputs:])))
+    run(fw, fw_held, returned | saved | mutated)
+    for h in sorted(mutated - saved - returned):
+        if h in resident:
+            free(h)
     # backward: the saved values arrive as placeholders of the same names
     bw_held: dict[str, set[str]] = {
         n.name: {n.name} for n in bw.graph.nodes if n.op == "placeholder" and n.name in node_of
