@@ -129,15 +129,33 @@ def _kernel_facts(b: _Builder) -> None:
             node.memory = max(node.memory, tensor_bytes(n.args[0].meta.get("val")))
 
 
-def solve_graph(graph: dict[str, Any], built: _Builder) -> dict[str, Any]:
-    """The graph remat solves: random ops cost more than all other nodes together."""
+def solve_graph(graph: dict[str, Any], built: _Builder, num_fwd_outputs: int) -> dict[str, Any]:
+    """The graph remat solves: the outputs the caller holds (the loss) are resident from the
+    forward to the end of the step, so their bytes are fixed memory; random ops cost more than all
+    other nodes together (recomputing them would draw other numbers)."""
     total = 1.0 + sum(float(n["cost"]) for n in graph["nodes"])
-    fx_nodes = {n.name: n for n in built.trace.gm.graph.nodes}
+    joint = built.trace.gm.graph
+    fx_nodes = {n.name: n for n in joint.nodes}
+    output = joint.output_node()
+    descs = output.meta.get("desc") or []
+    held = set()
+    for i, o in enumerate(list(output.args[0])[:num_fwd_outputs]):  # type: ignore[arg-type]
+        if isinstance(o, fx.Node) and not (i < len(descs) and type(descs[i]).__name__ == "InputMutationAOTOutput"):
+            key = built.key.get(o)
+            owner = built.current.get(key) if key is not None else None
+            if owner in built.nodes:
+                held.add(owner)
     nodes = []
+    fixed = int(graph["fixed_memory"])
     for n in graph["nodes"]:
         source = fx_nodes.get(built.nodes[n["id"]].source)
-        nodes.append({**n, "cost": total} if source is not None and is_random(source) else n)
-    return {**graph, "nodes": nodes}
+        if source is not None and is_random(source):
+            n = {**n, "cost": total}
+        if n["id"] in held:
+            fixed += int(n["memory"])
+            n = {**n, "memory": 0}
+        nodes.append(n)
+    return {**graph, "fixed_memory": fixed, "nodes": nodes}
 
 
 def graph_key(graph: dict[str, Any], *options: Any) -> str:
@@ -193,7 +211,7 @@ class Partitioner:
         **_: Any,
     ) -> tuple[fx.GraphModule, fx.GraphModule]:
         graph, built = joint_graph(joint, num_fwd_outputs)
-        result, cached = self.solve(solve_graph(graph, built))
+        result, cached = self.solve(solve_graph(graph, built, num_fwd_outputs))
         events = (result.get("schedule") or {}).get("events")
         if not events:
             raise ApplyError(f"remat returned no schedule ({result.get('status')})")
