@@ -60,7 +60,7 @@ class LlamaBlock(nn.Module):
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.o(y.transpose(1, 2).reshape(b, t, d))
         h = self.norm2(x)
-        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))  # type: ignore[no-any-return]
 
 
 class Llama(nn.Module):
@@ -73,6 +73,8 @@ class Llama(nn.Module):
         half = d // heads // 2
         freqs = 1.0 / (10000 ** (torch.arange(half).float() / half))
         angles = torch.outer(torch.arange(seq).float(), freqs)
+        self.cos: torch.Tensor
+        self.sin: torch.Tensor
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
