@@ -71,7 +71,15 @@ def is_tangent(n: fx.Node) -> bool:
 def is_random(n: fx.Node) -> bool:
     """Ops whose recomputation would draw other random numbers (dropout)."""
     tags = getattr(n.target, "tags", ())
-    return torch.Tag.nondeterministic_seeded in tags
+    if torch.Tag.nondeterministic_seeded not in tags:
+        return False
+    # attention kernels are tagged for their dropout: without dropout they draw nothing
+    schema = n.target._schema  # type: ignore[union-attr]
+    for i, arg in enumerate(schema.arguments):
+        if arg.name == "dropout_p":
+            value = n.args[i] if i < len(n.args) else n.kwargs.get(arg.name, arg.default_value)
+            return not (isinstance(value, (int, float)) and value == 0)
+    return True
 
 
 @dataclasses.dataclass
