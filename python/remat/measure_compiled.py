@@ -27,7 +27,7 @@ import torch
 from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile
 
-from .measure import LiveBytes
+from .measure import LiveBytes, Step
 
 
 class CompiledLiveBytes(LiveBytes):
@@ -107,15 +107,13 @@ class AllocatorBytes:
 
 
 @dataclasses.dataclass
-class CompiledStep:
-    """One measured compiled step: loss, gradients, peak activation bytes by each tracker, time."""
+class CompiledStep(Step):
+    """A measured compiled step: `activations` by `CompiledLiveBytes` (live op outputs, what
+    aot_eager runs), and by `AllocatorBytes` the peak of live CPU allocations with (`allocated`)
+    and without (`buffers`, what Inductor runs) ops' scratch."""
 
-    loss: float
-    grads: list[torch.Tensor | None]
-    activations: int  # CompiledLiveBytes: live op outputs (what aot_eager runs)
-    allocated: int  # AllocatorBytes: live CPU allocations, ops' scratch included
-    buffers: int  # AllocatorBytes: live CPU allocations but ops' scratch (what Inductor runs)
-    seconds: float
+    allocated: int = 0
+    buffers: int = 0
 
 
 def measure_compiled(
@@ -145,4 +143,4 @@ def measure_compiled(
         loss = step(*args)
     kept = [None if p.grad is None else p.grad.detach().clone() for p in params]
     activations = live.peak([p.grad for p in params if p.grad is not None])
-    return CompiledStep(float(loss), kept, activations, allocated, buffers, min(times[1:]))
+    return CompiledStep(float(loss), kept, activations, min(times[1:]), allocated, buffers)
