@@ -116,28 +116,40 @@ class _Rewriter:
         self.forward_set: set[fx.Node] = set()
         self.elements: dict[tuple[fx.Node, Any], fx.Node] = {}
         self.deviations: list[str] = []
+        self.random: set[str] = set()
+        self.pinned = self._pinned(outputs)
+        self.tangent_dependent = self._tangent_dependent()
+        self.mutations = self._mutations()
+
+    def _pinned(self, outputs: list[Any]) -> set[str]:
+        """Nodes never recomputed: outputs (forward outputs, gradients), random ops, and ops
+        producing forward outputs (input mutations), BatchNorm excepted (recomputed as no_stats)."""
         owners = {self.owner(o) for o in self.fwd_outputs}
-        # never recomputed: outputs (forward outputs, gradients), random ops, ops producing forward
-        # outputs (but BatchNorm)
-        self.pinned = {o for o in (self.owner(o) for o in outputs if isinstance(o, fx.Node)) if o is not None}
-        for name, nd in built.nodes.items():
+        pinned = {o for o in (self.owner(o) for o in outputs if isinstance(o, fx.Node)) if o is not None}
+        self.random = set()
+        for name, nd in self.built.nodes.items():
             fxn = self.by_name.get(nd.source)
             if fxn is None:
                 continue
             if is_random(fxn):
-                self.pinned.add(name)
+                self.random.add(name)
             elif nd.parent is None and fxn.target is not _BN_FUNCTIONAL and any(u.name in owners for u in fxn.users):
-                self.pinned.add(name)
-        self.tangent_dependent = self._tangent_dependent()
-        # in-place writes into inputs (a buffer's new running statistics, kept in the graph): run
-        # in the forward as soon as what they write exists, so that it is not held until the end
-        self.mutations: dict[str, list[fx.Node]] = defaultdict(list)
+                pinned.add(name)
+        return pinned | self.random
+
+    def _mutations(self) -> dict[str, list[fx.Node]]:
+        """In-place writes into inputs (a buffer's new running statistics, kept in the graph), by
+        the remat node they wait for: run in the forward as soon as what they write exists, so that
+        it is not held until the end of the forward."""
+        found: dict[str, list[fx.Node]] = defaultdict(list)
         for n in self.nodes:
             schema = getattr(n.target, "_schema", None)
-            if n.op == "call_function" and schema is not None and schema.is_mutable and n.name not in built.nodes:
-                if n.name not in self.tangent_dependent:
-                    owners_of = [o for o in (self.owner(a) for a in n.all_input_nodes) if o is not None]
-                    self.mutations[owners_of[-1] if owners_of else ""].append(n)
+            if n.op != "call_function" or schema is None or not schema.is_mutable or n.name in self.built.nodes:
+                continue
+            if n.name not in self.tangent_dependent:
+                owners = [o for o in (self.owner(a) for a in n.all_input_nodes) if o is not None]
+                found[owners[-1] if owners else ""].append(n)
+        return found
 
     def owner(self, n: fx.Node) -> str | None:
         """The remat node holding fx node `n`'s value (None: fixed memory or no tensor)."""
@@ -251,8 +263,8 @@ class _Rewriter:
                 if self.phase == "forward" and v in self.tangent_dependent:
                     self.finish_forward()
                 if v in self.pinned and v in self.current:
-                    if self.current[v].meta.get(PHASE) != self.phase:
-                        self.deviations.append(f"{v} kept from the forward rather than recomputed")
+                    if v in self.random and self.current[v].meta.get(PHASE) != self.phase:
+                        self.deviations.append(f"{v} (random) kept from the forward rather than recomputed")
                     continue
                 self.compute(v)
             elif e["op"] == "free" and v not in self.pinned:
