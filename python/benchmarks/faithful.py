@@ -179,7 +179,12 @@ def rows_for(name: str, args: argparse.Namespace, backend: remat.Local) -> list[
             fraction = tightest(step, step_args, backend)
         else:
             fraction = float(f)
-        out += rows_at(name, fraction, args, backend, model_copy, loss_fn, step_args, n_in, base)
+        rows = rows_at(name, fraction, args, backend, model_copy, loss_fn, step_args, n_in, base)
+        # the tightest budget the solver finds a schedule for within its time limit: step up
+        while f == "tightest" and "error" in rows[0] and fraction < 0.95:
+            fraction = min(1.0, fraction + 0.03)
+            rows = rows_at(name, fraction, args, backend, model_copy, loss_fn, step_args, n_in, base)
+        out += rows
     for r in out:
         r["model"] = name
     return out
