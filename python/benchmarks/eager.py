@@ -25,22 +25,20 @@ import torch
 from torch.utils.checkpoint import checkpoint
 from torch.utils.flop_counter import FlopCounterMode
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from families import bert_setup, densenet_setup, llama_setup, unet_setup
-from models import resnet18_setup
+import families
 
 import remat
 from remat.apply import applied, plan
 from remat.measure import measure_step
 
 SETUPS = {
-    "llama": llama_setup,
-    "bert": bert_setup,
-    "resnet18": resnet18_setup,
-    "unet": unet_setup,
-    "densenet121": densenet_setup,
+    name: (lambda make=make: families.as_setup(make()))
+    for name, make in families.FAMILIES.items()
+    if name != "densenet121"
 }
+SETUPS["densenet121"] = lambda: families.as_setup(families.densenet121(regions="layers"))
 
 
 @contextmanager

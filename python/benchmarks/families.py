@@ -184,14 +184,26 @@ def unet(batch: int = 4, resolution: int = 64, width: int = 32) -> Family:
     return model, model.blocks(), (x,), (torch.randn(batch, 3, resolution, resolution),), F.mse_loss
 
 
-def densenet121(batch: int = 2, resolution: int = 64) -> Family:
+def densenet121(batch: int = 2, resolution: int = 64, regions: str = "blocks") -> Family:
+    """torchvision's DenseNet-121, unmodified; `regions="layers"` makes its 58 dense layers the
+    blocks (each reads the Python list of features its dense block keeps appending to), "blocks"
+    its four dense blocks."""
     import torchvision
+    from torchvision.models.densenet import _DenseBlock, _DenseLayer
 
     model = torchvision.models.densenet121(num_classes=10)
-    blocks = [m for m in model.features if isinstance(m, torchvision.models.densenet._DenseBlock)]
+    kind = {"blocks": _DenseBlock, "layers": _DenseLayer}[regions]
+    blocks: list[nn.Module] = [m for m in model.modules() if isinstance(m, kind)]
     x = torch.randn(batch, 3, resolution, resolution)
     y = torch.randint(0, 10, (batch,))
-    return model, list(blocks), (x,), (y,), F.cross_entropy
+    return model, blocks, (x,), (y,), F.cross_entropy
+
+
+def as_setup(family: Family) -> tuple[nn.Module, list[nn.Module], tuple[torch.Tensor, ...], Callable[..., Any]]:
+    """The family as (model, blocks, inputs, loss of the output alone): the eager path's form, the
+    targets captured by the loss."""
+    model, blocks, inputs, targets, loss_fn = family
+    return model, blocks, inputs, lambda out: loss_fn(out, *targets)
 
 
 FAMILIES: dict[str, Callable[[], Family]] = {

@@ -7,6 +7,7 @@ import torch
 import remat
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # families.py
 
 torch.set_num_threads(2)
 

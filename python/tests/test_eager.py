@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import families
 import pytest
 import torch
 import torch.nn.functional as F
-from families import ResUNet, densenet_setup
 from models import resnet18_setup
 from torch import nn
 from torch.utils.checkpoint import checkpoint
@@ -48,6 +48,11 @@ def one_step(model: nn.Module, inputs: tuple[Any, ...], loss_fn: Any) -> tuple[f
     loss = loss_fn(model(*inputs))
     loss.backward()
     return float(loss.item()), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+
+def densenet_setup(batch: int, resolution: int) -> Any:
+    """torchvision's DenseNet-121 unmodified, its dense layers the regions."""
+    return families.as_setup(families.densenet121(batch, resolution, regions="layers"))
 
 
 @pytest.mark.parametrize("make", [resnet18_setup, densenet_setup], ids=["resnet18", "densenet121"])
@@ -96,7 +101,7 @@ def test_region_reading_a_growing_list_replays_its_input_as_called(binary: str) 
 
 
 def small_unet() -> tuple[nn.Module, list[nn.Module], tuple[torch.Tensor, ...], Any]:
-    model = ResUNet(base=16, levels=3)
+    model = families.UNet(width=16)
     x = torch.randn(2, 3, 32, 32)
     target = torch.randn(2, 3, 32, 32)
     return model, model.blocks(), (x,), lambda out: F.l1_loss(out, target)
