@@ -23,6 +23,11 @@ pub struct Config {
     /// Solves that run at once (default: the number of CPUs).
     #[arg(long, env = "REMAT_WORKERS", default_value_t = default_workers())]
     pub workers: usize,
+    /// Requests whose bodies are read at once (parsed, their graphs built), beside the
+    /// solves; more wait their turn. Bounds the memory of graphs being read (see
+    /// `--max-body`).
+    #[arg(long, env = "REMAT_READERS", default_value_t = DEFAULT_READERS, value_parser = clap::value_parser!(u32).range(1..=1024).map(|n| n as usize))]
+    pub readers: usize,
     /// Solves that may wait for a worker; beyond that, 503 with Retry-After.
     #[arg(long, env = "REMAT_QUEUE", default_value_t = 32)]
     pub queue: usize,
@@ -74,6 +79,7 @@ impl Default for Config {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             max_body: 64 << 20,
             workers: default_workers(),
+            readers: DEFAULT_READERS,
             queue: 32,
             time_limit: 60.0,
             solver_threads: None,
@@ -108,6 +114,8 @@ impl Config {
     }
 }
 
+/// Default of `--readers`.
+pub const DEFAULT_READERS: usize = 2;
 /// Default of `--max-nodes`.
 pub const DEFAULT_MAX_NODES: usize = 1_000_000;
 /// Default of `--max-edges`.

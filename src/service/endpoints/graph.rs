@@ -6,15 +6,14 @@
 #![allow(clippy::result_large_err)]
 
 use super::super::problem::{ApiProblem, Kind};
-use super::super::request::Body;
-use super::{json_response, ApiResult, Shared};
+use super::super::request::{body_bytes, Body};
+use super::{json_response, off_runtime, ApiResult, Shared};
 use crate::budget::Budget;
-use crate::front::{read_schedule, report, simulate_report};
+use crate::front::{read_schedule_text, report, simulate_report};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::Value;
 
 /// `POST /v1/simulate`: replays a schedule; 200 with its figures, 422 naming the event,
 /// node and rule it breaks.
@@ -22,21 +21,29 @@ pub async fn simulate_schedule(
     State(state): Shared,
     bytes: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let mut body = Body::parse(bytes)?;
-    let graph = body.graph(&state.config)?;
-    let raw: Value = body.required("schedule", Kind::InvalidSchedule)?;
-    let budget: Option<Budget> = body.optional("budget", Kind::InvalidBudget)?;
-    body.finish()?;
-    let schedule = read_schedule(raw)?;
-    let budget = budget.map(|b| b.resolve(&graph)).transpose()?;
-    let report = simulate_report(&graph, &schedule, budget).map_err(ApiProblem::schedule)?;
-    Ok(json_response(StatusCode::OK, &report))
+    let bytes = body_bytes(bytes)?;
+    off_runtime(&state, move |state| {
+        let mut body = Body::parse(&bytes)?;
+        let graph = body.graph(&state.config)?;
+        let raw = body.required_raw("schedule")?;
+        let budget: Option<Budget> = body.optional("budget", Kind::InvalidBudget)?;
+        body.finish()?;
+        let schedule = read_schedule_text(raw.get())?;
+        let budget = budget.map(|b| b.resolve(&graph)).transpose()?;
+        let report = simulate_report(&graph, &schedule, budget).map_err(ApiProblem::schedule)?;
+        Ok(json_response(StatusCode::OK, &report))
+    })
+    .await
 }
 
 /// `POST /v1/inspect`: size, cost and memory bounds of a graph.
 pub async fn inspect(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    let mut body = Body::parse(bytes)?;
-    let graph = body.graph(&state.config)?;
-    body.finish()?;
-    Ok(json_response(StatusCode::OK, &report(&graph, None)))
+    let bytes = body_bytes(bytes)?;
+    off_runtime(&state, move |state| {
+        let mut body = Body::parse(&bytes)?;
+        let graph = body.graph(&state.config)?;
+        body.finish()?;
+        Ok(json_response(StatusCode::OK, &report(&graph, None)))
+    })
+    .await
 }
