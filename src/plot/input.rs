@@ -117,11 +117,11 @@ mod tests {
         let g = linear(2);
         let schedule = Stages::from_s(&g, empty_s(g.len())).into_schedule(&g);
         let result = json!({"budget": 7, "schedule": schedule.to_json(&g)});
-        let drawn = read(&g, result).unwrap();
+        let drawn = read(&g, &result.to_string()).unwrap();
         assert_eq!(drawn.budget, Some(7));
         assert_eq!(drawn.schedule, schedule);
         let bad = json!({"events": [], "stages": [{"R": ["nope"], "S": []}]});
-        let e = read(&g, bad).unwrap_err();
+        let e = read(&g, &bad.to_string()).unwrap_err();
         assert!(e.to_string().contains("'nope'"), "{e}");
     }
 }

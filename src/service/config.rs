@@ -26,7 +26,7 @@ pub struct Config {
     /// Requests whose bodies are read at once (parsed, their graphs built), beside the
     /// solves; more wait their turn. Bounds the memory of graphs being read (see
     /// `--max-body`).
-    #[arg(long, env = "REMAT_READERS", default_value_t = DEFAULT_READERS, value_parser = clap::value_parser!(u32).range(1..=1024).map(|n| n as usize))]
+    #[arg(long, env = "REMAT_READERS", default_value_t = DEFAULT_READERS, value_parser = parse_readers)]
     pub readers: usize,
     /// Solves that may wait for a worker; beyond that, 503 with Retry-After.
     #[arg(long, env = "REMAT_QUEUE", default_value_t = 32)]
@@ -120,6 +120,13 @@ pub const DEFAULT_READERS: usize = 2;
 pub const DEFAULT_MAX_NODES: usize = 1_000_000;
 /// Default of `--max-edges`.
 pub const DEFAULT_MAX_EDGES: usize = 4_000_000;
+
+fn parse_readers(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=1024).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number from 1 to 1024, got '{s}'")),
+    }
+}
 
 fn parse_solve_memory(s: &str) -> Result<SolveMemory, String> {
     s.parse()

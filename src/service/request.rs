@@ -3,8 +3,9 @@
 //! pass silently). Nothing is built of a body in proportion to its size but what it
 //! describes: its fields are raw slices of it, the graph is read node by node within the
 //! server's limits, lists are counted before they are read, and `meta` is never read
-//! (see [`Body`]). Bodies are read off the async runtime (`super::endpoints`). The solver options go through the front door's validator
-//! (`crate::front::OptionsInput`), as the command line's do.
+//! (see [`Body`]). Bodies are read off the async runtime (`super::endpoints`). The solver
+//! options go through the front door's validator (`crate::front::OptionsInput`), as the
+//! command line's do.
 
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
 #![allow(clippy::result_large_err)]
@@ -38,15 +39,24 @@ pub(super) struct Body<'a> {
     asked: Vec<&'static str>,
 }
 
-/// The body's bytes, or the problem of a body that could not be read (too large: 413).
-pub(super) fn body_bytes(bytes: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiProblem> {
+/// The body's bytes, or the problem of a body that could not be read: over `max_body`
+/// bytes, a 413 naming the limit.
+pub(super) fn body_bytes(
+    bytes: Result<Bytes, BytesRejection>,
+    max_body: usize,
+) -> Result<Bytes, ApiProblem> {
     bytes.map_err(|e| {
-        let kind = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            Kind::TooLarge
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiProblem::new(
+                Kind::TooLarge,
+                format!(
+                    "the body is over the server's limit of {max_body} bytes (--max-body): {}",
+                    e.body_text()
+                ),
+            )
         } else {
-            Kind::BadJson
-        };
-        ApiProblem::new(kind, e.body_text())
+            ApiProblem::new(Kind::BadJson, e.body_text())
+        }
     })
 }
 

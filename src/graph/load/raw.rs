@@ -18,7 +18,7 @@
 //! each).
 
 use crate::graph::GraphError;
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer as _, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Number, Value};
 use std::collections::BTreeMap;
@@ -438,8 +438,8 @@ mod tests {
     #[test]
     fn arrays_are_split_and_counted_within_their_limit() {
         let three = raw("[{}, {\"id\": 1}, []]");
-        let items = items(&three, 3, "nodes").unwrap().unwrap();
-        assert_eq!(items.iter().map(|r| r.get()).collect::<Vec<_>>(), ["{}", "{\"id\": 1}", "[]"]);
+        let split = items(&three, 3, "nodes").unwrap().unwrap();
+        assert_eq!(split.iter().map(|r| r.get()).collect::<Vec<_>>(), ["{}", "{\"id\": 1}", "[]"]);
         assert!(matches!(
             items(&three, 2, "nodes"),
             Err(GraphError::TooLarge { what: "nodes", limit: 2 })

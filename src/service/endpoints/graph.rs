@@ -6,10 +6,10 @@
 #![allow(clippy::result_large_err)]
 
 use super::super::problem::{ApiProblem, Kind};
-use super::super::request::{body_bytes, Body};
-use super::{json_response, off_runtime, ApiResult, Shared};
+use super::super::request::Body;
+use super::{json_response, read_body, ApiResult, Shared};
 use crate::budget::Budget;
-use crate::front::{read_schedule_text, report, simulate_report};
+use crate::front::{read_schedule, report, simulate_report};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
@@ -21,14 +21,13 @@ pub async fn simulate_schedule(
     State(state): Shared,
     bytes: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let bytes = body_bytes(bytes)?;
-    off_runtime(&state, move |state| {
-        let mut body = Body::parse(&bytes)?;
+    read_body(&state, bytes, |state, bytes| {
+        let mut body = Body::parse(bytes)?;
         let graph = body.graph(&state.config)?;
         let raw = body.required_raw("schedule")?;
         let budget: Option<Budget> = body.optional("budget", Kind::InvalidBudget)?;
         body.finish()?;
-        let schedule = read_schedule_text(raw.get())?;
+        let schedule = read_schedule(raw.get())?;
         let budget = budget.map(|b| b.resolve(&graph)).transpose()?;
         let report = simulate_report(&graph, &schedule, budget).map_err(ApiProblem::schedule)?;
         Ok(json_response(StatusCode::OK, &report))
@@ -38,9 +37,8 @@ pub async fn simulate_schedule(
 
 /// `POST /v1/inspect`: size, cost and memory bounds of a graph.
 pub async fn inspect(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    let bytes = body_bytes(bytes)?;
-    off_runtime(&state, move |state| {
-        let mut body = Body::parse(&bytes)?;
+    read_body(&state, bytes, |state, bytes| {
+        let mut body = Body::parse(bytes)?;
         let graph = body.graph(&state.config)?;
         body.finish()?;
         Ok(json_response(StatusCode::OK, &report(&graph, None)))

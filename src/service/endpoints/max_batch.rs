@@ -9,11 +9,11 @@
 
 use super::super::jobs::JobResult;
 use super::super::problem::{ApiProblem, Kind};
-use super::super::request::{body_bytes, Body, Options};
+use super::super::request::{Body, Options};
 use super::super::AppState;
 use super::accepted;
 use super::solve::pool_problem;
-use super::{off_runtime, ApiResult, Shared};
+use super::{read_body, ApiResult, Shared};
 use crate::budget::Budget;
 use crate::front::max_batch::{search, Field, MaxBatchError, MaxBatchInput, MaxBatchRequest};
 use crate::graph::Graph;
@@ -50,8 +50,7 @@ impl From<MaxBatchError> for ApiProblem {
 
 /// `POST /v1/max-batch`: 202 with the job's id and `Location`.
 pub async fn max_batch(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    let bytes = body_bytes(bytes)?;
-    let (graph, request, options) = off_runtime(&state, move |s| read(s, &bytes)).await?;
+    let (graph, request, options) = read_body(&state, bytes, read).await?;
     if state.pool.is_full() {
         state.metrics.rejected();
         return Err(ApiProblem::new(Kind::Busy, "the solve queue is full").retry_after(1));

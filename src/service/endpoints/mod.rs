@@ -19,7 +19,10 @@ pub use plot::plot;
 pub use solve::{create_job, delete_job, get_job, solve, sweep};
 
 use super::problem::{ApiProblem, Kind};
+use super::request::body_bytes;
 use super::AppState;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -45,6 +48,16 @@ fn accepted(id: &str) -> Response {
         HeaderValue::try_from(format!("/v1/jobs/{id}")).expect("ids are ASCII"),
     );
     response
+}
+
+/// Reads a request's body with `work` off the runtime ([`off_runtime`]).
+async fn read_body<T: Send + 'static>(
+    state: &Arc<AppState>,
+    bytes: Result<Bytes, BytesRejection>,
+    work: impl FnOnce(&AppState, &[u8]) -> Result<T, ApiProblem> + Send + 'static,
+) -> Result<T, ApiProblem> {
+    let bytes = body_bytes(bytes, state.config.max_body)?;
+    off_runtime(state, move |state| work(state, &bytes)).await
 }
 
 /// Runs `work` (reading a body, building a graph, answering from it) on a blocking thread

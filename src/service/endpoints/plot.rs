@@ -14,10 +14,10 @@
 use super::super::jobs::JobResult;
 use super::super::pool::CancelOnDrop;
 use super::super::problem::{ApiProblem, Kind};
-use super::super::request::{body_bytes, Body, Options, SolveRequest};
+use super::super::request::{Body, Options, SolveRequest};
 use super::super::AppState;
 use super::solve::{pool_problem, run_solve};
-use super::{off_runtime, ApiResult, Shared};
+use super::{off_runtime, read_body, ApiResult, Shared};
 use crate::budget::Budget;
 use crate::graph::Graph;
 use crate::plot::input::Drawn;
@@ -72,8 +72,7 @@ pub async fn plot(
         .map_err(|e| e.body_text())
         .and_then(|Path(k)| k.parse())
         .map_err(|e| ApiProblem::new(Kind::NotFound, e).with_field("kind"))?;
-    let bytes = body_bytes(bytes)?;
-    let read = off_runtime(&state, move |s| read(s, kind, &bytes)).await?;
+    let read = read_body(&state, bytes, move |s, b| read(s, kind, b)).await?;
     let (graph, drawn) = match read {
         Read::Tradeoff(graph, request) => return tradeoff_job(&state, graph, request),
         Read::Drawn(graph, drawn) => (graph, drawn),

@@ -13,9 +13,9 @@
 use super::super::jobs::{Cancelled, JobResult, JobView};
 use super::super::pool::{CancelOnDrop, PoolError};
 use super::super::problem::{ApiProblem, Kind};
-use super::super::request::{body_bytes, Body, Options, SolveRequest};
+use super::super::request::{Body, Options, SolveRequest};
 use super::super::AppState;
-use super::{json_response, off_runtime, ApiResult, Shared};
+use super::{json_response, read_body, ApiResult, Shared};
 use crate::budget::Budget;
 use crate::graph::Graph;
 use crate::solve::{self, Instance, SolveError, SolveResult, Status};
@@ -112,8 +112,7 @@ pub(super) async fn read_solve(
     state: &Arc<AppState>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<SolveRequest, ApiProblem> {
-    let bytes = body_bytes(bytes)?;
-    off_runtime(state, move |s| SolveRequest::read(s, &bytes)).await
+    read_body(state, bytes, SolveRequest::read).await
 }
 
 /// `POST /solve`, `POST /v1/solve`. The request's future holds the cancel flag's guard
@@ -213,8 +212,7 @@ pub async fn delete_job(
 /// `POST /v1/sweep`: one result per budget, in the order given, solved one after the
 /// other on one worker within the server's time limit overall.
 pub async fn sweep(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    let bytes = body_bytes(bytes)?;
-    let (graph, bytes, options) = off_runtime(&state, move |s| read_sweep(s, &bytes)).await?;
+    let (graph, bytes, options) = read_body(&state, bytes, read_sweep).await?;
     let cap = state.config.time_limit();
     let cancel = Arc::new(AtomicBool::new(false));
     let guard = CancelOnDrop::new(cancel.clone());
