@@ -17,7 +17,10 @@ pub struct Config {
     /// Address to listen on. Inside a pod, loopback is enough for a sidecar.
     #[arg(long, env = "REMAT_ADDR", default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
-    /// Largest request body: bytes or a size (64MiB). Larger bodies get 413.
+    /// Largest request body: bytes or a size (64MiB). Larger bodies get 413. A body is held
+    /// twice while it is collected; it is then read field by field and its graph node by
+    /// node within `--max-nodes` and `--max-edges`, never as a whole JSON tree, so that what
+    /// a request costs is the body plus the graph it describes (docker/README.md, Memory).
     #[arg(long, env = "REMAT_MAX_BODY", default_value = "64MiB", value_parser = parse_size)]
     pub max_body: usize,
     /// Solves that run at once (default: the number of CPUs).
@@ -62,7 +65,9 @@ pub struct Config {
     /// A model estimated larger is refused with 413 before it is allocated.
     #[arg(long, env = "REMAT_SOLVE_MEMORY", value_parser = parse_solve_memory)]
     pub solve_memory: Option<SolveMemory>,
-    /// Largest graph accepted, in nodes; larger graphs get 413 before they are built.
+    /// Largest graph accepted, in nodes; larger graphs get 413 while they are read, before
+    /// they are built. A graph costs about 0.65 KB a node with one edge while it is built
+    /// (640 MB at the default 1,000,000): one such graph fits beside two solves in 4 GiB.
     #[arg(long, env = "REMAT_MAX_NODES", default_value_t = DEFAULT_MAX_NODES)]
     pub max_nodes: usize,
     /// Largest graph accepted, in edges (inputs summed over the nodes).
