@@ -72,7 +72,10 @@ async fn millions_of_empty_nodes_are_refused_before_they_are_built() {
     eprintln!("{size} MB of {{}} nodes: peak memory grew by {grown} MB");
     // The body, its copy while it is collected, 16 bytes per node counted: about 3x the
     // body. Building it (main) took over 10x.
-    assert!(grown < 4 * size, "peak memory grew by {grown} MB for a {size} MB body");
+    assert!(
+        grown < 4 * size,
+        "peak memory grew by {grown} MB for a {size} MB body"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,7 +103,10 @@ async fn a_long_meta_array_is_not_read() {
     );
     let grown = growth_mb(&process, idle);
     eprintln!("{size} MB solve with two long `meta`: peak memory grew by {grown} MB");
-    assert!(grown < 4 * size, "peak memory grew by {grown} MB for a {size} MB body");
+    assert!(
+        grown < 4 * size,
+        "peak memory grew by {grown} MB for a {size} MB body"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -108,7 +114,11 @@ async fn healthz_answers_while_two_large_inspects_are_read() {
     let server = Server::start(server::config(1, 1)).await;
     let nodes: Vec<Value> = (0..200_000)
         .map(|i| {
-            let inputs = if i == 0 { vec![] } else { vec![format!("v{}", i - 1)] };
+            let inputs = if i == 0 {
+                vec![]
+            } else {
+                vec![format!("v{}", i - 1)]
+            };
             json!({"id": format!("v{i}"), "cost": 1, "memory": 1, "inputs": inputs})
         })
         .collect();
@@ -144,8 +154,8 @@ async fn healthz_answers_while_two_large_inspects_are_read() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_leaves_while_its_body_is_read_starts_no_solve() {
     let server = Server::start(server::config(1, 1)).await;
-    let body = json!({"graph": long_graph(200_000), "budget": "70%", "solver": "chen-greedy"})
-        .to_string();
+    let body =
+        json!({"graph": long_graph(200_000), "budget": "70%", "solver": "chen-greedy"}).to_string();
     let mut stream = TcpStream::connect(server.addr).await.unwrap();
     send(&mut stream, "POST", "/v1/solve", Some(body.as_bytes())).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -165,8 +175,8 @@ fn sigterm_exits_within_the_grace_with_a_solve_in_flight_and_a_stalled_upload() 
     let (mut process, _) = start(&["--workers", "1", "--grace", "1"]);
     let addr = process.addr;
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let body = json!({"graph": long_graph(6_000), "budget": "70%", "solver": "chen-greedy"})
-        .to_string();
+    let body =
+        json!({"graph": long_graph(6_000), "budget": "70%", "solver": "chen-greedy"}).to_string();
     let (_solve, _stalled) = rt.block_on(async {
         let mut solve = TcpStream::connect(addr).await.unwrap();
         send(&mut solve, "POST", "/v1/solve", Some(body.as_bytes())).await;

@@ -6,9 +6,9 @@
 //! `/v1/simulate`): `valid`, `budget`, `fits_budget`, the simulator's `stats` and the
 //! compute events per node id.
 
+use crate::graph::load::raw;
 use crate::graph::Graph;
 use crate::schedule::{simulate, ScheduleJson, SimError, SimStats};
-use crate::graph::load::raw;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -71,7 +71,9 @@ mod tests {
         };
         let native = |n: usize| {
             let mut nodes = vec![json!({"id": "x", "cost": 1, "memory": 1})];
-            nodes.extend((0..n).map(|i| json!({"id": i.to_string(), "cost": 1, "memory": 1, "inputs": ["x", "x"]})));
+            nodes.extend((0..n).map(
+                |i| json!({"id": i.to_string(), "cost": 1, "memory": 1, "inputs": ["x", "x"]}),
+            ));
             json!({ "nodes": nodes })
         };
         assert!(read(&native(1), &config).is_ok());

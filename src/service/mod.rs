@@ -361,7 +361,10 @@ mod tests {
         let start = Instant::now();
         serve_state(state, listener, async {}).await.unwrap();
         let took = start.elapsed();
-        assert!(took < Duration::from_millis(1000), "serve returned after {took:?}");
+        assert!(
+            took < Duration::from_millis(1000),
+            "serve returned after {took:?}"
+        );
         deaf.abort();
     }
 

@@ -147,7 +147,8 @@ impl<'a> Body<'a> {
     /// is built.
     pub fn graph(&mut self, config: &Config) -> Result<Graph, ApiProblem> {
         let raw = self.take("graph").ok_or_else(|| {
-            ApiProblem::new(Kind::InvalidRequest, "the field 'graph' is required").with_field("graph")
+            ApiProblem::new(Kind::InvalidRequest, "the field 'graph' is required")
+                .with_field("graph")
         })?;
         let format = match self.optional::<String>("format", Kind::InvalidRequest)? {
             None => Format::Auto,

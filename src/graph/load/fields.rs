@@ -124,10 +124,7 @@ pub(super) fn unknown_fields<'k>(
     at: Option<&At>,
     problems: &mut Problems,
 ) {
-    for field in fields
-        .into_iter()
-        .filter(|k| !known.contains(&k.as_str()))
-    {
+    for field in fields.into_iter().filter(|k| !known.contains(&k.as_str())) {
         let message = unknown_field_message(field, known);
         problems.push(match at {
             Some(at) => at.problem(ProblemKind::UnknownField, field, message),

@@ -694,8 +694,14 @@ mod tests {
             panic!("{e:?}")
         };
         assert_eq!((p.len(), p.iter().count()), (2000, 100));
-        assert!(e.to_string().starts_with("the graph has 2000 problems"), "{e}");
-        assert_eq!(e.problems()[100].message, "1900 more problems are not listed");
+        assert!(
+            e.to_string().starts_with("the graph has 2000 problems"),
+            "{e}"
+        );
+        assert_eq!(
+            e.problems()[100].message,
+            "1900 more problems are not listed"
+        );
     }
 
     #[test]

@@ -18,7 +18,9 @@
 //! each).
 
 use crate::graph::GraphError;
-use serde::de::{self, Deserializer as _, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{
+    self, DeserializeSeed, Deserializer as _, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
 use serde_json::value::RawValue;
 use serde_json::{Map, Number, Value};
 use std::collections::BTreeMap;
@@ -75,7 +77,9 @@ pub(super) fn json_error(e: &serde_json::Error) -> GraphError {
 /// when `text` is not an object, [`GraphError::Json`] when it is not JSON.
 pub(crate) fn fields(text: &[u8]) -> Result<Result<RawFields<'_>, Value>, GraphError> {
     let mut de = serde_json::Deserializer::from_slice(text);
-    let read = FieldsSeed.deserialize(&mut de).and_then(|f| de.end().map(|_| f));
+    let read = FieldsSeed
+        .deserialize(&mut de)
+        .and_then(|f| de.end().map(|_| f));
     match read {
         Ok(f) => Ok(f),
         Err(e) if e.to_string().starts_with(STOPPED) => Err(GraphError::Format(format!(
@@ -432,19 +436,31 @@ mod tests {
         let nested = format!("{}1{}", "[".repeat(100), "]".repeat(100));
         assert_eq!(small(&raw(&nested)).to_string(), nested);
         let object = r#"{"a": [1, 2, {"b": "c"}], "d": null}"#;
-        assert_eq!(small(&raw(object)), serde_json::from_str::<Value>(object).unwrap());
+        assert_eq!(
+            small(&raw(object)),
+            serde_json::from_str::<Value>(object).unwrap()
+        );
     }
 
     #[test]
     fn arrays_are_split_and_counted_within_their_limit() {
         let three = raw("[{}, {\"id\": 1}, []]");
         let split = items(&three, 3, "nodes").unwrap().unwrap();
-        assert_eq!(split.iter().map(|r| r.get()).collect::<Vec<_>>(), ["{}", "{\"id\": 1}", "[]"]);
+        assert_eq!(
+            split.iter().map(|r| r.get()).collect::<Vec<_>>(),
+            ["{}", "{\"id\": 1}", "[]"]
+        );
         assert!(matches!(
             items(&three, 2, "nodes"),
-            Err(GraphError::TooLarge { what: "nodes", limit: 2 })
+            Err(GraphError::TooLarge {
+                what: "nodes",
+                limit: 2
+            })
         ));
-        assert_eq!(items(&raw("7"), 2, "nodes").unwrap().unwrap_err(), Value::from(7));
+        assert_eq!(
+            items(&raw("7"), 2, "nodes").unwrap().unwrap_err(),
+            Value::from(7)
+        );
         assert_eq!(count(&three, 3, "nodes").unwrap(), 3);
         assert!(count(&three, 2, "nodes").is_err());
     }
@@ -461,11 +477,17 @@ mod tests {
         assert_eq!(left, 1);
         assert!(matches!(
             node(&raw(text), &mut left, 3),
-            Err(GraphError::TooLarge { what: "edges", limit: 3 })
+            Err(GraphError::TooLarge {
+                what: "edges",
+                limit: 3
+            })
         ));
         let wide = format!(
             "{{{}}}",
-            (0..100).map(|i| format!("\"f{i}\": 0")).collect::<Vec<_>>().join(",")
+            (0..100)
+                .map(|i| format!("\"f{i}\": 0"))
+                .collect::<Vec<_>>()
+                .join(",")
         );
         let read = node(&raw(&wide), &mut 0, 0).unwrap();
         assert!(read.too_many_fields);

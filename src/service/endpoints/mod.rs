@@ -70,7 +70,12 @@ async fn off_runtime<T: Send + 'static>(
     work: impl FnOnce(&AppState) -> Result<T, ApiProblem> + Send + 'static,
 ) -> Result<T, ApiProblem> {
     let closed = |_| ApiProblem::new(Kind::Draining, "the server is shutting down").retry_after(1);
-    let permit = state.readers.clone().acquire_owned().await.map_err(closed)?;
+    let permit = state
+        .readers
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(closed)?;
     let state = state.clone();
     let read = tokio::task::spawn_blocking(move || {
         let out = work(&state);
