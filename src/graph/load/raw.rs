@@ -76,12 +76,16 @@ pub(super) fn json_error(e: &serde_json::Error) -> GraphError {
 /// The fields of a JSON object, each as its raw text; `Err` with the value read small
 /// when `text` is not an object, [`GraphError::Json`] when it is not JSON.
 pub(crate) fn fields(text: &[u8]) -> Result<Result<RawFields<'_>, Value>, GraphError> {
+    if text.trim_ascii_start().first() != Some(&b'{') {
+        let raw: &RawValue = serde_json::from_slice(text).map_err(|e| json_error(&e))?;
+        return Ok(Err(small(raw)));
+    }
     let mut de = serde_json::Deserializer::from_slice(text);
-    let read = FieldsSeed
-        .deserialize(&mut de)
+    let read = de
+        .deserialize_map(FieldsSeed)
         .and_then(|f| de.end().map(|_| f));
     match read {
-        Ok(f) => Ok(f),
+        Ok(f) => Ok(Ok(f)),
         Err(e) if e.to_string().starts_with(STOPPED) => Err(GraphError::Format(format!(
             "a graph object has at most {MAX_FIELDS} fields"
         ))),
@@ -94,15 +98,8 @@ pub(crate) type RawFields<'a> = BTreeMap<String, &'a RawValue>;
 
 struct FieldsSeed;
 
-impl<'de> DeserializeSeed<'de> for FieldsSeed {
-    type Value = Result<RawFields<'de>, Value>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
 impl<'de> Visitor<'de> for FieldsSeed {
-    type Value = Result<RawFields<'de>, Value>;
+    type Value = RawFields<'de>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON object")
     }
@@ -114,29 +111,7 @@ impl<'de> Visitor<'de> for FieldsSeed {
             }
             fields.insert(key, map.next_value::<&RawValue>()?);
         }
-        Ok(Ok(fields))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        let mut left = SMALL_VALUES;
-        Small::new(&mut left).visit_seq(seq).map(Err)
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(Err(Value::Bool(v)))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(Err(Value::from(v)))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(Err(Value::from(v)))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(Err(Value::from(v)))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Err(Value::from(v)))
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(Err(Value::Null))
+        Ok(fields)
     }
 }
 
@@ -274,9 +249,13 @@ impl<'de> Visitor<'de> for NodeSeed<'_> {
                     map.next_value::<IgnoredAny>()?;
                     Value::Null
                 }
-                "inputs" => map.next_value_seed(Inputs {
-                    edges_left: &mut *self.edges_left,
-                })?,
+                "inputs" => {
+                    let mut left = SMALL_VALUES;
+                    map.next_value_seed(Small {
+                        left: &mut left,
+                        edges: Some(&mut *self.edges_left),
+                    })?
+                }
                 _ => {
                     let mut left = SMALL_VALUES;
                     map.next_value_seed(Small::new(&mut left))?
@@ -288,70 +267,17 @@ impl<'de> Visitor<'de> for NodeSeed<'_> {
     }
 }
 
-/// A node's `inputs`: every element read small, each counted as an edge.
-struct Inputs<'b> {
-    edges_left: &'b mut usize,
-}
-
-impl<'de> DeserializeSeed<'de> for Inputs<'_> {
-    type Value = Value;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Inputs<'_> {
-    type Value = Value;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of node ids")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut inputs = Vec::new();
-        loop {
-            let mut left = SMALL_VALUES;
-            let Some(input) = seq.next_element_seed(Small::new(&mut left))? else {
-                return Ok(Value::Array(inputs));
-            };
-            if *self.edges_left == 0 {
-                return Err(de::Error::custom(STOPPED));
-            }
-            *self.edges_left -= 1;
-            inputs.push(input);
-        }
-    }
-    // Anything but an array is read small (it is a problem of the node).
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
-        let mut left = SMALL_VALUES;
-        Small::new(&mut left).visit_map(map)
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-}
-
-/// Builds a `Value` of at most `*left` values (document order), skipping the rest.
+/// Builds a `Value` of at most `*left` values (document order), skipping the rest; with
+/// `edges`, a node's `inputs`: an array is read whole, each element small and counted as
+/// an edge.
 struct Small<'b> {
     left: &'b mut usize,
+    edges: Option<&'b mut usize>,
 }
 
 impl<'b> Small<'b> {
     fn new(left: &'b mut usize) -> Small<'b> {
-        Small { left }
+        Small { left, edges: None }
     }
 }
 
@@ -392,6 +318,9 @@ impl<'de> Visitor<'de> for Small<'_> {
         Ok(Value::Null)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        if let Some(edges) = self.edges {
+            return inputs(seq, edges);
+        }
         let left = self.left;
         let mut items = Vec::new();
         while *left > 0 {
@@ -417,6 +346,22 @@ impl<'de> Visitor<'de> for Small<'_> {
         }
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(Value::Object(object))
+    }
+}
+
+/// A node's `inputs`: every element read small, each counted against `edges_left`.
+fn inputs<'de, A: SeqAccess<'de>>(mut seq: A, edges_left: &mut usize) -> Result<Value, A::Error> {
+    let mut items = Vec::new();
+    loop {
+        let mut left = SMALL_VALUES;
+        let Some(input) = seq.next_element_seed(Small::new(&mut left))? else {
+            return Ok(Value::Array(items));
+        };
+        if *edges_left == 0 {
+            return Err(de::Error::custom(STOPPED));
+        }
+        *edges_left -= 1;
+        items.push(input);
     }
 }
 
