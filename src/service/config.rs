@@ -18,12 +18,20 @@ pub struct Config {
     /// Address to listen on. Inside a pod, loopback is enough for a sidecar.
     #[arg(long, env = "REMAT_ADDR", default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
-    /// Largest request body: bytes or a size (64MiB). Larger bodies get 413.
+    /// Largest request body: bytes or a size (64MiB). Larger bodies get 413. A body is held
+    /// twice while it is collected; it is then read field by field and its graph node by
+    /// node within `--max-nodes` and `--max-edges`, never as a whole JSON tree, so that what
+    /// a request costs is the body plus the graph it describes (docker/README.md, Memory).
     #[arg(long, env = "REMAT_MAX_BODY", default_value = "64MiB", value_parser = parse_size)]
     pub max_body: usize,
     /// Solves that run at once (default: the number of CPUs).
     #[arg(long, env = "REMAT_WORKERS", default_value_t = default_workers())]
     pub workers: usize,
+    /// Requests whose bodies are read at once (parsed, their graphs built), beside the
+    /// solves; more wait their turn. Bounds the memory of graphs being read (see
+    /// `--max-body`).
+    #[arg(long, env = "REMAT_READERS", default_value_t = DEFAULT_READERS, value_parser = parse_readers)]
+    pub readers: usize,
     /// Solves that may wait for a worker; beyond that, 503 with Retry-After.
     #[arg(long, env = "REMAT_QUEUE", default_value_t = 32)]
     pub queue: usize,
@@ -58,7 +66,9 @@ pub struct Config {
     /// A model estimated larger is refused with 413 before it is allocated.
     #[arg(long, env = "REMAT_SOLVE_MEMORY", value_parser = parse_solve_memory)]
     pub solve_memory: Option<SolveMemory>,
-    /// Largest graph accepted, in nodes; larger graphs get 413 before they are built.
+    /// Largest graph accepted, in nodes; larger graphs get 413 while they are read, before
+    /// they are built. A graph costs about 0.65 KB a node with one edge while it is built
+    /// (640 MB at the default 1,000,000): one such graph fits beside two solves in 4 GiB.
     #[arg(long, env = "REMAT_MAX_NODES", default_value_t = DEFAULT_MAX_NODES)]
     pub max_nodes: usize,
     /// Largest graph accepted, in edges (inputs summed over the nodes).
@@ -93,6 +103,7 @@ impl Default for Config {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             max_body: 64 << 20,
             workers: default_workers(),
+            readers: DEFAULT_READERS,
             queue: 32,
             time_limit: 60.0,
             solver_threads: None,
@@ -129,10 +140,19 @@ impl Config {
     }
 }
 
+/// Default of `--readers`.
+pub const DEFAULT_READERS: usize = 2;
 /// Default of `--max-nodes`.
 pub const DEFAULT_MAX_NODES: usize = 1_000_000;
 /// Default of `--max-edges`.
 pub const DEFAULT_MAX_EDGES: usize = 4_000_000;
+
+fn parse_readers(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=1024).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number from 1 to 1024, got '{s}'")),
+    }
+}
 
 fn parse_solve_memory(s: &str) -> Result<SolveMemory, String> {
     s.parse()
