@@ -40,6 +40,7 @@ use crate::graph::{Graph, NodeKind};
 use crate::schedule::sequence::{from_computes, push_restored_inputs};
 use crate::schedule::{simulate, SimStats};
 use crate::solve::details::{Details, KnapsackDetails};
+use crate::solve::Footprint;
 use crate::solve::{
     fit, internal, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
 };
@@ -57,6 +58,16 @@ impl Solver for Knapsack {
             scope: Scope::Heuristic,
             accepts: "graphs with forward/backward kinds (without kinds nothing is dropped)",
         }
+    }
+
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        // Each dropped value is recomputed at most once.
+        let computes = 2 * instance.graph.len() as u64;
+        Footprint::linear(
+            instance.graph,
+            computes,
+            format!("a schedule of at most {computes} compute events"),
+        )
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {

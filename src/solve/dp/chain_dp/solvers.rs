@@ -4,11 +4,13 @@
 //! [`Table`] and turns its answer into an [`Outcome`].
 
 use super::model::{capped_slots, slot_size, DpChain, Policy, DEFAULT_SLOTS};
-use super::table::Table;
+use super::table::{table_bytes, Table};
 use crate::graph::structure::Chain;
+use crate::graph::{structure, Graph};
 use crate::schedule::Schedule;
 use crate::solve::details::{Details, SlotDetails};
 use crate::solve::dp::{chain_of, join_of};
+use crate::solve::Footprint;
 use crate::solve::{
     Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
     Stopped,
@@ -25,6 +27,10 @@ impl Solver for ChainDp {
             scope: Scope::OptimalAmongPersistent,
             accepts: "chain graphs",
         }
+    }
+
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        table_footprint(instance.graph)
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
@@ -104,6 +110,10 @@ impl Solver for EquivChain {
         }
     }
 
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        table_footprint(instance.graph)
+    }
+
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         let join = join_of("equiv-chain", instance.graph)?;
         run(
@@ -115,6 +125,29 @@ impl Solver for EquivChain {
             |q| DpChain::equiv_chain(&join, q),
         )
     }
+}
+
+/// The footprint of a chain DP over the branches of `graph` (a chain is a join of one
+/// branch): its table ([`table_bytes`], every branch's stages as one chain, an upper bound
+/// of the nested tables) and a schedule of about two computes a node. A graph of another
+/// shape has the footprint of its refusal.
+pub fn table_footprint(graph: &Graph) -> Footprint {
+    let stages = structure::join(graph).map_or(0, |j| j.branches.iter().map(Vec::len).sum());
+    stages_footprint(graph, stages)
+}
+
+/// [`table_footprint`] of a chain of `stages` stages detected in `graph`.
+pub fn stages_footprint(graph: &Graph, stages: usize) -> Footprint {
+    let computes = 2 * graph.len() as u64;
+    let mut footprint = Footprint::linear(
+        graph,
+        computes,
+        format!(
+            "a DP table over {stages} stages and a schedule of about {computes} compute events"
+        ),
+    );
+    footprint.bytes = footprint.bytes.saturating_add(table_bytes(stages));
+    footprint
 }
 
 /// A chain DP answer before it becomes an [`Outcome`].
