@@ -58,7 +58,7 @@ use grouping::Groups;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sequence::{Model, Sequence};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const NAME: &str = "fastsa";
 
@@ -282,11 +282,18 @@ fn search(
             .map_err(|e| unordered(graph, groups.expand(&[e.node]).first(), e.position))?;
         annealer.set_temperatures(&s);
         slots = s.slots();
+        // Phase 2 builds a sequence of the same slots over the original nodes, about as
+        // long as this one took to build: it starts only if that much time is left.
+        let build = annealer.stop.elapsed();
         let (ended, found, h) = annealer.anneal(&mut s, span, annealer.initial, true)?;
         order = groups.expand(&s.order());
         best = found.map(|f| f.expanded(groups));
         temperature = Some(h);
-        if matches!(ended, Ended::TimeLimit) {
+        let left = annealer
+            .stop
+            .deadline()
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        if matches!(ended, Ended::TimeLimit) || left.is_some_and(|left| left < build) {
             return Ok(annealer.run(best, grouped.as_ref().map(Groups::len), slots));
         }
         annealer.phase = 2;
