@@ -28,7 +28,7 @@ for n in $SIZES; do
         /usr/bin/time -f '%e %M' -o "$OUT/time" "$BIN" solve "$g" -b 80% --solver "$s" \
           --time-limit "$t" >"$OUT/run.log" 2>&1
         rc=$?
-        read -r wall rss <"$OUT/time" 2>/dev/null || { wall=NA; rss=0; }
+        read -r wall rss < <(tail -n 1 "$OUT/time") || { wall=NA; rss=0; }
         solve=$(awk '/^time/ {print $2}' "$OUT/run.log")
         status=$(grep -m1 -E '^status|^error' "$OUT/run.log" | sed 's/^status *//' | cut -c1-110)
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(basename "$g" .json)" "$s" "$t" "$wall" \

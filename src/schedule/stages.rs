@@ -27,6 +27,7 @@
 use super::{Event, Schedule, StageJson};
 use crate::graph::Graph;
 use fixedbitset::FixedBitSet;
+use std::convert::Infallible;
 
 /// The most nodes whose schedules carry their dense [`Stages`] (`2n²` bits: 25 MB at
 /// 10,000 nodes); above it a stage schedule is its events alone.
@@ -187,15 +188,25 @@ impl StagePlan {
         self.r_nodes.len()
     }
 
-    /// The compute/free events of this stage schedule.
-    pub fn events(&self, graph: &Graph) -> Vec<Event> {
+    /// The compute/free events of this stage schedule; `check` is called as in
+    /// [`StagePlan::new`], with the number of nodes computed so far.
+    pub fn events<E>(
+        &self,
+        graph: &Graph,
+        mut check: impl FnMut(usize) -> Result<(), E>,
+    ) -> Result<Vec<Event>, E> {
         let n = self.len();
         let mut sweep = Sweep::new(n, &self.keeps);
         let mut mark = vec![0u32; n];
         let mut resident = vec![false; n];
         let mut events = Vec::with_capacity(2 * self.computes());
         let mut dead = Vec::new();
+        let mut next_check = CHECK_EVERY;
         for t in 0..n {
+            if self.r_start[t] >= next_check {
+                check(self.r_start[t])?;
+                next_check = self.r_start[t] + CHECK_EVERY;
+            }
             let stamp = t as u32 + 1;
             for &v in self.r(t) {
                 mark[v as usize] = stamp;
@@ -235,7 +246,7 @@ impl StagePlan {
                 }
             }
         }
-        events
+        Ok(events)
     }
 
     /// The dense matrices (`2n²` bits).
@@ -257,12 +268,30 @@ impl StagePlan {
         Stages { r, s }
     }
 
-    /// The schedule: events, with the dense matrices up to [`DENSE_MAX_NODES`] nodes.
-    pub fn into_schedule(self, graph: &Graph) -> Schedule {
-        Schedule {
-            events: self.events(graph),
+    /// The schedule: events, with the dense matrices up to [`DENSE_MAX_NODES`] nodes;
+    /// `check` as in [`StagePlan::events`].
+    pub fn into_schedule<E>(
+        self,
+        graph: &Graph,
+        check: impl FnMut(usize) -> Result<(), E>,
+    ) -> Result<Schedule, E> {
+        Ok(Schedule {
+            events: self.events(graph, check)?,
             stages: (self.len() <= DENSE_MAX_NODES).then(|| self.to_dense()),
-        }
+        })
+    }
+}
+
+/// The check of a build nothing stops (the dense form is only built small).
+fn no_check(_: usize) -> Result<(), Infallible> {
+    Ok(())
+}
+
+/// The value of a build that cannot fail.
+fn unchecked<T>(built: Result<T, Infallible>) -> T {
+    match built {
+        Ok(value) => value,
+        Err(never) => match never {},
     }
 }
 
@@ -305,18 +334,12 @@ impl Stages {
     /// The minimal recomputation R for `s` (entries with `i >= t` are dropped from S).
     pub fn from_s(graph: &Graph, s: Vec<FixedBitSet>) -> Stages {
         assert_eq!(s.len(), graph.len(), "one S row per stage");
-        let built = StagePlan::new(graph, dense_keeps(&s), |_| {
-            Ok::<(), std::convert::Infallible>(())
-        });
-        match built {
-            Ok(plan) => plan.to_dense(),
-            Err(never) => match never {},
-        }
+        unchecked(StagePlan::new(graph, dense_keeps(&s), no_check)).to_dense()
     }
 
     /// The compute/free events of this stage schedule ([`StagePlan::events`]).
     pub fn events(&self, graph: &Graph) -> Vec<Event> {
-        StagePlan::of_dense(self).events(graph)
+        unchecked(StagePlan::of_dense(self).events(graph, no_check))
     }
 
     /// The schedule: events plus these matrices.

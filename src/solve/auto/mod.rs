@@ -7,11 +7,11 @@
 //!    homogeneous chains, the persistent chain DP on the others). A global optimum ends
 //!    the solve; any other plan joins the candidates.
 //! 3. The fast constructive solvers run next ([`FAST`]), so that a schedule exists within
-//!    a second or two at any feasible budget. They are the floor: they run even when the
-//!    time limit has passed, for a short grace each, so the answer is never worse than any
-//!    of them that finishes (on graphs of hundreds of nodes, all of them); on graphs too
-//!    large for them to finish in the time, they stop without a schedule and the limit
-//!    holds.
+//!    a second or two at any feasible budget. They are the floor: each runs with all the
+//!    time left, so the answer is never worse than any of them that finished (on graphs
+//!    of thousands of nodes, all of them, in milliseconds to seconds); past the deadline
+//!    they do not start, and on graphs too large for them to finish in time they stop
+//!    without a schedule: the limit holds.
 //! 4. The stage-cut bound ([`checkmate`]'s relaxation around one stage) is proven with
 //!    [`BOUND_SHARE`] of the time left: a bound on every schedule that, unlike `Σ_v c_v`,
 //!    prices what the values still needed at a node's first computation cost to bring

@@ -10,12 +10,6 @@ use crate::solve::{
 };
 use std::time::Duration;
 
-/// The least time a floor candidate gets, even past the deadline: enough for the
-/// constructive solvers on graphs of hundreds of nodes, and the five of them together
-/// within the second a time limit may be overrun (on large graphs they end at their stop
-/// without a schedule instead of outlasting the limit).
-const FLOOR_TIME: Duration = Duration::from_millis(150);
-
 /// The candidates run so far and the best verified plan among them.
 pub(super) struct Portfolio<'a> {
     instance: &'a Instance<'a>,
@@ -147,15 +141,15 @@ impl<'a> Portfolio<'a> {
         self.run_for(name, self.time_left().map(|t| t.mul_f64(share)), solve)
     }
 
-    /// Runs a floor candidate, one every answer must be at least as good as: it runs even
-    /// past the deadline (they take milliseconds on small graphs), with at least
-    /// [`FLOOR_TIME`].
+    /// Runs a floor candidate, one every answer must be at least as good as: with all the
+    /// time left, and not past the deadline (on graphs too large for it to finish in time
+    /// it stops without a schedule; the limit holds).
     pub(super) fn run_floor(
         &mut self,
         name: &'static str,
         solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
     ) -> Result<(), SolveError> {
-        self.run_for(name, self.time_left().map(|t| t.max(FLOOR_TIME)), solve)
+        self.run(name, 1.0, solve)
     }
 
     fn run_for(

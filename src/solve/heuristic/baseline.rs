@@ -58,7 +58,7 @@ pub fn recompute_all(graph: &Graph, guard: &Guard) -> Result<Schedule, Halt> {
         })
         .collect();
     let plan = StagePlan::new(graph, keeps, |computes| guard.check(computes))?;
-    Ok(plan.into_schedule(graph))
+    plan.into_schedule(graph, |computes| guard.check(computes))
 }
 
 /// A lower bound on the compute events of the recompute-all schedule: stage `t` computes

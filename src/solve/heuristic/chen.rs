@@ -218,13 +218,10 @@ impl Solver for ChenSqrt {
             checkpoints: ids(graph, &checkpoints),
             segment_budget: None,
         });
-        match segment_stages(graph, &checkpoints, &guard) {
-            Ok(plan) => fit(
-                instance,
-                "chen-sqrt",
-                plan.into_schedule(graph),
-                Some(details),
-            ),
+        match segment_stages(graph, &checkpoints, &guard)
+            .and_then(|plan| plan.into_schedule(graph, |c| guard.check(c)))
+        {
+            Ok(schedule) => fit(instance, "chen-sqrt", schedule, Some(details)),
             Err(halt) => halt.outcome("chen-sqrt", "while building the segment schedule"),
         }
     }
@@ -303,18 +300,18 @@ impl Solver for ChenGreedy {
                 if !tried.insert(hasher.finish()) {
                     continue;
                 }
-                let plan = match guard
+                let schedule = match guard
                     .check(0)
                     .and_then(|()| segment_stages(graph, &checkpoints, &guard))
+                    .and_then(|plan| plan.into_schedule(graph, |c| guard.check(c)))
                 {
-                    Ok(plan) => plan,
+                    Ok(schedule) => schedule,
                     Err(Halt::Stopped(Stopped::TimeLimit)) => {
                         timed_out = true;
                         break 'sweep;
                     }
                     Err(halt) => return halt.outcome("chen-greedy", "while sweeping"),
                 };
-                let schedule = plan.into_schedule(graph);
                 let stats = simulate(graph, &schedule).map_err(|e| internal("chen-greedy", e))?;
                 lowest_peak = lowest_peak.min(stats.peak_memory);
                 let better = best
@@ -391,7 +388,7 @@ mod tests {
         let stop = Stop::start(&SolveOptions::default());
         let guard = Guard::new("chen-sqrt", &g, &stop, &SolveOptions::default());
         let st = segment_stages(&g, &[3, 7, 11, 15], &guard).unwrap();
-        let stats = simulate(&g, &st.into_schedule(&g)).unwrap();
+        let stats = simulate(&g, &st.into_schedule(&g, |c| guard.check(c)).unwrap()).unwrap();
         assert_eq!(stats.total_cost, 33.0 + 12.0);
     }
 }
