@@ -55,6 +55,17 @@ impl Footprint {
         )
     }
 
+    /// A schedule that computes every node about twice (each recomputed about once:
+    /// segments, blocks, Revolve's sweeps at the snapshot counts that fit, saved sets).
+    pub fn recomputing_once(graph: &Graph) -> Footprint {
+        let computes = 2 * graph.len() as u64;
+        Footprint::linear(
+            graph,
+            computes,
+            format!("a schedule of about {computes} compute events"),
+        )
+    }
+
     /// `Ok` when the footprint fits `options.memory_limit` (or there is none), else the
     /// refusal of `solver`.
     pub fn admit(&self, solver: &'static str, options: &SolveOptions) -> Result<(), SolveError> {

@@ -424,12 +424,7 @@ impl Solver for Revolve {
 
     fn footprint(&self, instance: &Instance) -> Footprint {
         // The fit skips snapshot counts whose schedules would outgrow the memory limit.
-        let computes = 2 * instance.graph.len() as u64;
-        Footprint::linear(
-            instance.graph,
-            computes,
-            format!("a schedule of about {computes} compute events"),
-        )
+        Footprint::recomputing_once(instance.graph)
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {

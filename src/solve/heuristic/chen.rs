@@ -177,17 +177,6 @@ pub(crate) fn segment_stages(
     StagePlan::new(graph, keeps, |computes| guard.check(computes))
 }
 
-/// The footprint of a Chen schedule: every node once and, about, each forward segment
-/// recomputed once.
-fn footprint(graph: &Graph) -> Footprint {
-    let computes = 2 * graph.len() as u64;
-    Footprint::linear(
-        graph,
-        computes,
-        format!("a segment schedule of about {computes} compute events"),
-    )
-}
-
 impl Solver for ChenSqrt {
     fn info(&self) -> SolverInfo {
         SolverInfo {
@@ -199,7 +188,7 @@ impl Solver for ChenSqrt {
         }
     }
     fn footprint(&self, instance: &Instance) -> Footprint {
-        footprint(instance.graph)
+        Footprint::recomputing_once(instance.graph)
     }
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         let graph = instance.graph;
@@ -263,7 +252,7 @@ impl Solver for ChenGreedy {
         }
     }
     fn footprint(&self, instance: &Instance) -> Footprint {
-        footprint(instance.graph)
+        Footprint::recomputing_once(instance.graph)
     }
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         let graph = instance.graph;

@@ -62,12 +62,7 @@ impl Solver for Knapsack {
 
     fn footprint(&self, instance: &Instance) -> Footprint {
         // Each dropped value is recomputed at most once.
-        let computes = 2 * instance.graph.len() as u64;
-        Footprint::linear(
-            instance.graph,
-            computes,
-            format!("a schedule of at most {computes} compute events"),
-        )
+        Footprint::recomputing_once(instance.graph)
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {

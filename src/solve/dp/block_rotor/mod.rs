@@ -69,12 +69,7 @@ impl Solver for BlockRotor {
     fn footprint(&self, instance: &Instance) -> Footprint {
         // Its DP has at most MAX_BLOCKS blocks and SLOTS slots; the schedule recomputes
         // about each block's forward once.
-        let computes = 2 * instance.graph.len() as u64;
-        Footprint::linear(
-            instance.graph,
-            computes,
-            format!("a schedule of about {computes} compute events"),
-        )
+        Footprint::recomputing_once(instance.graph)
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {

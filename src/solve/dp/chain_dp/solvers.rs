@@ -232,12 +232,13 @@ pub fn solve_chain(
 const FILL_RATE: f64 = 4.6e9;
 
 /// How many times faster than [`FILL_RATE`] a machine may be before a fill refused by
-/// [`outlasts`] could have finished.
-const FILL_MARGIN: f64 = 16.0;
+/// [`outlasts`] could have finished (at 16, a 20,001-node chain capped to one slot,
+/// `fill_work` 3.3·10^11, still started at a 5 s limit and took 20 s to allocate and free
+/// its 2.7 GB of rows).
+const FILL_MARGIN: f64 = 4.0;
 
 /// Whether filling the table of `n` stages at `m` slots cannot finish within the time
-/// limit even [`FILL_MARGIN`] times faster than measured (a 20,000-node chain: about
-/// 10^14 option evaluations); such a fill is not started.
+/// limit even [`FILL_MARGIN`] times faster than measured; such a fill is not started.
 fn outlasts(n: usize, m: usize, options: &SolveOptions) -> bool {
     options
         .time_limit

@@ -101,12 +101,7 @@ impl Solver for SethiUllman {
     fn footprint(&self, instance: &Instance) -> Footprint {
         // A construction stops at the memory limit (its work cap); the estimate is a
         // schedule that recomputes about every node once.
-        let computes = 2 * instance.graph.len() as u64;
-        Footprint::linear(
-            instance.graph,
-            computes,
-            format!("a schedule of about {computes} compute events"),
-        )
+        Footprint::recomputing_once(instance.graph)
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
