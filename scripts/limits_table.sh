@@ -5,7 +5,9 @@
 #
 #   scripts/limits_table.sh [BIN] [OUT_DIR] [SIZES] [LIMITS]
 #
-# BIN defaults to target/release/remat, SIZES to "20000 100000 1000000", LIMITS to "2 5 10".
+# BIN defaults to target/release/remat, SIZES to "20000 100000 1000000", LIMITS to "2 5 10";
+# the environment may narrow the runs: SOLVERS (names, default every solver) and KINDS
+# ("random-layered chain").
 # One tab-separated line per run: graph, solver, limit, wall seconds (load, solve and
 # output), the solve's own seconds (`time` line), peak RSS in MiB, exit code, and the status
 # or the refusal. A solver refused at the first limit (exit 2) is refused at every limit:
@@ -16,13 +18,15 @@ OUT=${2:-/tmp/remat-limits}
 SIZES=${3:-"20000 100000 1000000"}
 LIMITS=${4:-"2 5 10"}
 mkdir -p "$OUT"
-SOLVERS=$("$BIN" solvers | awk '/^[^ ]/ {print $1}' | tr '\n' ' ')
+SOLVERS=${SOLVERS:-$("$BIN" solvers | awk '/^[^ ]/ {print $1}' | tr '\n' ' ')}
+KINDS=${KINDS:-"random-layered chain"}
 printf 'graph\tsolver\tlimit_s\twall_s\tsolve_s\trss_mib\texit\tstatus\n'
 for n in $SIZES; do
-  rl="$OUT/random-layered-$n.json"; ch="$OUT/chain-$n.json"
-  [ -f "$rl" ] || "$BIN" gen random-layered --nodes "$n" --seed 1 -o "$rl"
-  [ -f "$ch" ] || "$BIN" gen linear --layers $(( (n - 1) / 2 )) -o "$ch"
-  for g in "$rl" "$ch"; do
+  [ -f "$OUT/random-layered-$n.json" ] ||
+    "$BIN" gen random-layered --nodes "$n" --seed 1 -o "$OUT/random-layered-$n.json"
+  [ -f "$OUT/chain-$n.json" ] || "$BIN" gen linear --layers $(( (n - 1) / 2 )) -o "$OUT/chain-$n.json"
+  for kind in $KINDS; do
+    g="$OUT/$kind-$n.json"
     for s in $SOLVERS; do
       for t in $LIMITS; do
         /usr/bin/time -f '%e %M' -o "$OUT/time" "$BIN" solve "$g" -b 80% --solver "$s" \

@@ -276,8 +276,16 @@ fn search(
     let mut order = start.to_vec();
     let mut temperature = None;
     let mut slots = 0;
+    // The models and sequences take about a second to build on a million nodes: the stop
+    // is polled between them.
+    if annealer.timed_out()? {
+        return Ok(annealer.run(None, grouped.as_ref().map(Groups::len), slots));
+    }
     if let (Some(groups), Some(span)) = (&grouped, course.grouped) {
         let model = checked_model(graph, groups, epsilon, options, groups.len())?;
+        if annealer.timed_out()? {
+            return Ok(annealer.run(None, Some(groups.len()), slots));
+        }
         let mut s = Sequence::new(&model, &(0..groups.len()).collect::<Vec<_>>())
             .map_err(|e| unordered(graph, groups.expand(&[e.node]).first(), e.position))?;
         annealer.set_temperatures(&s);
