@@ -4,7 +4,7 @@
 //! rebuilds the optimal plan by asking, sub-problem by sub-problem, which option attains
 //! its value and emitting that option's events.
 
-use super::model::{DpChain, Mem, Policy};
+use super::model::{DpChain, Mem, Policy, DEFAULT_SLOTS, MAX_TABLE_BYTES};
 use super::nest::{Nest, Placement};
 use super::recurrence::{Def, Step};
 use super::row::{combine, prefetch, settle, Acc, Row, INFEASIBLE};
@@ -44,6 +44,18 @@ pub(super) fn fill_work(n: usize, m: usize) -> usize {
 /// fill is bound by the wait for the first values of each row an option reads (rows lie
 /// far apart in memory); asking for them early saves about 45% of it ([`super`]).
 const PREFETCH_AHEAD: usize = 6;
+
+/// The bytes of the table of a chain of `l` stages, about: a row header per pair
+/// `a < b <= l + 1` and their values, at most [`MAX_TABLE_BYTES`] (the slots are capped to
+/// keep them there, [`super::model::capped_slots`]).
+pub(crate) fn table_bytes(l: usize) -> u64 {
+    let pairs = (l as u64 + 2).saturating_mul(l as u64 + 1) / 2;
+    let headers = pairs.saturating_mul(std::mem::size_of::<OnceLock<Row>>() as u64);
+    let values = pairs
+        .saturating_mul((DEFAULT_SLOTS + 1) * 8)
+        .min(MAX_TABLE_BYTES);
+    headers.saturating_add(values)
+}
 
 /// Cancelled or out of time while filling the table.
 #[derive(Debug)]
