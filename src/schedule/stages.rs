@@ -382,6 +382,7 @@ mod tests {
 
     /// The dense closure and events, stage by stage over bit rows, as the MILP's stages
     /// were built before the plan: the reference the plan must reproduce event for event.
+    #[allow(clippy::needless_range_loop)] // R[t] and S[t], S[t + 1] side by side
     fn dense_reference(graph: &Graph, mut s: Vec<FixedBitSet>) -> (Vec<FixedBitSet>, Vec<Event>) {
         let n = graph.len();
         for (t, row) in s.iter_mut().enumerate() {

@@ -312,7 +312,7 @@ impl Solver for ChenGreedy {
                         peak: stats.peak_memory,
                         schedule,
                         checkpoints,
-                        label: *label,
+                        label,
                         segment_budget: b,
                     });
                 }
