@@ -6,6 +6,9 @@
 //! other requests); the work goes to `crate::front`, `crate::solve` and
 //! `crate::schedule`. Nothing here knows how a solver works.
 
+// An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
+#![allow(clippy::result_large_err)]
+
 mod graph;
 mod max_batch;
 mod meta;
