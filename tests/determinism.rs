@@ -30,7 +30,9 @@ impl Busy {
                 std::thread::spawn(move || {
                     let mut x = 0u64;
                     while !stop.load(Ordering::Relaxed) {
-                        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
                     }
                     x
                 })
@@ -51,7 +53,7 @@ impl Drop for Busy {
 
 /// The result of `remat solve --json` with `args`.
 fn solve(args: &[&str]) -> Value {
-    let out: Output = remat(&[&["solve", "--json"], args].concat());
+    let out: Output = remat(&[&["solve", "--json"][..], args].concat());
     assert!(
         out.status.success(),
         "remat solve {args:?}: {}",
@@ -66,7 +68,9 @@ fn solve(args: &[&str]) -> Value {
 fn five_times_alike(args: &[&str]) -> Value {
     let first = solve(args);
     let schedule = first["schedule"].to_string();
-    assert!(first["schedule"]["events"].as_array().is_some_and(|e| !e.is_empty()));
+    assert!(first["schedule"]["events"]
+        .as_array()
+        .is_some_and(|e| !e.is_empty()));
     for run in 1..5 {
         let _busy = (run % 2 == 1).then(Busy::start);
         let again = solve(args);
@@ -77,7 +81,10 @@ fn five_times_alike(args: &[&str]) -> Value {
             run % 2 == 1
         );
         assert_eq!(again["stats"]["total_cost"], first["stats"]["total_cost"]);
-        assert_eq!(again["ended_by"], first["ended_by"], "run {run} of {args:?}");
+        assert_eq!(
+            again["ended_by"], first["ended_by"],
+            "run {run} of {args:?}"
+        );
     }
     let ended = first["ended_by"].as_str().unwrap_or("none");
     assert!(
@@ -145,8 +152,7 @@ async fn the_service_repeats_the_clis_schedule() {
     let path = "graphs/resnet18.json";
     let cli = solve(&[path, "--budget", "80%", "--seed", "3"]);
     let graph: Value =
-        serde_json::from_str(&std::fs::read_to_string(common::root().join(path)).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(common::root().join(path)).unwrap()).unwrap();
     let server = Server::start(remat::service::Config {
         cache: 0,
         ..config(1, 4)
@@ -156,7 +162,12 @@ async fn the_service_repeats_the_clis_schedule() {
     for run in 0..3 {
         let _busy = (run == 1).then(Busy::start);
         let reply = server.post("/v1/solve", &body).await;
-        assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+        assert_eq!(
+            reply.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&reply.body)
+        );
         let got = reply.json();
         assert_eq!(
             got["schedule"]["events"].to_string(),
@@ -167,7 +178,12 @@ async fn the_service_repeats_the_clis_schedule() {
     }
     let timed = json!({"graph": graph, "budget": "80%", "effort": "time", "time_limit_s": 1});
     let reply = server.post("/v1/solve", &timed).await;
-    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
     let bad = json!({"graph": graph, "budget": "80%", "effort": 0});
     let reply = server.post("/v1/solve", &bad).await;
     assert_eq!(reply.status, 400);

@@ -100,11 +100,11 @@ const MILP_NODES: u64 = 5_000;
 const SEARCH_SHARE: f64 = 0.75;
 
 /// [`Effort::Work`]: FastSA's iterations from the solver order (both phases).
-const SEARCH_WORK: u64 = 8_000_000;
+const SEARCH_WORK: u64 = 4_000_000;
 
 /// [`Effort::Work`]: FastSA's iterations in one polishing round; a round that finds
 /// nothing cheaper ends the polishing (the stall window).
-const ROUND_WORK: u64 = 2_000_000;
+const ROUND_WORK: u64 = 1_000_000;
 
 /// [`Effort::Work`]: the most polishing rounds.
 const MAX_ROUNDS: u64 = 8;
@@ -160,12 +160,7 @@ impl Solver for Auto {
             })?;
         }
         if !portfolio.done() && instance.graph.len() <= MILP_MAX_NODES {
-            portfolio.run(
-                "milp",
-                MILP_SHARE,
-                Some(MILP_NODES),
-                checkmate::solve_milp,
-            )?;
+            portfolio.run("milp", MILP_SHARE, Some(MILP_NODES), checkmate::solve_milp)?;
         }
         let share = if portfolio.best_is_optimal_in_scope() {
             IMPROVER_SHARE_AFTER_PROOF
@@ -182,9 +177,7 @@ impl Solver for Auto {
         match options.effort {
             Effort::Time => {
                 if let Some(start) = portfolio.best_schedule() {
-                    portfolio.run("fastsa", share, None, |i, o| {
-                        fastsa::improve(i, o, &start)
-                    })?;
+                    portfolio.run("fastsa", share, None, |i, o| fastsa::improve(i, o, &start))?;
                 }
             }
             Effort::Work(_) => polish(&mut portfolio, scaled(ROUND_WORK), options.seed)?,
@@ -201,8 +194,7 @@ fn polish(portfolio: &mut Portfolio, work: u64, seed: u64) -> Result<(), SolveEr
         if portfolio.done() || portfolio.stopped() {
             return Ok(());
         }
-        let (Some(start), Some(before)) = (portfolio.best_schedule(), portfolio.best_cost())
-        else {
+        let (Some(start), Some(before)) = (portfolio.best_schedule(), portfolio.best_cost()) else {
             return Ok(());
         };
         portfolio.run("fastsa", 1.0, Some(work), |i, o| {

@@ -467,7 +467,9 @@ mod tests {
         };
         portfolio.run("milp", 1.0, None, fail).unwrap();
         let dtr = find("dtr").unwrap();
-        portfolio.run("dtr", 1.0, None, |i, o| dtr.solve(i, o)).unwrap();
+        portfolio
+            .run("dtr", 1.0, None, |i, o| dtr.solve(i, o))
+            .unwrap();
         let Outcome::Plan(plan) = portfolio.finish() else {
             panic!("dtr's schedule fits")
         };
@@ -482,5 +484,48 @@ mod tests {
         );
         let peak = simulate(&g, &plan.schedule).unwrap().peak_memory;
         assert!(peak <= instance.budget);
+    }
+
+    /// What ended the solve: a time limit as soon as one stopped any part of it, else
+    /// convergence (a plan meets `Σ_v c_v`), else a stall, else the work budget (under
+    /// `Effort::Time`, the time).
+    #[test]
+    fn the_portfolio_says_what_ended_it() {
+        let g = linear(6);
+        let instance = Instance {
+            graph: &g,
+            budget: checkpoint_all_peak(&g),
+        };
+        let all = find("checkpoint-all").unwrap();
+        let options = SolveOptions::default();
+        let mut portfolio = Portfolio::new(&instance, &options);
+        assert_eq!(portfolio.ended_by(), EndedBy::WorkLimit);
+        portfolio.stall();
+        assert_eq!(portfolio.ended_by(), EndedBy::Stall);
+        portfolio
+            .run("checkpoint-all", 1.0, None, |i, o| all.solve(i, o))
+            .unwrap();
+        assert_eq!(portfolio.ended_by(), EndedBy::Converged);
+        let timed = SolveOptions {
+            effort: Effort::Time,
+            ..SolveOptions::default()
+        };
+        assert_eq!(
+            Portfolio::new(&instance, &timed).ended_by(),
+            EndedBy::TimeLimit
+        );
+        let past = SolveOptions {
+            time_limit: Some(Duration::ZERO),
+            ..SolveOptions::default()
+        };
+        let mut portfolio = Portfolio::new(&instance, &past);
+        portfolio
+            .run("checkpoint-all", 1.0, None, |i, o| all.solve(i, o))
+            .unwrap();
+        assert!(
+            portfolio.best_cost().is_none(),
+            "past the deadline nothing runs"
+        );
+        assert_eq!(portfolio.ended_by(), EndedBy::TimeLimit);
     }
 }

@@ -521,7 +521,9 @@ impl Annealer<'_> {
             ),
             match (self.options.work_limit, self.options.time_limit) {
                 (Some(w), _) => Some((self.iterations as f64 / w.max(1) as f64).min(1.0)),
-                (None, l) => l.map(|l| (elapsed.as_secs_f64() / l.as_secs_f64().max(1e-9)).min(1.0)),
+                (None, l) => {
+                    l.map(|l| (elapsed.as_secs_f64() / l.as_secs_f64().max(1e-9)).min(1.0))
+                }
             },
         );
     }
