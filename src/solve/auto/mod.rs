@@ -132,7 +132,8 @@ impl Solver for Auto {
                           solvers (Sethi-Ullman, DTR, knapsack, Chen greedy, checkpoint-all), \
                           the exact chain DP on chains, the stage-cut bound (a bound on every \
                           schedule; its LP also ranks one more knapsack), the MILP where its \
-                          model fits (graphs up to 200 nodes) and local search until it \
+                          model fits (graphs up to 40 nodes, 200 with effort 'time') and \
+                          local search until it \
                           converges, stalls or spends its work budget (deterministic; the time \
                           limit, 60 s by default, is a safety cap); returns the cheapest \
                           verified schedule, names the solver that produced it and says what \
