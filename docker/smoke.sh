@@ -7,8 +7,8 @@
 #  2. makes a base image with debootstrap + `docker import` (or reuses $BASE_IMAGE, or a
 #     rootfs given in $ROOTFS);
 #  3. builds docker/Dockerfile.runtime around a host-built binary with the classic builder;
-#  4. runs the sidecar with --network none, waits for HEALTHCHECK (/healthz) to be healthy,
-#     checks it runs as uid 10001;
+#  4. runs the sidecar with --network none, waits for HEALTHCHECK (`remat probe /healthz`)
+#     to be healthy, checks it runs as uid 10001 and runs the manifests' exec probes;
 #  5. POSTs /v1/solve from a second container sharing its network namespace
 #     (--network container:remat-smoke: the pod pattern);
 #  6. stops it (SIGTERM) and checks a clean exit (code 0, "stopped" logged);
@@ -80,8 +80,11 @@ say "building $IMAGE from $BASE_IMAGE (classic builder)"
 DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE_IMAGE=$BASE_IMAGE" -t "$IMAGE" "$WORK/ctx" \
   2>"$WORK/build.log" || { cat "$WORK/build.log" >&2; exit 1; }
 
-say "running the sidecar with --network none"
-docker run -d --name "$NAME" --network none "$IMAGE" >/dev/null
+say "running the sidecar with --network none, as the manifests' securityContext does"
+# No capabilities, no privilege escalation, a read-only root, Docker's default seccomp
+# profile (the restricted Pod Security Standard of docker/k8s-sidecar.yaml).
+docker run -d --name "$NAME" --network none --cap-drop ALL \
+  --security-opt no-new-privileges --read-only "$IMAGE" >/dev/null
 status=""
 for _ in $(seq 1 60); do
   status="$(docker inspect -f '{{.State.Health.Status}}' "$NAME")"
@@ -93,6 +96,16 @@ say "health: $status"
 uid="$(docker exec "$NAME" id -u)"
 say "sidecar runs as uid $uid"
 [ "$uid" = 10001 ]
+
+# The Kubernetes manifests' exec probes, run as the kubelet would (inside the container):
+# HEALTHCHECK above already ran `remat probe /healthz`; /readyz answers, a port nobody
+# listens on fails with exit 1.
+say "exec probes: remat probe /readyz, and a closed port"
+docker exec "$NAME" /usr/local/bin/remat probe /readyz --timeout 1
+probe_code=0
+docker exec "$NAME" /usr/local/bin/remat probe /healthz --addr 127.0.0.1:9 --timeout 1 || probe_code=$?
+say "probe of a closed port: exit $probe_code"
+[ "$probe_code" = 1 ]
 
 say "POST /v1/solve from a second container in the sidecar's network namespace"
 reply="$(docker run --rm --network "container:$NAME" -v "$ROOT/graphs:/graphs:ro" --entrypoint /bin/sh "$IMAGE" -c \

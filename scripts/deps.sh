@@ -5,8 +5,9 @@
 # browser test (tests/browser.rs). Idempotent: installs only what is missing.
 # `--docker` adds what docker/smoke.sh needs: Debian's docker.io (dockerd) and debootstrap.
 # `--python` adds what the Python package's tests need (python/): python3 and pip from Debian,
-# then torch, torchvision, pytest, ruff and mypy from PyPI at pinned versions (about 3 GB of
-# wheels, 1-2 minutes to install; CPU is enough).
+# then torch, torchvision, pytest, ruff, mypy and maturin (which builds the wheel: pyproject.toml,
+# scripts/wheel.sh) from PyPI at pinned versions (about 3 GB of wheels, 1-2 minutes to install;
+# CPU is enough).
 set -euo pipefail
 missing=()
 if [ "${1:-}" = "--python" ]; then
@@ -34,7 +35,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if [ "${1:-}" = "--python" ]; then
-  pins=(torch==2.15.0 torchvision==0.29.2 pytest==9.2.0 ruff==0.17.6 mypy==2.4.1)
+  pins=(torch==2.15.0 torchvision==0.29.2 pytest==9.2.0 ruff==0.17.6 mypy==2.4.1 maturin==1.16.0)
   if ! python3 - "${pins[@]}" <<'PY'
 import sys
 from importlib.metadata import PackageNotFoundError, version

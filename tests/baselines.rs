@@ -1,7 +1,9 @@
 //! Foundation acceptance: every baseline on every bundled and benchmark graph at 100%, 80%
 //! and 50% of the checkpoint-all peak returns a schedule within the budget (checked by the
 //! simulator) or `infeasible`; checkpoint-all costs exactly Σ c_v and peaks at the
-//! checkpoint-all peak that `remat inspect` reports.
+//! checkpoint-all peak that `remat inspect` reports. Each check runs on the repository's
+//! graphs, and again on the MLSys benchmark set where `REMAT_MLSYS` names it (the
+//! `mlsys_*` tests, ignored otherwise: `common::mlsys_dir`).
 
 mod common;
 
@@ -9,6 +11,7 @@ use remat::budget::Budget;
 use remat::schedule::checkpoint_all_peak;
 use remat::schedule::{simulate, ScheduleJson};
 use remat::solve::{self, Instance, SolveOptions, Status};
+use std::path::PathBuf;
 use std::process::Command;
 
 const BASELINES: [&str; 4] = [
@@ -20,9 +23,19 @@ const BASELINES: [&str; 4] = [
 
 #[test]
 fn every_baseline_fits_or_says_infeasible() {
+    every_baseline_fits_or_says_infeasible_on(common::repo_graph_files());
+}
+
+#[test]
+#[ignore = "needs the MLSys set: REMAT_MLSYS=DIR"]
+fn mlsys_every_baseline_fits_or_says_infeasible() {
+    every_baseline_fits_or_says_infeasible_on(common::mlsys_graph_files());
+}
+
+fn every_baseline_fits_or_says_infeasible_on(files: Vec<PathBuf>) {
     let mut feasible = 0;
     let mut infeasible = 0;
-    for path in common::all_graph_files() {
+    for path in files {
         let graph = common::load(&path);
         for fraction in [1.0, 0.8, 0.5] {
             let budget = Budget::OfPeak(fraction).resolve(&graph).unwrap();
@@ -78,8 +91,18 @@ fn every_baseline_fits_or_says_infeasible() {
 
 #[test]
 fn checkpoint_all_costs_the_sum_and_peaks_where_inspect_says() {
+    checkpoint_all_costs_the_sum_and_peaks_where_inspect_says_on(common::repo_graph_files());
+}
+
+#[test]
+#[ignore = "needs the MLSys set: REMAT_MLSYS=DIR"]
+fn mlsys_checkpoint_all_costs_the_sum_and_peaks_where_inspect_says() {
+    checkpoint_all_costs_the_sum_and_peaks_where_inspect_says_on(common::mlsys_graph_files());
+}
+
+fn checkpoint_all_costs_the_sum_and_peaks_where_inspect_says_on(files: Vec<PathBuf>) {
     let binary = env!("CARGO_BIN_EXE_remat");
-    for path in common::all_graph_files() {
+    for path in files {
         let graph = common::load(&path);
         let out = Command::new(binary)
             .arg("inspect")
@@ -112,14 +135,30 @@ fn checkpoint_all_costs_the_sum_and_peaks_where_inspect_says() {
     }
 }
 
+/// A sanity ordering on training graphs of real networks: at the checkpoint-all peak,
+/// both have a schedule and Chen's greedy one costs less than keeping nothing. The
+/// repository's are the PyTorch exports.
 #[test]
 fn chen_recomputes_less_than_recompute_all_on_real_graphs() {
-    // A sanity ordering on the training graphs: at the checkpoint-all peak, both have a
-    // schedule and Chen's greedy one costs less than keeping nothing.
-    let train: Vec<_> = common::all_graph_files()
-        .into_iter()
-        .filter(|p| p.to_string_lossy().contains("train"))
-        .collect();
+    chen_recomputes_less_than_recompute_all_on(common::json_files(
+        &common::root().join("graphs/pytorch"),
+    ));
+}
+
+/// [`chen_recomputes_less_than_recompute_all_on_real_graphs`] on the MLSys set's
+/// training graphs (`*train*`).
+#[test]
+#[ignore = "needs the MLSys set: REMAT_MLSYS=DIR"]
+fn mlsys_chen_recomputes_less_than_recompute_all_on_real_graphs() {
+    chen_recomputes_less_than_recompute_all_on(
+        common::mlsys_graph_files()
+            .into_iter()
+            .filter(|p| p.to_string_lossy().contains("train"))
+            .collect(),
+    );
+}
+
+fn chen_recomputes_less_than_recompute_all_on(train: Vec<PathBuf>) {
     assert!(!train.is_empty(), "no training graph among the benchmarks");
     for path in &train {
         let graph = common::load(path);

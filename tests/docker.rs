@@ -2,9 +2,14 @@
 //! the same settings in the Dockerfiles, compose and Kubernetes, every setting one that
 //! `remat serve` reads, and the probes on the documented endpoints.
 
+mod server;
+
 use serde_json::Value;
+use server::Process;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 fn read(name: &str) -> String {
     std::fs::read_to_string(
@@ -104,9 +109,38 @@ fn compose_kubernetes_and_dockerfiles_agree_with_the_binary() {
     let remat = &pod["initContainers"][0];
     assert_eq!(remat["restartPolicy"], "Always", "a native sidecar");
     assert_eq!(k8s_env(remat), runtime);
-    assert_eq!(remat["readinessProbe"]["httpGet"]["path"], "/readyz");
-    assert_eq!(remat["livenessProbe"]["httpGet"]["path"], "/healthz");
+    // The server listens on loopback: the probes run inside the container (issue 26,
+    // item 6: httpGet probes go to the pod IP and never pass).
+    assert_eq!(runtime["REMAT_ADDR"], "127.0.0.1:8080");
+    for (probe, path) in [
+        ("startupProbe", "/healthz"),
+        ("readinessProbe", "/readyz"),
+        ("livenessProbe", "/healthz"),
+    ] {
+        let p = &remat[probe];
+        assert!(p.get("httpGet").is_none(), "{probe}: {p}");
+        let command: Vec<&str> = p["exec"]["command"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{probe} is not an exec probe: {p}"))
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            command[..3],
+            ["/usr/local/bin/remat", "probe", path],
+            "{probe}"
+        );
+        assert!(
+            p["timeoutSeconds"].as_u64().unwrap() >= 2,
+            "{probe}: above --timeout 1"
+        );
+    }
     assert_eq!(remat["securityContext"]["runAsUser"], 10001);
+    let batch = yaml("k8s-batch-job.yaml");
+    let batch_container = &batch["spec"]["template"]["spec"]["containers"][0];
+    for container in [remat, &pod["containers"][0], batch_container] {
+        assert_restricted(&container["securityContext"]);
+    }
     let grace: f64 = runtime["REMAT_GRACE"].parse().unwrap();
     assert!(pod["terminationGracePeriodSeconds"].as_f64().unwrap() > grace);
     assert_eq!(
@@ -114,7 +148,6 @@ fn compose_kubernetes_and_dockerfiles_agree_with_the_binary() {
         "http://127.0.0.1:8080"
     );
 
-    let batch = yaml("k8s-batch-job.yaml");
     assert_eq!(batch["spec"]["completionMode"], "Indexed");
     let n = batch["spec"]["completions"].as_u64().unwrap();
     let args = batch["spec"]["template"]["spec"]["containers"][0]["args"][0]
@@ -131,9 +164,77 @@ fn compose_kubernetes_and_dockerfiles_agree_with_the_binary() {
     assert_eq!(runtime["REMAT_SOLVE_MEMORY"], "75%");
     assert_eq!(sidecar["mem_limit"], "4g");
     assert_eq!(remat["resources"]["limits"]["memory"], "4Gi");
-    let batch_container = &batch["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(batch_container["resources"]["limits"]["memory"], "4Gi");
     assert_eq!(k8s_env(batch_container)["REMAT_SOLVE_MEMORY"], "75%");
     assert!(args.contains("--jobs 2"), "{args}");
     assert_eq!(runtime["REMAT_WORKERS"], "2");
+}
+
+/// The container-level fields of the restricted Pod Security Standard.
+fn assert_restricted(context: &Value) {
+    assert_eq!(context["runAsNonRoot"], true, "{context}");
+    assert_eq!(context["allowPrivilegeEscalation"], false, "{context}");
+    assert_eq!(
+        context["capabilities"]["drop"],
+        serde_json::json!(["ALL"]),
+        "{context}"
+    );
+    assert_eq!(
+        context["seccompProfile"]["type"], "RuntimeDefault",
+        "{context}"
+    );
+}
+
+fn probe(args: &[&str], addr: Option<SocketAddr>) -> (Option<i32>, String, Duration) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_remat"));
+    command.arg("probe").args(args).env_remove("REMAT_ADDR");
+    if let Some(addr) = addr {
+        command.env("REMAT_ADDR", addr.to_string());
+    }
+    let start = Instant::now();
+    let out = command.output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    (out.status.code(), said, start.elapsed())
+}
+
+/// `remat probe`, the manifests' exec probe (issue 26, item 6), against a real server: 0
+/// on `/healthz` and `/readyz` at `REMAT_ADDR` or `--addr`; 1 on another status, a closed
+/// port, or a server that accepts and never answers (within its one second); 2 for a bad
+/// path.
+#[test]
+fn the_probe_passes_on_a_live_server_and_fails_otherwise_within_its_timeout() {
+    let (server, _) = Process::start(env!("CARGO_BIN_EXE_remat"), &[], None);
+    let addr = server.addr.to_string();
+    for args in [&["/healthz"][..], &["/readyz"], &[]] {
+        let (code, said, _) = probe(args, Some(server.addr));
+        assert_eq!(code, Some(0), "{args:?}: {said}");
+    }
+    let (code, said, _) = probe(
+        &["/readyz", "--addr", addr.as_str(), "--timeout", "1"],
+        None,
+    );
+    assert_eq!(code, Some(0), "{said}");
+    let (code, said, _) = probe(&["/nope", "--addr", addr.as_str()], None);
+    assert_eq!(
+        (code, said.contains("status 404")),
+        (Some(1), true),
+        "{said}"
+    );
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (code, said, _) = probe(&[], Some(closed));
+    assert_eq!(code, Some(1), "{said}");
+
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (code, said, took) = probe(&["--timeout", "1"], Some(silent.local_addr().unwrap()));
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("no answer within 1 s"), "{said}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+
+    let (code, said, _) = probe(&["healthz"], Some(server.addr));
+    assert_eq!(code, Some(2), "{said}");
+    drop(server);
 }

@@ -5,7 +5,7 @@ use remat::graph::{Graph, GraphError, GraphSpec, NodeSpec, ProblemKind};
 
 fn problems(text: &str) -> Vec<remat::graph::Problem> {
     match parse_graph(text, Format::Auto) {
-        Err(GraphError::Invalid(p)) => p,
+        Err(GraphError::Invalid(p)) => p.to_vec(),
         other => panic!("expected validation problems, got {other:?}"),
     }
 }
@@ -163,7 +163,7 @@ fn every_problem_is_reported_not_only_the_first() {
             (ProblemKind::SelfLoop, Some("b"), "inputs"),
         ]
     );
-    let text = GraphError::Invalid(p).to_string();
+    let text = GraphError::Invalid(p.into()).to_string();
     assert!(text.starts_with("the graph has 6 problems"), "{text}");
 }
 

@@ -2,6 +2,8 @@
 
 graph = remat.export(model, (x,), loss_fn)          # the joint forward + loss + backward graph
 result = remat.solve_local(graph, "70%")             # or remat.Client(url).solve(graph, "70%")
+
+The wheel (`pip install remat-*.whl`) carries the `remat` binary, which `remat.Local` finds.
 """
 
 from .client import Client, Local, backend, solve_local
@@ -16,6 +18,9 @@ from .errors import (
     SolveError,
 )
 from .export import export, saved_for_backward
+
+# Cargo.toml's version, which is the wheel's; the tests check it against `remat --version`
+__version__ = "0.1.0"
 
 __all__ = [
     "ApplyError",

@@ -10,18 +10,25 @@ ops at the dispatcher level below autograd: the same ops, in the same order, tha
 decisions on, so a node of the exported graph can be named as (checkpoint region, op, occurrence)
 and found again in eager mode (`remat.apply`). `aot_export_module(trace_joint=True)` would
 functionalize the graph (other op names than eager runs), which is why it is not used here.
+
+Two records of autograd come with the graph: which op saved each tensor for backward
+(`saved_tensors_hooks` around the forward and loss; `JointTrace.saves`) and which autograd node
+ran each backward op (a dispatch mode around `autograd.grad`; `JointTrace.grad_fn`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import operator
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import fx
 from torch.func import functional_call
-from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
+from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot, make_fx
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .errors import ExportError
@@ -46,6 +53,12 @@ class JointTrace:
     # fx node name -> index of the checkpoint region (a module of `regions`) it was traced in
     region_of: dict[str, int]
     region_spans: list[tuple[int, int]]
+    # (op node name, saved node name): the tensors autograd saves for backward in the forward
+    # and loss, by the op whose backward reads them
+    saves: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    # backward op node name -> index of the autograd node (grad_fn) whose apply ran it: the engine
+    # releases that node's saved tensors and input gradients when its apply returns
+    grad_fn: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def _graph_len() -> int:
@@ -86,12 +99,25 @@ def trace_joint(
         handles.append(mod.register_forward_hook(post))
 
     n_out = [0]
+    packed: list[tuple[int, str]] = []  # (graph length when autograd saved it, saved node name)
+    applying: list[tuple[int, tuple[str, int]]] = []  # (graph length, autograd node) per backward op
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        mode = get_proxy_mode()
+        if mode is not None and isinstance(t, torch.Tensor):
+            try:
+                name = get_proxy_slot(t, mode.tracer).proxy.node.name
+            except (KeyError, AttributeError, RuntimeError):
+                return t  # a tensor the tracer does not track (a constant)
+            packed.append((len(mode.tracer.graph.nodes), name))
+        return t
 
     def step(pv: list[torch.Tensor], bv: list[torch.Tensor], xv: list[torch.Tensor]) -> Any:
         state = dict(zip(names, pv, strict=True))
         state.update(zip(bnames, bv, strict=True))
-        out = functional_call(model, state, tuple(xv))
-        loss = out if loss_fn is None else loss_fn(out)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = functional_call(model, state, tuple(xv))
+            loss = out if loss_fn is None else loss_fn(out)
         if not isinstance(loss, torch.Tensor):
             raise ExportError(f"the loss is a {type(loss).__name__}, not a tensor")
         if loss.numel() != 1:
@@ -102,7 +128,8 @@ def trace_joint(
         if not loss.requires_grad:
             raise ExportError("the loss does not depend on any parameter that requires grad")
         wrt = [p for p, t in zip(pv, trainable, strict=True) if t]
-        grads = torch.autograd.grad(loss, wrt, allow_unused=True)
+        with _NodeOfOps(applying):
+            grads = torch.autograd.grad(loss, wrt, allow_unused=True)
         leaves = tree_flatten(out)[0]
         n_out[0] = len(leaves)
         return loss, leaves, list(grads)
@@ -134,6 +161,8 @@ def trace_joint(
         for n in nodes[a:b]:
             region_of[n.name] = r
     return JointTrace(
+        saves=_savers(nodes, packed),
+        grad_fn=_grad_fns(nodes, applying),
         gm=gm,
         param_nodes=placeholders[:np_],
         trainable=trainable,
@@ -146,3 +175,77 @@ def trace_joint(
         region_of=region_of,
         region_spans=spans,
     )
+
+
+# ops whose backward reads their own result (derivatives.yaml: `result`), single-output
+_SAVE_RESULT = {
+    "relu",
+    "relu_",
+    "threshold",
+    "sigmoid",
+    "sigmoid_",
+    "tanh",
+    "tanh_",
+    "exp",
+    "exp_",
+    "_softmax",
+    "_log_softmax",
+    "sqrt",
+    "rsqrt",
+    "elu",
+    "elu_",
+    "hardsigmoid",
+    "reciprocal",
+}
+
+
+def _savers(nodes: list[fx.Node], packed: list[tuple[int, str]]) -> list[tuple[str, str]]:
+    """Which op saved each packed tensor. Autograd saves an op's inputs before the op runs (the
+    op's node is the next one created) and its outputs after (the op's node, or its elements'
+    getitem nodes, are the last created). A tensor the last op produced and the next op reads,
+    packed twice at one graph length, was saved by both; packed once, by the last op when that
+    op saves its result, else by the next op."""
+    seen: dict[tuple[int, str], int] = defaultdict(int)
+    out: list[tuple[str, str]] = []
+    for length, name in packed:
+        nth = seen[(length, name)]
+        seen[(length, name)] += 1
+        last = nodes[length - 1] if 0 < length <= len(nodes) else None
+        if last is not None and last.target is operator.getitem and isinstance(last.args[0], fx.Node):
+            last = last.args[0]
+        following = next((n for n in nodes[length:] if n.op == "call_function"), None)
+        reads = following is not None and any(a.name == name for a in following.all_input_nodes)
+        produced = last is not None and (
+            last.name == name or any(u.name == name and u.target is operator.getitem for u in last.users)
+        )
+        saves_result = last is not None and getattr(last.target, "_opname", "") in _SAVE_RESULT
+        if last is not None and produced and (not reads or (nth == 0 and saves_result)):
+            out.append((last.name, name))
+        elif following is not None:
+            out.append((following.name, name))
+    return list(dict.fromkeys(out))
+
+
+class _NodeOfOps(TorchDispatchMode):
+    """Records, for each op the backward runs, the autograd node executing it. The mode sits below
+    the tracer's, so the op's fx node is the next one created."""
+
+    def __init__(self, out: list[tuple[int, tuple[str, int]]]) -> None:
+        super().__init__()
+        self.out = out
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        node = torch._C._current_autograd_node()
+        mode = get_proxy_mode()
+        if node is not None and mode is not None:
+            self.out.append((len(mode.tracer.graph.nodes), (node.name(), int(node._sequence_nr()))))
+        return func(*args, **(kwargs or {}))
+
+
+def _grad_fns(nodes: list[fx.Node], applying: list[tuple[int, tuple[str, int]]]) -> dict[str, int]:
+    ids: dict[tuple[str, int], int] = {}
+    out: dict[str, int] = {}
+    for length, node in applying:  # of several ops before a node is created, the last made it
+        if length < len(nodes):
+            out[nodes[length].name] = ids.setdefault(node, len(ids))
+    return out

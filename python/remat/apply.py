@@ -4,43 +4,64 @@ SAC decides, per op *call* inside a checkpointed region, whether its output is k
 (`MUST_SAVE`) or recomputed (`PREFER_RECOMPUTE`); the call is named by (op overload, occurrence in
 the region), which is how `remat.export(..., regions=...)` labels each forward node (`meta.region`,
 `meta.occurrence`). A remat schedule says more than SAC can run (where each recomputation goes, how
-often), so it is **projected** onto save sets:
+often), so it is **projected** onto save sets, and the plan is chosen among what SAC can run:
 
 1. A forward node is *kept* when the schedule computes it exactly once and it is still resident
    when the first backward node is computed (kept across the forward/backward boundary).
-2. An op call of a region is `MUST_SAVE` when one of its nodes is kept, or when it produces a
-   region's output (held anyway: the next region's checkpoint holds its inputs), unless it is an
-   in-place op or one of its outputs is later overwritten in place in the forward: SAC refuses a
-   cached tensor whose version changed ("Tensor cached during selective activation checkpoint has
-   been mutated", also for the output of an in-place op itself), so such ops are always
-   recomputed. Every other call of a region is `PREFER_RECOMPUTE`. Forward nodes outside every
-   region are kept by autograd as usual.
-3. `fit`: while what SAC runs (below) peaks over the budget, the saved call whose recomputation
-   lowers the peak most per FLOP is recomputed instead.
-4. `fill`: where the budget leaves room, regions are left unchecked and recomputed calls saved.
+2. An op call of a region is saved when one of its nodes is kept, unless it is an in-place op or
+   one of its outputs is later overwritten in place (SAC refuses a cached tensor whose version
+   changed, "Tensor cached during selective activation checkpoint has been mutated"), or the
+   region's replay never reaches it. Every other call is `PREFER_RECOMPUTE`.
+3. `_fit`: while what SAC runs (below) peaks over the budget, saved calls resident at the peak are
+   recomputed, those freeing the most bytes per FLOP first.
+4. `_fill`: where the budget leaves room, regions are left unchecked and recomputed calls saved.
+5. Candidates: the projection (1-4) and per-block checkpointing (every region checkpointed, every
+   call recomputed: what `torch.utils.checkpoint` around each region runs, the most any SAC plan
+   over these regions recomputes), filled when the projection does not fit. The cheapest that
+   fits wins; when none fits, `plan` raises `OverBudget` (or warns, `on_overrun="warn"`).
 
-What eager PyTorch then runs is itself a schedule (`sac_events`): the forward, each node freed
-after its last forward use unless kept, saved by SAC, or the input of a region; in backward, at
-the first backward node that reads a region's node, the region's forward is replayed up to its last
-node that backward reads (non-reentrant checkpoint with early stop), saved outputs reused, and
-every node is freed after its last use. remat's simulator replays that schedule: its peak is the
-predicted peak of the applied plan (`Plan.predicted`), which is what measurements are compared with.
+What eager PyTorch runs is itself a schedule (`_Sac.run`), built from what the export records of
+autograd (`meta.saves`: the tensors each forward op's autograd node saves; `meta.grad_fn`: the
+autograd node whose apply runs each backward op):
+
+- forward: each node is freed after its last forward use unless held: saved by an op outside the
+  checkpointed regions, cached by SAC, an input of a checkpointed region, or a model output (the
+  caller holds `out = model(x)` through backward);
+- backward, per autograd node: its saved tensors are unpacked before it applies, which replays a
+  checkpointed region at the first unpack of one of its tensors: the region's forward runs again
+  up to the last tensor it saves (early stop: inputs are saved before an op runs and outputs
+  after, so an op whose last save is an input does not run), SAC-cached values reused; what
+  the node reads from outside (saved tensors, input gradients) is released when its apply ends;
+- a multi-output op holds no bytes of its own: its elements are computed with it.
+
+remat's simulator replays that schedule (on the graph with multi-output nodes at 0 bytes): its
+peak is the predicted peak of the applied plan (`Plan.predicted`), which measurements
+(`remat.measure.LiveBytes`) are compared with. Scope: single-threaded CPU autograd as torch 2.15
+runs it; kernels' internal scratch buffers and storages larger than an op's output (CPU
+`mse_loss` returns its mean in the storage of the element-wise losses) are not modelled.
+
+`applied` runs the plan: each checkpointed region's forward is wrapped in a non-reentrant
+`checkpoint` with the plan's SAC policy; the region's lists and dicts of inputs are copied at the
+call (DenseNet appends to the list its layers read), and its buffers (BatchNorm's running
+statistics and counter) are saved before its replay and restored after it, so one step updates
+them once, as the plain step does.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from .client import Backend
-from .errors import ApplyError
+from .errors import ApplyError, OverBudget, OverBudgetWarning
 
 Key = tuple[str, int]  # (op overload, occurrence in its region)
 
@@ -57,6 +78,7 @@ class Plan:
     schedule_stats: dict[str, Any] | None  # the solver's schedule's own figures
     fixed_memory: int
     budget: int
+    per_block_peak: int = 0  # the simulator's peak for per-block checkpointing over the same regions
     misses: list[str] = dataclasses.field(default_factory=list)  # op calls the policy did not know
 
     @property
@@ -72,283 +94,590 @@ class Plan:
         return self.predicted_peak - self.fixed_memory
 
 
-class _Graph:
+Saves = list[set[Key] | None]  # per region: the op calls SAC saves; None: region not checkpointed
+
+
+class _Sac:
+    """The graph indexed once for simulating what eager SAC runs (`run`), by node number."""
+
     def __init__(self, graph: dict[str, Any]) -> None:
-        self.nodes = graph["nodes"]
-        self.by_id = {n["id"]: n for n in self.nodes}
-        self.succ: dict[str, list[str]] = defaultdict(list)
-        for n in self.nodes:
-            for i in n.get("inputs", []):
-                self.succ[i].append(n["id"])
-        self.fwd = [n["id"] for n in self.nodes if n.get("kind") != "backward"]
-        self.bwd = [n["id"] for n in self.nodes if n.get("kind") == "backward"]
-        self.is_bwd = {n["id"]: n.get("kind") == "backward" for n in self.nodes}
-        self.regions = 1 + max((n["meta"].get("region", -1) for n in self.nodes if "meta" in n), default=-1)
+        nodes = graph["nodes"]
+        self.ids: list[str] = [n["id"] for n in nodes]
+        self.index = index = {v: i for i, v in enumerate(self.ids)}
+        self.memo: dict[tuple[frozenset[Key] | None, ...], _Run] = {}
+        succ_ids: dict[str, list[str]] = defaultdict(list)
+        for n in nodes:
+            for u in n.get("inputs", []):
+                succ_ids[u].append(n["id"])
+        count = len(nodes)
+        self.fixed = int(graph.get("fixed_memory", 0))
+        # a multi-output op's node holds no bytes of its own here: its elements (getitem nodes)
+        # are computed right after it and hold the bytes (the graph counts them twice meanwhile)
+        self.is_element = ["element" in n.get("meta", {}) and len(n.get("inputs", [])) == 1 for n in nodes]
+        parents = {n["inputs"][0] for n, e in zip(nodes, self.is_element, strict=True) if e}
+        self.mem = [0 if n["id"] in parents else int(n["memory"]) for n in nodes]
+        self.cost = [float(n["cost"]) for n in nodes]
+        self.inputs = [[index[u] for u in n.get("inputs", [])] for n in nodes]
+        self.is_bwd = [n.get("kind") == "backward" for n in nodes]
+        is_loss = {n["id"] for n in nodes if n.get("kind") == "loss"}
+        # the model's outputs and the loss: the caller holds them (`out = model(x)`, `loss =
+        # loss_fn(out)`) until the step ends
+        self.output = [
+            any(s in is_loss for s in succ_ids[n["id"]])
+            if n.get("kind") == "forward"
+            else n["id"] in is_loss and not any(s in is_loss for s in succ_ids[n["id"]])
+            for n in nodes
+        ]
+        self.region: list[int | None] = [None] * count
+        self.key: list[Key] = [("", 0)] * count
+        for i, n in enumerate(nodes):
+            meta = n.get("meta", {})
+            if not self.is_bwd[i] and meta.get("region") is not None:
+                self.region[i] = int(meta["region"])
+                self.key[i] = (str(n["op"]), int(meta["occurrence"]))
+        self.regions = 1 + max((r for r in self.region if r is not None), default=-1)
+        self.fwd_succ: list[list[int]] = [[] for _ in range(count)]
+        self.n_bwd_succ = [0] * count
+        for i, ins in enumerate(self.inputs):
+            for u in ins:
+                if self.is_bwd[i]:
+                    self.n_bwd_succ[u] += 1
+                else:
+                    self.fwd_succ[u].append(i)
+        self.fwd = [i for i in range(count) if not self.is_bwd[i]]
+        self.children: list[list[int]] = [[] for _ in range(count)]
+        for i in range(count):
+            if self.is_element[i]:
+                self.children[self.inputs[i][0]].append(i)
+        self.bwd = [i for i in range(count) if self.is_bwd[i]]
+        # backward ops by the autograd node that runs them (`meta.grad_fn`; else one op each):
+        # what a node reads from outside is held until its last op has run
+        self.runs: list[list[int]] = []
+        self.run_of = [-1] * count
+        previous: Any = None
+        for b in self.bwd:
+            fn = nodes[b].get("meta", {}).get("grad_fn", ("op", b))
+            if not self.runs or fn != previous:
+                self.runs.append([])
+            previous = fn
+            self.runs[-1].append(b)
+            self.run_of[b] = len(self.runs) - 1
+        self.ext_reads: list[list[int]] = []
+        self.n_pending = [0] * count  # per node: readers in its own run + runs reading it from outside
+        for k, ops in enumerate(self.runs):
+            outside: dict[int, None] = {}
+            for b in ops:
+                for u in self.inputs[b]:
+                    if self.run_of[u] == k:
+                        self.n_pending[u] += 1
+                    else:
+                        outside[u] = None
+            self.ext_reads.append(list(outside))
+            for u in outside:
+                self.n_pending[u] += 1
+        self.bwd_groups = [[[b, *self.children[b]] for b in ops if not self.is_element[b]] for ops in self.runs]
+        self.run_reads = [list(dict.fromkeys(u for b in ops for u in self.inputs[b])) for ops in self.runs]
+        self.members: list[list[int]] = [[] for _ in range(self.regions)]
+        self.key_nodes: dict[tuple[int, Key], list[int]] = defaultdict(list)
+        for v in self.fwd:
+            if (r := self.region[v]) is not None:
+                self.members[r].append(v)
+                self.key_nodes[(r, self.key[v])].append(v)
+        # the replay of a region runs up to its last node that backward reads (early stop)
+        # `meta.saves` (remat.export): what each op's autograd node saves. Without it, a node
+        # that backward reads is taken as saved by its region, or by autograd outside it when a
+        # forward reader lies outside
+        self.exact = any("saves" in n.get("meta", {}) for n in nodes)
+        self.saves_any = [self.exact and "saves" in n.get("meta", {}) for n in nodes]
+        self.savers: list[list[int]] = [[] for _ in range(count)]
+        for i, n in enumerate(nodes):
+            for u in n.get("meta", {}).get("saves", []):
+                if u in index:
+                    self.savers[index[u]].append(i)
+        # the replay of a region stops at the last tensor its ops save (early stop): inputs are
+        # saved before an op runs, outputs after, so that op runs only if it saves an output
+        self.prefix: list[list[int]] = []
+        for ms in self.members:
+            saving = [j for j, v in enumerate(ms) if (self.saves_any[v] if self.exact else self.n_bwd_succ[v])]
+            if not saving:
+                self.prefix.append([])
+                continue
+            last = ms[saving[-1]]
+            outputs = {last, *self.children[last]}
+            runs = not self.exact or any(index.get(u) in outputs for u in nodes[last]["meta"]["saves"])
+            self.prefix.append(ms[: saving[-1] + 1] if runs else ms[: saving[-1]])
+        self.prefix_set = [set(p) for p in self.prefix]
+        in_prefix = {v for p in self.prefix for v in p}
+        self.fwd_groups = [[v, *self.children[v]] for v in self.fwd if not self.is_element[v]]
+        # a checkpointed region's frame holds its inputs (and SAC's cache) until the last autograd
+        # node that saved a tensor in the region has run
+        self.region_inputs: list[list[int]] = [
+            list(dict.fromkeys(u for v in ms for u in self.inputs[v] if self.region[u] != r))
+            for r, ms in enumerate(self.members)
+        ]
+        frame_end = [-1] * self.regions
+        for k, reads in enumerate(self.ext_reads):
+            for u in reads:
+                for saver_region in {self.region[s] for s in self.savers[u]} if self.exact else {self.region[u]}:
+                    if saver_region is not None:
+                        frame_end[saver_region] = k
+        self.frames_ending: list[list[int]] = [[] for _ in self.runs]
+        for r, k in enumerate(frame_end):
+            if k >= 0:
+                self.frames_ending[k].append(r)
+        # SAC refuses cached tensors whose version changed: in-place ops and what they overwrite
+        by_id = {n["id"]: n for n in nodes}
+        bad = {i for i, n in enumerate(nodes) if "overwrites" in n.get("meta", {})}
+        bad |= {index[str(by_id[n["id"]]["meta"]["overwrites"])] for n in nodes if "overwrites" in n.get("meta", {})}
+        self.saveable = {
+            rk for rk, vs in self.key_nodes.items() if not any(v in bad for v in vs) and any(v in in_prefix for v in vs)
+        }
 
-    def region(self, v: str) -> int | None:
-        r = self.by_id[v].get("meta", {}).get("region")
-        return None if r is None or self.is_bwd[v] else int(r)
+    def simulation_graph(self, graph: dict[str, Any]) -> dict[str, Any]:
+        """`graph` with the memory `run` counts (a multi-output op's node holds no bytes: the events
+        compute its elements right after it), for remat's simulator."""
+        nodes = [n if n["memory"] == m else {**n, "memory": m} for n, m in zip(graph["nodes"], self.mem, strict=True)]
+        return {**graph, "nodes": nodes}
 
-    def key(self, v: str) -> Key:
-        n = self.by_id[v]
-        return (str(n["op"]), int(n["meta"]["occurrence"]))
+    def checked(self, saves: Saves) -> list[int | None]:
+        return [r if r is not None and saves[r] is not None else None for r in self.region]
 
-    def read_by_bwd(self, v: str) -> bool:
-        return any(self.is_bwd[s] for s in self.succ[v])
+    def held(self, saves: Saves, reg: list[int | None]) -> list[bool]:
+        """Forward nodes whose storage outlives their last forward use: saved by autograd outside
+        the checkpointed regions, cached by SAC, or an input of a checkpointed region."""
+        held = [False] * len(self.ids)
+        for v in self.fwd:
+            r = reg[v]
+            succ = self.fwd_succ[v]
+            if self.output[v]:
+                held[v] = True
+            elif r is None:
+                held[v] = self.n_bwd_succ[v] > 0 or any(reg[s] is not None for s in succ)
+            else:
+                table = saves[r]
+                outside = (
+                    any(reg[s] != r for s in self.savers[v])
+                    if self.exact
+                    else self.n_bwd_succ[v] > 0 and any(reg[s] is None for s in succ)
+                )
+                held[v] = (
+                    (table is not None and self.key[v] in table)
+                    or any(reg[s] is not None and reg[s] != r for s in succ)
+                    or outside
+                )
+        return held
+
+    def run(self, saves: Saves) -> _Run:
+        """Simulate what SAC runs under `saves`: peak (fixed memory included), FLOPs computed, the
+        event index of the peak and the events (node + 1 computed, -(node + 1) freed)."""
+        key = tuple(None if t is None else frozenset(t) for t in saves)
+        if key not in self.memo:
+            self.memo[key] = self.simulate(saves)
+        return self.memo[key]
+
+    def simulate(self, saves: Saves) -> _Run:
+        """`run` without the memo."""
+        reg = self.checked(saves)
+        held = self.held(saves, reg)
+        mem, cost, inputs, output, run_of = self.mem, self.cost, self.inputs, self.output, self.run_of
+        resident = [False] * len(self.ids)
+        rem_fwd = [len(s) for s in self.fwd_succ]
+        pending = list(self.n_pending)
+        frames = [0] * len(self.ids)
+        for closing in self.frames_ending:
+            for holder in closing:
+                if saves[holder] is not None:
+                    for u in self.region_inputs[holder]:
+                        frames[u] += 1
+        ev: list[int] = []
+        live = peak = self.fixed
+        peak_at = 0
+        flops = 0.0
+
+        def compute(group: list[int]) -> None:
+            nonlocal live, peak, peak_at, flops
+            for w in group:
+                resident[w] = True
+                live += mem[w]
+                flops += cost[w]
+                ev.append(w + 1)
+                if live > peak:
+                    peak, peak_at = live, len(ev) - 1
+
+        def free(u: int) -> None:
+            nonlocal live
+            resident[u] = False
+            live -= mem[u]
+            ev.append(-u - 1)
+
+        def replay(r: int) -> None:
+            prefix = self.prefix[r]
+            members = self.prefix_set[r]
+            later: dict[int, int] = defaultdict(int)
+            for v in prefix:
+                if not resident[v]:
+                    for u in inputs[v]:
+                        if u in members:
+                            later[u] += 1
+            ran: list[int] = []
+            for v in prefix:
+                if resident[v]:
+                    continue  # saved by SAC, held, or an element computed with its op
+                for u in inputs[v]:
+                    if not resident[u]:
+                        raise ApplyError(
+                            f"replaying region {r}: node {self.ids[v]} reads {self.ids[u]}, which is not resident"
+                        )
+                group = [v, *(c for c in self.children[v] if not resident[c])]
+                compute(group)
+                ran.extend(group)
+                for w in group:
+                    for u in inputs[w]:
+                        if u in members:
+                            later[u] -= 1
+                            if later[u] == 0 and pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
+                                free(u)
+            for v in [*prefix, *ran]:
+                if resident[v] and pending[v] == 0 and not frames[v] and not output[v]:
+                    free(v)
+
+        for group in self.fwd_groups:
+            compute(group)
+            for w in group:
+                for u in inputs[w]:
+                    rem_fwd[u] -= 1
+                    if rem_fwd[u] == 0 and resident[u] and not held[u]:
+                        free(u)
+            for w in group:
+                if rem_fwd[w] == 0 and resident[w] and not held[w]:
+                    free(w)
+        replayed = [False] * self.regions
+        for k, groups in enumerate(self.bwd_groups):
+            # an autograd node unpacks its saved tensors (replaying regions) before it applies
+            for u in self.run_reads[k]:
+                if not resident[u] and (r := reg[u]) is not None and not replayed[r]:
+                    replayed[r] = True
+                    replay(r)
+            for group in groups:
+                compute(group)
+                for w in group:
+                    for u in inputs[w]:
+                        if run_of[u] == k:
+                            pending[u] -= 1
+                            if pending[u] == 0 and resident[u]:
+                                free(u)
+                for w in group:
+                    if pending[w] == 0 and resident[w]:
+                        free(w)
+            # its saved tensors and input gradients are released when the apply returns
+            for u in self.ext_reads[k]:
+                pending[u] -= 1
+                if pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
+                    free(u)
+            for ending in self.frames_ending[k]:
+                table = saves[ending]
+                if table is None:
+                    continue
+                cached = [v for v in self.members[ending] if self.key[v] in table]
+                for u in self.region_inputs[ending]:
+                    frames[u] -= 1
+                for u in [*self.region_inputs[ending], *cached]:
+                    if pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
+                        free(u)
+        return _Run(peak=peak, flops=flops, peak_event=peak_at, ev=ev)
+
+    def events(self, run: _Run) -> list[dict[str, str]]:
+        """`run`'s events as remat's schedule events."""
+        return [
+            {"op": "compute", "node": self.ids[e - 1]} if e > 0 else {"op": "free", "node": self.ids[-e - 1]}
+            for e in run.ev
+        ]
+
+    def resident_at(self, run: _Run, event: int) -> list[int]:
+        """The nodes resident after `run`'s event number `event`."""
+        on: set[int] = set()
+        for e in run.ev[: event + 1]:
+            if e > 0:
+                on.add(e - 1)
+            else:
+                on.discard(-e - 1)
+        return sorted(on)
+
+
+@dataclasses.dataclass
+class _Run:
+    peak: int
+    flops: float
+    peak_event: int
+    ev: list[int]
 
 
 def kept_nodes(graph: dict[str, Any], events: Sequence[dict[str, str]]) -> set[str]:
     """Step 1 of the projection: forward nodes computed once and resident at the first backward compute."""
-    g = _Graph(graph)
+    is_bwd = {n["id"]: n.get("kind") == "backward" for n in graph["nodes"]}
     computes: dict[str, int] = defaultdict(int)
     resident: set[str] = set()
     at_boundary: set[str] | None = None
     for e in events:
         v = e["node"]
         if e["op"] == "compute":
-            if at_boundary is None and g.is_bwd.get(v, False):
+            if at_boundary is None and is_bwd.get(v, False):
                 at_boundary = set(resident)
             computes[v] += 1
             resident.add(v)
         elif e["op"] == "free":
             resident.discard(v)
-    return {v for v in (at_boundary or set()) if not g.is_bwd[v] and computes[v] == 1}
+    return {v for v in (at_boundary or set()) if not is_bwd[v] and computes[v] == 1}
 
 
-def policies(graph: dict[str, Any], kept: set[str]) -> list[dict[Key, CheckpointPolicy] | None]:
-    """Step 2 of the projection: MUST_SAVE / PREFER_RECOMPUTE per (op, occurrence), per region."""
-    g = _Graph(graph)
-    overwritten = {
-        str(n["meta"]["overwrites"]) for n in g.nodes if not g.is_bwd[n["id"]] and "overwrites" in n.get("meta", {})
-    }
-    calls: dict[tuple[int, Key], list[str]] = defaultdict(list)
-    for v in g.fwd:
-        r = g.region(v)
-        if r is not None:
-            calls[(r, g.key(v))].append(v)
-    out: list[dict[Key, CheckpointPolicy]] = [{} for _ in range(g.regions)]
-    for (r, key), vs in calls.items():
-        output = any(g.region(s) != r for v in vs for s in g.succ[v] if not g.is_bwd[s])
-        in_place = any("overwrites" in g.by_id[v].get("meta", {}) for v in vs)
-        save = (output or any(v in kept for v in vs)) and not in_place and not any(v in overwritten for v in vs)
-        out[r][key] = CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.PREFER_RECOMPUTE
-    return list(out)
+def _projected(sac: _Sac, kept: set[str]) -> Saves:
+    """Step 2 of the projection: an op call of a region is saved when one of its nodes is kept
+    (and SAC can cache it, and the region's replay reaches it)."""
+    kept_ix = {sac.index[v] for v in kept if v in sac.index}
+    saves: Saves = [set() for _ in range(sac.regions)]
+    for (r, key), vs in sac.key_nodes.items():
+        if (r, key) in sac.saveable and any(v in kept_ix for v in vs):
+            table = saves[r]
+            assert table is not None
+            table.add(key)
+    return saves
+
+
+def _copy(saves: Saves) -> Saves:
+    return [None if t is None else set(t) for t in saves]
+
+
+def _fit(sac: _Sac, saves: Saves, budget: int) -> Saves:
+    """Step 3: while what SAC runs peaks above `budget`, recompute saved op calls resident at the
+    peak, those freeing the most bytes per FLOP first, as many as the overrun calls for."""
+    saves = _copy(saves)
+    current = sac.run(saves)
+    while current.peak > budget:
+        at_peak = sac.resident_at(current, current.peak_event)
+        freed: dict[tuple[int, Key], int] = defaultdict(int)
+        for v in at_peak:
+            r = sac.region[v]
+            if r is not None and (table := saves[r]) is not None and sac.key[v] in table:
+                freed[(r, sac.key[v])] += sac.mem[v]
+        order = sorted(freed, key=lambda rk: -freed[rk] / (1.0 + sum(sac.cost[v] for v in sac.key_nodes[rk])))
+        improved = False
+        for chunk in _chunks(order, freed, current.peak - budget):
+            trial = _copy(saves)
+            for r, key in chunk:
+                table = trial[r]
+                assert table is not None
+                table.discard(key)
+            run = sac.run(trial)
+            if run.peak < current.peak:
+                saves, current, improved = trial, run, True
+                break
+        if not improved:
+            break
+    return saves
+
+
+def _chunks(
+    order: list[tuple[int, Key]], freed: dict[tuple[int, Key], int], overrun: int
+) -> Iterator[list[tuple[int, Key]]]:
+    """The prefixes of `order` to try in turn: the shortest that frees `overrun` bytes, then all."""
+    total = 0
+    for i, rk in enumerate(order):
+        total += freed[rk]
+        if total >= overrun:
+            yield order[: i + 1]
+            break
+    yield order
+
+
+def _fill(sac: _Sac, saves: Saves, budget: int) -> Saves:
+    """Step 4: where the budget leaves room, recompute less: regions, last first, are left
+    unchecked (plain autograd); then recomputed op calls (FLOPs per byte, highest first) are saved.
+    Changes are tried in runs of growing length (halved when a run does not fit); one is kept when
+    what SAC then runs peaks within `budget` and recomputes less. A change whose bytes alone exceed
+    the room left is not tried."""
+    memory = {rk: sum(sac.mem[v] for v in vs) for rk, vs in sac.key_nodes.items()}
+    flops = {rk: sum(sac.cost[v] for v in vs) for rk, vs in sac.key_nodes.items()}
+
+    def uncheck(trial: Saves, r: int) -> None:
+        trial[r] = None
+
+    def save(trial: Saves, rk: tuple[int, Key]) -> None:
+        table = trial[rk[0]]
+        assert table is not None
+        table.add(rk[1])
+
+    # backward replays the last region first, while every earlier one is held
+    regions = [r for r in reversed(range(sac.regions)) if saves[r] is not None]
+    held_by = [sum(sac.mem[v] for v in sac.prefix[r] if sac.n_pending[v]) for r in range(sac.regions)]
+    saves = _grow(sac, saves, regions, lambda r: held_by[r], uncheck, budget)
+    candidates = sorted(
+        (rk for rk in sac.saveable if (t := saves[rk[0]]) is not None and rk[1] not in t and flops[rk] > 0),
+        key=lambda rk: -flops[rk] / (1 + memory[rk]),
+    )
+    return _grow(sac, saves, candidates, lambda rk: memory[rk], save, budget)
+
+
+def _grow(
+    sac: _Sac,
+    saves: Saves,
+    items: Sequence[Any],
+    size_of: Callable[[Any], int],
+    change: Callable[[Saves, Any], None],
+    budget: int,
+) -> Saves:
+    """Apply `change` for `items` in order, in runs of growing length, keeping each run after which
+    SAC's run fits `budget` and recomputes less (see `_fill`)."""
+    current = sac.run(saves)
+    i, size = 0, 8
+    while i < len(items):
+        room = budget - current.peak
+        chunk = [j for j in range(i, min(i + size, len(items))) if size_of(items[j]) <= room]
+        if not chunk:
+            i += size
+            continue
+        trial = _copy(saves)
+        for j in chunk:
+            change(trial, items[j])
+        run = sac.run(trial)
+        if run.peak <= budget and run.flops < current.flops:
+            saves, current = trial, run
+            i, size = chunk[-1] + 1, size * 2
+        elif len(chunk) > 1:
+            size = max(1, len(chunk) // 2)
+            i = chunk[0]
+        else:
+            i = chunk[0] + 1  # this one change does not fit
+    return saves
+
+
+def _table(saves: Saves, sac: _Sac) -> list[dict[Key, CheckpointPolicy] | None]:
+    out: list[dict[Key, CheckpointPolicy] | None] = []
+    for r, table in enumerate(saves):
+        if table is None:
+            out.append(None)
+            continue
+        keys = [k for (rr, k) in sac.key_nodes if rr == r]
+        out.append({k: CheckpointPolicy.MUST_SAVE if k in table else CheckpointPolicy.PREFER_RECOMPUTE for k in keys})
+    return out
+
+
+def _saves(pol: Sequence[dict[Key, CheckpointPolicy] | None]) -> Saves:
+    return [None if t is None else {k for k, c in t.items() if c == CheckpointPolicy.MUST_SAVE} for t in pol]
 
 
 def sac_events(graph: dict[str, Any], pol: Sequence[dict[Key, CheckpointPolicy] | None]) -> list[dict[str, str]]:
     """The schedule eager SAC runs for these policies (see the module doc); a region whose policy is
     None is not checkpointed (plain autograd keeps what backward reads)."""
-    g = _Graph(graph)
-
-    def region(v: str) -> int | None:
-        r = g.region(v)
-        return r if r is not None and pol[r] is not None else None
-
-    saved = {
-        v for v in g.fwd if (r := region(v)) is not None and (pol[r] or {}).get(g.key(v)) == CheckpointPolicy.MUST_SAVE
-    }
-    region_input = {v for v in g.fwd if any(region(s) not in (None, region(v)) for s in g.succ[v])}
-    held = {v for v in g.fwd if (region(v) is None and g.read_by_bwd(v)) or v in saved or v in region_input}
-    events: list[dict[str, str]] = []
-    resident: set[str] = set()
-    done: set[str] = set()
-
-    def compute(v: str) -> None:
-        events.append({"op": "compute", "node": v})
-        resident.add(v)
-        done.add(v)
-
-    def free(v: str) -> None:
-        events.append({"op": "free", "node": v})
-        resident.discard(v)
-
-    # forward: free after the last forward use unless held
-    fwd_set = set(g.fwd)
-    for v in g.fwd:
-        compute(v)
-        for u in [*g.by_id[v].get("inputs", []), v]:
-            if u in resident and u not in held and all(s in done for s in g.succ[u] if s in fwd_set):
-                free(u)
-    # backward: replay a region at its first read, free every node after its last use
-    replayed: set[int] = set()
-    pos = {v: i for i, v in enumerate(g.fwd)}
-    bwd_done: set[str] = set()
-
-    def pending_bwd(u: str) -> bool:
-        return any(g.is_bwd[s] and s not in bwd_done for s in g.succ[u])
-
-    def replay(r: int) -> None:
-        members = [v for v in g.fwd if region(v) == r]
-        needed = [v for v in members if g.read_by_bwd(v)]
-        if not needed:
-            return
-        last = max(pos[v] for v in needed)
-        prefix = [v for v in members if pos[v] <= last]
-        prefix_set = set(prefix)
-        recomputed: set[str] = set()
-        for v in prefix:
-            if v in resident:
-                continue
-            for u in g.by_id[v].get("inputs", []):
-                if u not in resident:
-                    raise ApplyError(f"replaying region {r}: node {v} reads {u}, which is not resident")
-            compute(v)
-            recomputed.add(v)
-            for u in g.by_id[v].get("inputs", []):
-                later = [s for s in g.succ[u] if s in prefix_set and s not in recomputed and s not in resident]
-                if u in prefix_set and not later and not pending_bwd(u):
-                    free(u)
-        for v in prefix:
-            if v in resident and not pending_bwd(v):
-                free(v)
-
-    for b in g.bwd:
-        for u in g.by_id[b].get("inputs", []):
-            if u not in resident and (r := region(u)) is not None and r not in replayed:
-                replayed.add(r)
-                replay(r)
-        compute(b)
-        bwd_done.add(b)
-        for u in [*g.by_id[b].get("inputs", []), b]:
-            if u in resident and not pending_bwd(u) and not any(s not in done for s in g.succ[u]):
-                free(u)
-    return events
+    sac = _Sac(graph)
+    return sac.events(sac.run(_saves(pol)))
 
 
-def peak(graph: dict[str, Any], events: Sequence[dict[str, str]]) -> int:
-    """The peak of `events` under remat's memory model (a guide for `fit`; remat's simulator judges)."""
-    memory = {n["id"]: int(n["memory"]) for n in graph["nodes"]}
-    live = best = int(graph.get("fixed_memory", 0))
-    for e in events:
-        if e["op"] == "compute":
-            live += memory[e["node"]]
-            best = max(best, live)
-        elif e["op"] == "free":
-            live -= memory[e["node"]]
-    return best
+OnOverrun = Literal["raise", "warn"]
 
 
-def fit(
-    graph: dict[str, Any], pol: list[dict[Key, CheckpointPolicy] | None], budget: int
-) -> list[dict[Key, CheckpointPolicy] | None]:
-    """Step 3 of the projection: while what SAC runs peaks above `budget`, turn the saved op call
-    whose recomputation lowers the peak most per FLOP into PREFER_RECOMPUTE (greedy; region
-    outputs stay saved, the next region holds them anyway). Returns the policies it stops at."""
-    g = _Graph(graph)
-    cost = {n["id"]: float(n["cost"]) for n in g.nodes}
-    pol = [None if t is None else dict(t) for t in pol]
-    outputs = {
-        (r, g.key(v))
-        for v in g.fwd
-        if (r := g.region(v)) is not None and any(g.region(s) != r for s in g.succ[v] if not g.is_bwd[s])
-    }
-    current = peak(graph, sac_events(graph, pol))
-    while current > budget:
-        best: tuple[float, int, Key] | None = None
-        for r, table in enumerate(pol):
-            for key, choice in (table or {}).items():
-                assert table is not None
-                if choice != CheckpointPolicy.MUST_SAVE or (r, key) in outputs:
-                    continue
-                table[key] = CheckpointPolicy.PREFER_RECOMPUTE
-                trial = peak(graph, sac_events(graph, pol))
-                table[key] = CheckpointPolicy.MUST_SAVE
-                gain = current - trial
-                if gain <= 0:
-                    continue
-                flops = sum(cost[v] for v in g.fwd if g.region(v) == r and g.key(v) == key)
-                score = gain / (flops + 1.0)
-                if best is None or score > best[0]:
-                    best = (score, r, key)
-        if best is None:
-            break
-        chosen = pol[best[1]]
-        assert chosen is not None
-        chosen[best[2]] = CheckpointPolicy.PREFER_RECOMPUTE
-        current = peak(graph, sac_events(graph, pol))
-    return pol
-
-
-def fill(
-    graph: dict[str, Any], pol: list[dict[Key, CheckpointPolicy] | None], budget: int
-) -> list[dict[Key, CheckpointPolicy] | None]:
-    """Step 4 of the projection: SAC replays every op of a region it has not cached, so where the
-    budget leaves room, recompute less: no region is checkpointed if that fits; else each region,
-    last first, is left unchecked (plain autograd) where that fits, then each recomputed op call
-    (FLOPs per byte, highest first) turns MUST_SAVE, each change kept when what SAC then
-    runs still peaks within `budget` and recomputes less."""
-    g = _Graph(graph)
-    cost = {n["id"]: float(n["cost"]) for n in g.nodes}
-    memory = {n["id"]: int(n["memory"]) for n in g.nodes}
-    pol = [None if t is None else dict(t) for t in pol]
-
-    def recompute(events: list[dict[str, str]]) -> float:
-        return sum(cost[e["node"]] for e in events if e["op"] == "compute")
-
-    bad = {v for n in g.nodes if "overwrites" in n.get("meta", {}) for v in (n["id"], str(n["meta"]["overwrites"]))}
-    members: dict[tuple[int, Key], list[str]] = defaultdict(list)
-    for v in g.fwd:
-        if (r := g.region(v)) is not None:
-            members[(r, g.key(v))].append(v)
-    current = recompute(sac_events(graph, pol))
-    plain: list[dict[Key, CheckpointPolicy] | None] = [None] * len(pol)
-    if peak(graph, trial := sac_events(graph, plain)) <= budget:
-        return plain
-    # backward replays the last region first, while every earlier one is held
-    for r in reversed(range(len(pol))):
-        table = pol[r]
-        pol[r] = None
-        trial = sac_events(graph, pol)
-        if peak(graph, trial) <= budget and recompute(trial) < current:
-            current = recompute(trial)
-        else:
-            pol[r] = table
-    candidates = [
-        (sum(cost[v] for v in vs) / (1 + sum(memory[v] for v in vs)), r, key)
-        for (r, key), vs in members.items()
-        if (pol[r] or {}).get(key) == CheckpointPolicy.PREFER_RECOMPUTE and not any(v in bad for v in vs)
-    ]
-    for _, r, key in sorted(candidates, key=lambda c: -c[0]):
-        table = pol[r]
-        assert table is not None
-        table[key] = CheckpointPolicy.MUST_SAVE
-        trial = sac_events(graph, pol)
-        if peak(graph, trial) <= budget and recompute(trial) < current:
-            current = recompute(trial)
-        else:
-            table[key] = CheckpointPolicy.PREFER_RECOMPUTE
-    return pol
-
-
-def plan(graph: dict[str, Any], result: dict[str, Any], backend: Backend, *, budget: int | None = None) -> Plan:
-    """Project `result`'s schedule onto SAC policies, fit them to `budget` (the result's budget by
-    default) and simulate what SAC will run. The plan's `predicted` peak may exceed the budget when
-    no SAC plan over these regions fits (check `Plan.fits`)."""
-    g = _Graph(graph)
-    if g.regions == 0:
+def plan(
+    graph: dict[str, Any],
+    result: dict[str, Any],
+    backend: Backend,
+    *,
+    budget: int | None = None,
+    on_overrun: OnOverrun = "raise",
+) -> Plan:
+    """Project `result`'s schedule onto SAC policies within `budget` (the result's budget by
+    default) and simulate what SAC will run. Candidates: the projection of the schedule fitted
+    to the budget, and per-block checkpointing (every region checkpointed, only region inputs
+    kept), each filled where the budget leaves room; the one that recomputes least among those
+    that fit wins. When none fits, `remat.OverBudget` is raised (`on_overrun="warn"`: an
+    `OverBudgetWarning`, and the plan with the lowest peak is returned)."""
+    if on_overrun not in ("raise", "warn"):
+        raise ApplyError(f"on_overrun must be 'raise' or 'warn', got {on_overrun!r}")
+    sac = _Sac(graph)
+    if sac.regions == 0:
         raise ApplyError("the graph has no checkpoint regions: export it with regions=[...] (the modules to wrap)")
-    events = result.get("schedule", {}).get("events") if result.get("schedule") else None
-    if not events:
+    schedule = result.get("schedule", {}).get("events") if result.get("schedule") else None
+    if not schedule:
         raise ApplyError(f"the result holds no schedule (status {result.get('status')!r})")
-    kept = kept_nodes(graph, events)
+    kept = kept_nodes(graph, schedule)
     limit = int(result["budget"]) if budget is None else budget
-    pol = fill(graph, fit(graph, policies(graph, kept), limit), limit)
-    sac = sac_events(graph, pol)
-    predicted = backend.simulate(graph, {"events": sac}, budget=limit)
-    calls = graph.get("meta", {}).get("region_calls") or [{} for _ in pol]
-    return Plan(
-        policies=pol,
+    per_block: Saves = [set() for _ in range(sac.regions)]
+    plain: Saves = [None] * sac.regions
+    if sac.run(plain).peak <= limit:
+        filled = [plain, per_block]  # nothing to recompute
+    else:
+        # the projection of the schedule, else per-block checkpointing (which recomputes the most
+        # any SAC plan over these regions does), filled where the budget leaves room
+        projected = _fit(sac, _projected(sac, kept), limit)
+        if sac.run(projected).peak <= limit:
+            filled = [_fill(sac, projected, limit), per_block]
+        else:
+            fallback = sac.run(per_block).peak <= limit
+            filled = [projected, _fill(sac, per_block, limit) if fallback else per_block]
+    runs = [sac.run(c) for c in filled]
+    fitting = [i for i, run in enumerate(runs) if run.peak <= limit]
+    best = (
+        min(fitting, key=lambda i: (runs[i].flops, runs[i].peak))
+        if fitting
+        else min(range(len(runs)), key=lambda i: runs[i].peak)
+    )
+    events = sac.events(runs[best])
+    predicted = backend.simulate(sac.simulation_graph(graph), {"events": events}, budget=limit)
+    calls = graph.get("meta", {}).get("region_calls") or [{} for _ in range(sac.regions)]
+    p = Plan(
+        policies=_table(filled[best], sac),
         calls=[dict(c) for c in calls],
         kept=sorted(kept),
-        events=sac,
+        events=events,
         predicted=predicted,
         schedule_stats=result.get("stats"),
-        fixed_memory=int(graph.get("fixed_memory", 0)),
+        fixed_memory=sac.fixed,
         budget=limit,
+        per_block_peak=runs[1].peak if filled[1] == per_block else sac.run(per_block).peak,
     )
+    if not p.fits:
+        _overrun(p, on_overrun)
+    return p
 
 
-def _context_fn(table: dict[Key, CheckpointPolicy], calls: dict[str, int], misses: list[str]) -> Callable[[], Any]:
+def _overrun(p: Plan, on_overrun: OnOverrun) -> None:
+    mib = 1 / 2**20
+    message = (
+        f"remat: the applied plan peaks at {p.predicted_peak} bytes ({p.predicted_peak * mib:.1f} MiB, "
+        f"{p.predicted_activations * mib:.1f} MiB of activations), over the budget of {p.budget} bytes "
+        f"({p.budget * mib:.1f} MiB) by {(p.predicted_peak - p.budget) * mib:.1f} MiB; no SAC plan over these regions "
+        f"fits (per-block checkpointing peaks at {p.per_block_peak} bytes). Give a budget of at least "
+        f"{min(p.predicted_peak, p.per_block_peak)} bytes, export with smaller or more regions, or pass "
+        "on_overrun='warn' to run over the budget"
+    )
+    if on_overrun == "raise":
+        raise OverBudget(message, budget=p.budget, predicted=p.predicted_peak)
+    warnings.warn(OverBudgetWarning(message), stacklevel=3)
+
+
+class _Buffers:
+    """A region's buffers (BatchNorm's running statistics and counter, ...) saved before its
+    replay in backward and restored after it, into storage allocated once: the replay runs the
+    region's forward again, and the state it updates must end as one forward left it."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.buffers = list({id(b): b for b in module.buffers()}.values())
+        self.copies = [torch.empty_like(b) for b in self.buffers]
+
+    @contextmanager
+    def kept(self) -> Iterator[None]:
+        with torch.no_grad():
+            for b, c in zip(self.buffers, self.copies, strict=True):
+                c.copy_(b)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for b, c in zip(self.buffers, self.copies, strict=True):
+                    b.copy_(c)
+
+
+def _context_fn(
+    table: dict[Key, CheckpointPolicy], calls: dict[str, int], misses: list[str], buffers: _Buffers
+) -> Callable[[], Any]:
     def make() -> Any:
         seen: dict[str, int] = defaultdict(int)
 
@@ -364,16 +693,40 @@ def _context_fn(table: dict[Key, CheckpointPolicy], calls: dict[str, int], misse
                 return CheckpointPolicy.PREFER_RECOMPUTE
             return found
 
-        return create_selective_checkpoint_contexts(policy)
+        forward, recompute = create_selective_checkpoint_contexts(policy)
+        return forward, _restoring(buffers, recompute)
 
     return make
+
+
+@contextmanager
+def _restoring(buffers: _Buffers, recompute: Any) -> Iterator[None]:
+    """SAC's recomputation context, inside the buffers' save and restore (outside SAC's mode, so
+    its op counts do not see the copies)."""
+    with buffers.kept(), recompute:
+        yield
+
+
+def _as_called(x: Any) -> Any:
+    """`x` with its lists, tuples and dicts copied (recursively), tensors shared: what a region's
+    replay must see is its input as it was at the call (DenseNet's blocks append to the list of
+    features a layer read)."""
+    if isinstance(x, list):
+        return [_as_called(y) for y in x]
+    if isinstance(x, tuple) and not hasattr(x, "_fields"):
+        return tuple(_as_called(y) for y in x)
+    if isinstance(x, dict):
+        return {k: _as_called(y) for k, y in x.items()}
+    return x
 
 
 @contextmanager
 def applied(regions: Sequence[torch.nn.Module], p: Plan) -> Iterator[Plan]:
     """Run `regions` (the modules given to `export(..., regions=...)`, same order) under the plan's
     SAC policies while the context is open. `p.misses` lists op calls the policy did not expect (a
-    graph exported from another model or shape): they are recomputed."""
+    graph exported from another model or shape): they are recomputed. A region's replay in
+    backward sees its inputs as they were at the call (lists and dicts copied) and leaves its
+    buffers as the forward left them (BatchNorm's statistics are updated once per step)."""
     if len(regions) != len(p.policies):
         raise ApplyError(f"the plan has {len(p.policies)} regions, {len(regions)} modules were given")
     originals = []
@@ -382,10 +735,10 @@ def applied(regions: Sequence[torch.nn.Module], p: Plan) -> Iterator[Plan]:
             continue
         forward = mod.forward
         originals.append((mod, "forward" in mod.__dict__, forward))
-        ctx = _context_fn(table, calls, p.misses)
+        ctx = _context_fn(table, calls, p.misses, _Buffers(mod))
 
         def wrapped(*args: Any, _f: Callable[..., Any] = forward, _c: Any = ctx, **kwargs: Any) -> Any:
-            return checkpoint(_f, *args, use_reentrant=False, context_fn=_c, **kwargs)
+            return checkpoint(_f, *_as_called(args), use_reentrant=False, context_fn=_c, **_as_called(kwargs))
 
         mod.forward = functools.update_wrapper(wrapped, forward)
     try:

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sysconfig
 import tempfile
 import time
 import urllib.error
@@ -166,11 +167,20 @@ class Client:
 
 
 def find_binary(binary: str | os.PathLike[str] | None = None) -> str:
-    """The `remat` binary: `binary`, else $REMAT_BIN, else `remat` on PATH."""
-    found = str(binary) if binary else os.environ.get("REMAT_BIN") or shutil.which("remat")
+    """The `remat` binary: `binary`, else $REMAT_BIN, else the one the wheel installed in this
+    interpreter's scripts directory (found whether or not its environment is activated), else
+    `remat` on PATH."""
+    scripts = sysconfig.get_path("scripts")
+    found = (
+        str(binary)
+        if binary
+        else os.environ.get("REMAT_BIN") or shutil.which("remat", path=scripts) or shutil.which("remat")
+    )
     if not found or not Path(found).is_file():
+        where = found or f"none in {scripts} nor on PATH"
         raise RematError(
-            f"no remat binary ({found or 'not on PATH'}): set REMAT_BIN, put `remat` on PATH or pass binary="
+            f"no remat binary ({where}): `pip install remat` installs one; else set REMAT_BIN, "
+            "put `remat` on PATH or pass binary="
         )
     return found
 
@@ -234,5 +244,5 @@ def backend(server: str | None = None, *, binary: str | None = None) -> Backend:
 def solve_local(
     graph: Graph, budget: _budget.Budget, *, binary: str | None = None, **options: Unpack[SolveOptions]
 ) -> Result:
-    """Solve with the `remat` binary (`binary`, $REMAT_BIN or PATH), no server needed."""
+    """Solve with the `remat` binary (see `find_binary`), no server needed."""
     return Local(binary).solve(graph, budget, **options)

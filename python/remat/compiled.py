@@ -1,41 +1,52 @@
-"""A partitioner for AOTAutograd (`aot_module`, `torch.compile` backends) that follows a remat schedule.
+"""remat in compiled PyTorch: a partitioner for AOTAutograd and a step that compiles model + loss.
 
 AOTAutograd traces the joint forward + backward graph (functional ATen ops) and asks a
 *partitioner* to split it into a forward graph, which returns the tensors it saves, and a backward
-graph, which recomputes what was not saved. `partitioner(budget, backend)` returns one that:
+graph, which recomputes what was not saved. `Partitioner(budget, backend)` is one that:
 
-1. turns the joint graph into a remat graph by `remat.export`'s rules (views folded, tuple
-   elements as nodes, FLOPs as cost; the joint's placeholders are `fixed_memory`);
-2. solves it at `budget` with remat (`backend`: `Client` or `Local`);
-3. saves the forward nodes the schedule keeps across the forward/backward boundary (computed once,
-   resident at the first backward compute) and the primal inputs the backward reads (parameters and
-   inputs, resident anyway), and lets `_extract_fwd_bwd_modules` put every other forward node the backward needs
-   into the backward graph;
-4. orders the backward graph as the schedule does: each recomputation just before its first use,
-   not all of them up front (the built-in min-cut partitioner keeps one copy of each recomputed
-   node alive from its first recompute: pytorch#197838). A node the schedule recomputes more than
-   once is recomputed once here, before its first use.
+1. turns the joint graph into a remat graph by `remat.export`'s rules (`joint_graph`: views
+   folded, tuple elements as nodes, FLOPs as cost; the joint's placeholders and the gradients are
+   `fixed_memory`); random ops get a cost above the whole graph's, so that a schedule recomputes
+   them only where nothing else fits (their recomputation would draw other numbers);
+2. solves it at `budget` with remat, once per distinct graph and budget (`cache`: keyed by a hash
+   of the remat graph and the solve options, so a recompile of an unchanged graph does not solve
+   again);
+3. realizes the schedule (`remat.realize`): the forward graph saves exactly what the schedule
+   keeps across the forward/backward boundary, the backward graph holds every recomputation where
+   the schedule places it, as often as it repeats it, and every value is dropped after its last use;
+4. simulates what the two graphs run (`Partitioned.predicted`, remat's simulator) and raises
+   `OverBudget` when that peak is above the budget (`on_overrun="warn"`: `OverBudgetWarning`).
 
-`Partitioner.last` keeps the last graph, result and saved set, to compare with measurements.
+`compile(model, loss_fn, budget, backend=...)` puts the loss inside the joint graph: it compiles
+`loss_fn(model(*inputs), *targets)` as one module (targets are inputs of the compiled graph, not
+constants captured by a closure) and returns a step that runs forward, loss and backward under the
+partitioner: `loss = step(*inputs, target)`. What stays outside the graph: the gradients'
+accumulation into `.grad` (they are `fixed_memory`), the optimizer, and anything the step's caller
+keeps. `compiler="inductor"` plugs the same partitioner into Inductor (`remat.inductor`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import operator
-from collections import defaultdict
-from typing import Any
+import hashlib
+import json
+import warnings
+from collections.abc import Callable
+from typing import Any, Literal
 
 import torch
-from torch import fx
+from torch import fx, nn
 from torch._functorch.partitioners import _extract_fwd_bwd_modules
+from torch.utils._ordered_set import OrderedSet
 
 from . import budget as _budget
 from ._trace import JointTrace
-from .apply import kept_nodes
 from .client import Backend
-from .errors import ApplyError
-from .export import _FIXED, _Builder, _fx_costs_flops, graph_dict, tensor_bytes
+from .errors import ApplyError, OverBudget, OverBudgetWarning, RematError
+from .export import _Builder, _fx_costs_flops, graph_dict, tensor_bytes
+from .realize import UNREDUCED_STORAGE, is_random, prediction_graph, realize, realized_events, unread_args
+
+Overrun = Literal["raise", "warn"]
 
 
 @dataclasses.dataclass
@@ -48,14 +59,24 @@ class Partitioned:
     saved: list[str]
     events: list[dict[str, str]]
     predicted: dict[str, Any]
+    deviations: list[str]
+    cached: bool
+
+    @property
+    def budget(self) -> int:
+        return int(self.result["budget"])
+
+    @property
+    def predicted_peak(self) -> int:
+        return int(self.predicted["stats"]["peak_memory"])
 
     @property
     def predicted_activations(self) -> int:
-        return int(self.predicted["stats"]["peak_memory"]) - int(self.graph["fixed_memory"])
+        return self.predicted_peak - int(self.graph["fixed_memory"])
 
-
-def _is_tangent(n: fx.Node) -> bool:
-    return n.op == "placeholder" and "tangents" in n.name
+    @property
+    def fits(self) -> bool:
+        return self.predicted_peak <= self.budget
 
 
 def joint_graph(joint: fx.GraphModule, num_fwd_outputs: int) -> tuple[dict[str, Any], _Builder]:
@@ -82,154 +103,224 @@ def joint_graph(joint: fx.GraphModule, num_fwd_outputs: int) -> tuple[dict[str, 
     costs, formula, other = _fx_costs_flops(trace)
     b = _Builder(trace, costs)
     b.run()
+    _kernel_facts(b)
     grads = sum(tensor_bytes(o.meta.get("val")) for o in trace.grad_nodes)
     meta = {"flops_formula": formula, "flops_per_element": other}
     return graph_dict(b, "aot-joint", b.fixed_bytes + grads, "FLOP", meta), b
 
 
+def _kernel_facts(b: _Builder) -> None:
+    """What kernels really read and hold, where it differs from the ops' signatures: inputs a
+    kernel does not read are no inputs of its node (`realize` passes None for them), and a loss
+    whose storage is the unreduced buffer holds that buffer's bytes."""
+
+    def owner(a: fx.Node) -> str | None:
+        return b.current.get(b.key[a]) if a in b.key else None
+
+    for n in b.trace.gm.graph.nodes:
+        node = b.nodes.get(n.name)
+        if node is None:
+            continue
+        skip = {a for i in unread_args(n) if isinstance(a := n.args[i], fx.Node)}
+        if skip:
+            read = {owner(a) for a in n.all_input_nodes if a not in skip}
+            node.inputs = [i for i in node.inputs if i in read]
+        if n.target in UNREDUCED_STORAGE and isinstance(n.args[0], fx.Node):
+            node.memory = max(node.memory, tensor_bytes(n.args[0].meta.get("val")))
+
+
+def solve_graph(graph: dict[str, Any], built: _Builder, num_fwd_outputs: int) -> dict[str, Any]:
+    """The graph remat solves: the outputs the caller holds (the loss) are resident from the
+    forward to the end of the step, so their bytes are fixed memory; random ops cost more than all
+    other nodes together (recomputing them would draw other numbers)."""
+    total = 1.0 + sum(float(n["cost"]) for n in graph["nodes"])
+    joint = built.trace.gm.graph
+    fx_nodes = {n.name: n for n in joint.nodes}
+    output = joint.output_node()
+    descs = output.meta.get("desc") or []
+    held = set()
+    for i, o in enumerate(list(output.args[0])[:num_fwd_outputs]):  # type: ignore[arg-type]
+        if isinstance(o, fx.Node) and not (i < len(descs) and type(descs[i]).__name__ == "InputMutationAOTOutput"):
+            key = built.key.get(o)
+            owner = built.current.get(key) if key is not None else None
+            if owner in built.nodes:
+                held.add(owner)
+    nodes = []
+    fixed = int(graph["fixed_memory"])
+    for n in graph["nodes"]:
+        source = fx_nodes.get(built.nodes[n["id"]].source)
+        if source is not None and is_random(source):
+            n = {**n, "cost": total}
+        if n["id"] in held:
+            fixed += int(n["memory"])
+            n = {**n, "memory": 0}
+        nodes.append(n)
+    return {**graph, "fixed_memory": fixed, "nodes": nodes}
+
+
+def graph_key(graph: dict[str, Any], *options: Any) -> str:
+    """A hash of a remat graph and solve options (the Partitioner's cache key)."""
+    h = hashlib.sha256(json.dumps(graph, sort_keys=True).encode())
+    h.update(repr(options).encode())
+    return h.hexdigest()
+
+
 class Partitioner:
-    """`partition_fn` for `aot_module` / `aot_autograd`, solving each joint graph at `budget`."""
+    """`partition_fn` for `aot_module` / `aot_autograd` (and, through `remat.inductor`, Inductor),
+    solving each joint graph at `budget` (module doc)."""
 
     def __init__(
-        self, budget: _budget.Budget, backend: Backend, *, solver: str = "auto", time_limit: float | None = 30
+        self,
+        budget: _budget.Budget,
+        backend: Backend,
+        *,
+        solver: str = "auto",
+        time_limit: float | None = 30,
+        seed: int | None = None,
+        on_overrun: Overrun = "raise",
     ) -> None:
+        if on_overrun not in ("raise", "warn"):
+            raise ValueError(f"on_overrun must be 'raise' or 'warn', got {on_overrun!r}")
         self.budget = budget
         self.backend = backend
         self.solver = solver
         self.time_limit = time_limit
+        self.seed = seed
+        self.on_overrun = on_overrun
+        self.cache: dict[str, dict[str, Any]] = {}
+        self.solves = 0  # solves run (cache misses)
         self.last: Partitioned | None = None
 
+    def solve(self, graph: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """remat's result for `graph` at the budget, from the cache when the graph was solved before."""
+        key = graph_key(graph, self.budget, self.solver, self.time_limit, self.seed)
+        if key in self.cache:
+            return self.cache[key], True
+        result = self.backend.solve(graph, self.budget, solver=self.solver, time_limit=self.time_limit, seed=self.seed)
+        self.solves += 1
+        self.cache[key] = result
+        return result, False
+
     def __call__(
-        self, joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, **_: Any
+        self,
+        joint: fx.GraphModule,
+        joint_inputs: Any,
+        *,
+        num_fwd_outputs: int,
+        static_lifetime_input_indices: list[int] | None = None,
+        **_: Any,
     ) -> tuple[fx.GraphModule, fx.GraphModule]:
         graph, built = joint_graph(joint, num_fwd_outputs)
-        result = self.backend.solve(graph, self.budget, solver=self.solver, time_limit=self.time_limit)
+        result, cached = self.solve(solve_graph(graph, built, num_fwd_outputs))
         events = (result.get("schedule") or {}).get("events")
         if not events:
             raise ApplyError(f"remat returned no schedule ({result.get('status')})")
-        kept = kept_nodes(graph, events)
-        nodes = list(joint.graph.nodes)
-        outputs = list(nodes[-1].args[0])
-        fwd_out = {o for o in outputs[:num_fwd_outputs] if isinstance(o, fx.Node)}
-        # an op whose outputs are forward outputs (the updated running statistics of BatchNorm) is
-        # saved whole, never recomputed: the buffer it reads is updated in place after the forward
-        pinned = {
-            u.name
-            for o in fwd_out
-            if o.target is operator.getitem
-            for u in o.args[0].users  # type: ignore[union-attr]
-        }
-        saved = [
-            n for n in nodes if (n.name in kept or n.name in pinned) and isinstance(n.meta.get("val"), torch.Tensor)
-        ]
-        primals = [n for n in nodes if n.op == "placeholder" and not _is_tangent(n)]
-        activations = [n for n in saved if n not in primals]
-        fw, bw = _extract_fwd_bwd_modules(joint, primals + activations, [], num_fwd_outputs=num_fwd_outputs)
-        # save only the primals the backward reads
-        used = {n.name for n in bw.graph.nodes if n.op == "placeholder" and n.users}
-        needed = [n for n in primals if n.name in used]
-        fw, bw = _extract_fwd_bwd_modules(joint, needed + activations, [], num_fwd_outputs=num_fwd_outputs)
-        _recompute_before_first_use(bw)
-        # what the backward really receives (values it does not read are not kept)
-        names = {n.name for n in activations}
-        received = [n.name for n in bw.graph.nodes if n.op == "placeholder" and n.users and n.name in names]
-        ran = partition_events(graph, built, received, fwd_out, bw)
-        predicted = self.backend.simulate(graph, {"events": ran})
-        self.last = Partitioned(graph, result, received, ran, predicted)
+        real = realize(joint, built, events, num_fwd_outputs)
+        primals = [n for n in real.joint.graph.nodes if n.op == "placeholder" and "primals" in n.name]
+        static = OrderedSet(primals[i] for i in static_lifetime_input_indices or [])
+        fw, bw = _extract_fwd_bwd_modules(
+            real.joint,
+            real.saved,
+            real.saved_sym,
+            num_fwd_outputs=num_fwd_outputs,
+            static_lifetime_input_nodes=static,
+        )
+        ran = realized_events(graph, fw, bw, num_fwd_outputs)
+        predicted = self.backend.simulate(prediction_graph(graph, ran), {"events": ran})
+        saved = [str(n.name) for n in bw.graph.nodes if n.op == "placeholder" and "tangents" not in n.name]
+        self.last = Partitioned(graph, result, saved, ran, predicted, real.deviations, cached)
+        self.check(self.last)
         return fw, bw
 
-
-def _recompute_before_first_use(gm: fx.GraphModule) -> None:
-    """Reorder `gm` so that every node comes right before its first user (outputs last)."""
-    g = gm.graph
-    order: list[fx.Node] = []
-    placed: set[fx.Node] = set()
-
-    def place(n: fx.Node) -> None:
-        stack = [n]
-        while stack:
-            top = stack[-1]
-            missing = [a for a in top.all_input_nodes if a not in placed]
-            if missing:
-                stack.extend(reversed(missing))
-                continue
-            stack.pop()
-            if top not in placed:
-                placed.add(top)
-                order.append(top)
-
-    for n in g.nodes:
-        if n.op == "placeholder":
-            placed.add(n)
-    # the backward proper reads a tangent, directly or not; everything else is a recomputation
-    backward: set[fx.Node] = set()
-    for n in g.nodes:
-        if _is_tangent(n) or any(a in backward for a in n.all_input_nodes):
-            backward.add(n)
-    anchors = [n for n in g.nodes if n.op not in ("placeholder", "output") and n in backward]
-    for n in anchors:
-        place(n)
-    for n in g.nodes:
-        if n.op != "placeholder":
-            place(n)
-    # move nodes into the new order (placeholders stay first)
-    cursor = next(n for n in reversed(list(g.nodes)) if n.op == "placeholder")
-    for n in order:
-        cursor.append(n)
-        cursor = n
-    g.lint()
-    gm.recompile()
+    def check(self, p: Partitioned) -> None:
+        """`OverBudget` (or its warning) when what will run peaks above the budget."""
+        if p.fits:
+            return
+        fixed = int(p.graph["fixed_memory"])
+        message = (
+            f"remat: the compiled step is predicted to peak at {p.predicted_peak} bytes "
+            f"({p.predicted_activations} of activations), above the budget of {p.budget} bytes "
+            f"({p.budget - fixed} of activations; fixed memory {fixed}). The solver's schedule peaks at "
+            f"{int(p.result['stats']['peak_memory'])}"
+            + (f"; the partition deviates from it: {'; '.join(p.deviations[:5])}" if p.deviations else "")
+            + ". Raise the budget, or pass on_overrun='warn' to run over it."
+        )
+        if self.on_overrun == "raise":
+            raise OverBudget(message, budget=p.budget, predicted=p.predicted_peak)
+        warnings.warn(message, OverBudgetWarning, stacklevel=3)
 
 
-def partition_events(
-    graph: dict[str, Any], built: _Builder, saved: list[str], fwd_out: set[fx.Node], bw: fx.GraphModule
-) -> list[dict[str, str]]:
-    """What the partition runs, as a remat schedule: every forward node, each freed after its last
-    forward use unless saved or returned; then the backward graph in its order (recomputations
-    included), each node freed after its last use."""
-    by_fx = {n.name: n for n in built.trace.gm.graph.nodes}
+class _WithLoss(nn.Module):
+    """`loss_fn(model(*inputs), *targets)` as one module (the last `targets` arguments are targets)."""
 
-    def owner(name: str) -> str | None:
-        """The remat node holding the value of fx node `name` (None: fixed memory, or no tensor)."""
-        if name in built.nodes:
-            return name
-        fxn = by_fx.get(name)
-        key = built.key.get(fxn) if fxn is not None else None
-        held = built.current.get(key) if key is not None else None
-        return None if held in (None, _FIXED) else held
+    def __init__(self, model: nn.Module, loss_fn: Callable[..., torch.Tensor], targets: int) -> None:
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+        self.targets = targets
 
-    ids = [n["id"] for n in graph["nodes"]]
-    inputs = {n["id"]: n.get("inputs", []) for n in graph["nodes"]}
-    forward = [n["id"] for n in graph["nodes"] if n.get("kind") != "backward"]
-    keep = {o for o in (owner(s) for s in saved) if o} | {o for o in (owner(f.name) for f in fwd_out) if o}
-    order = [n.name for n in bw.graph.nodes if n.op == "call_function" and owner(n.name) == n.name]
-    order += [v for v in ids if v not in set(forward) and v not in set(order)]  # dead backward nodes
-    returned = {o for o in (owner(f.name) for f in fwd_out) if o}
-    keep = {o for o in (owner(s) for s in saved) if o} | returned
-    events: list[dict[str, str]] = []
-    resident: set[str] = set()
+    def forward(self, *args: Any) -> torch.Tensor:
+        cut = len(args) - self.targets
+        return self.loss_fn(self.model(*args[:cut]), *args[cut:])
 
-    def phase(sequence: list[str], hold: set[str]) -> None:
-        """Compute `sequence` (skipping what is resident), freeing each value after its last use in it."""
-        uses: dict[str, int] = defaultdict(int)
-        for v in sequence:
-            for u in inputs[v]:
-                uses[u] += 1
-        for u in sorted(resident):  # held values the sequence does not read go first
-            if uses[u] == 0 and u not in hold:
-                events.append({"op": "free", "node": u})
-                resident.discard(u)
-        for v in sequence:
-            if v not in resident:
-                events.append({"op": "compute", "node": v})
-                resident.add(v)
-            for u in inputs[v]:
-                uses[u] -= 1
-            for u in [*inputs[v], v]:
-                if u in resident and uses[u] == 0 and u not in hold:
-                    events.append({"op": "free", "node": u})
-                    resident.discard(u)
 
-    phase(forward, keep)
-    phase(order, returned)
-    return events
+class Step:
+    """A compiled training step: `step(*inputs, *targets)` runs forward, loss and backward (the
+    gradients accumulate into the parameters' `.grad`) and returns the loss, detached."""
+
+    def __init__(self, module: Callable[..., torch.Tensor], partitioner: Partitioner) -> None:
+        self.module = module
+        self.partitioner = partitioner
+
+    @property
+    def last(self) -> Partitioned | None:
+        return self.partitioner.last
+
+    def __call__(self, *args: Any) -> torch.Tensor:
+        try:
+            loss = self.module(*args)
+        except torch._dynamo.exc.BackendCompilerFailed as e:
+            # remat's own errors (OverBudget, InfeasibleBudget, ...) reach the caller as they are
+            if isinstance(e.inner_exception, RematError):
+                raise e.inner_exception from None
+            raise
+        loss.backward()
+        return loss.detach()
+
+
+def compile(
+    model: nn.Module,
+    loss_fn: Callable[..., torch.Tensor],
+    budget: _budget.Budget,
+    *,
+    backend: Backend,
+    targets: int = 1,
+    compiler: Literal["aot_eager", "inductor"] = "aot_eager",
+    solver: str = "auto",
+    time_limit: float | None = 30,
+    seed: int | None = None,
+    on_overrun: Overrun = "raise",
+) -> Step:
+    """A training step of `model` with `loss_fn(output, *targets)` compiled in one joint graph and
+    partitioned by remat at `budget` (see `remat.budget`). `targets`: how many trailing arguments
+    of the step are the loss's targets. The graph is compiled (and solved) at the first call, again
+    when shapes change (`torch.compile`, `dynamic=False`)."""
+    part = Partitioner(budget, backend, solver=solver, time_limit=time_limit, seed=seed, on_overrun=on_overrun)
+    wrapped = _WithLoss(model, loss_fn, targets)
+    if compiler == "aot_eager":
+        from torch._dynamo.backends.common import aot_autograd
+        from torch._dynamo.backends.debugging import boxed_nop
+
+        # buffer updates stay in the graph (copy_), where the partition runs them as early as it can
+        backend_fn: Any = aot_autograd(
+            fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=part, keep_inference_input_mutations=True
+        )
+        module = torch.compile(wrapped, backend=backend_fn, dynamic=False)
+    elif compiler == "inductor":
+        from .inductor import OPTIONS, RematPartitionerFn
+
+        options = {"custom_partitioner_fn": RematPartitionerFn(part), **OPTIONS}
+        module = torch.compile(wrapped, backend="inductor", dynamic=False, options=options)
+    else:
+        raise ValueError(f"compiler must be 'aot_eager' or 'inductor', got {compiler!r}")
+    return Step(module, part)

@@ -25,7 +25,11 @@ as ATen ops, without real compute or memory. The ops become the graph's nodes by
   real tensors (CPU, `repeats` runs).
 - **op**: the ATen op (`aten.convolution.default`); the node's `meta` holds `shape`, `dtype` and,
   for forward nodes, the (region, occurrence) that `remat.apply` uses to find the op again in
-  eager mode.
+  eager mode, and `saves`: the nodes its autograd node saves for backward (present when it saves
+  anything); for backward nodes, `grad_fn`: the index of the autograd node whose apply runs it.
+  Eager autograd holds a saved tensor until that node has run (`remat.apply` simulates this).
+- A reduced CPU `mse_loss`, `smooth_l1_loss` or `binary_cross_entropy` has its input's bytes: the
+  kernel returns the mean in the storage of the element-wise losses.
 """
 
 from __future__ import annotations
@@ -103,6 +107,21 @@ def _aliased_arg(op: Any, n: fx.Node, alias_set: Any) -> fx.Node | None:
     return tensors[0] if tensors else None
 
 
+# CPU kernels that return a reduced loss in the storage of the element-wise losses (the
+# storage has the input's bytes): what eager PyTorch holds while the loss is alive
+_LOSS_IN_ELEMENTWISE_STORAGE = {"mse_loss", "smooth_l1_loss", "binary_cross_entropy"}
+
+
+def _output_bytes(n: fx.Node, val: torch.Tensor) -> int:
+    """The bytes of `n`'s output storage: its tensor's, or for the losses above on CPU (reduced),
+    its input's."""
+    if getattr(n.target, "_opname", "") in _LOSS_IN_ELEMENTWISE_STORAGE and val.device.type == "cpu" and val.dim() == 0:
+        first = n.args[0] if n.args else None
+        if isinstance(first, fx.Node):
+            return max(tensor_bytes(val), tensor_bytes(first.meta.get("val")))
+    return tensor_bytes(val)
+
+
 class _Builder:
     def __init__(self, trace: JointTrace, cost_of: dict[str, float]) -> None:
         self.trace = trace
@@ -148,6 +167,8 @@ class _Builder:
             meta["region"] = self.trace.region_of[source.name]
         if kind != "backward" and "remat_occurrence" in source.meta:
             meta["occurrence"] = source.meta["remat_occurrence"]
+        if kind == "backward" and source.name in self.trace.grad_fn:
+            meta["grad_fn"] = self.trace.grad_fn[source.name]
         self.nodes[n.name] = _Node(n.name, cost, memory, inputs, kind, op, meta, source.name)
         return n.name
 
@@ -190,7 +211,7 @@ class _Builder:
                 # an alias the schema does not annotate (`_unsafe_view`): the same storage
                 self.key[n] = self.key[shared]
                 return
-            self.key[n] = self.new_key(self.add(n, tensor_bytes(val), self.inputs_of(n), cost, n))
+            self.key[n] = self.new_key(self.add(n, _output_bytes(n, val), self.inputs_of(n), cost, n))
             return
         base = _aliased_arg(op, n, ai.before_set)
         if base is None or base not in self.key:
@@ -218,6 +239,23 @@ class _Builder:
         self.nodes[node].meta["element"] = i
         self.key[n] = self.new_key(node)
 
+    def mark_saves(self) -> None:
+        """`meta.saves` of a forward or loss op: the nodes its autograd node saves for backward
+        (present, maybe empty, when it saves anything, parameters included): what eager
+        checkpointing replays a region up to, and what autograd holds outside checkpoints."""
+        fx_nodes = {n.name: n for n in self.trace.gm.graph.nodes}
+        for saver, saved in self.trace.saves:
+            node = self.nodes.get(saver)
+            if node is None or node.kind == "backward":
+                continue
+            target = self.nodes.get(saved)
+            if target is None and saved in fx_nodes and fx_nodes[saved] in self.key:
+                owner = self.current[self.key[fx_nodes[saved]]]
+                target = self.nodes.get(owner)
+            found = node.meta.setdefault("saves", [])
+            if target is not None and target.id not in found:
+                found.append(target.id)
+
     def run(self) -> None:
         tr = self.trace
         region_counts: dict[tuple[int, str], int] = defaultdict(int)
@@ -236,6 +274,7 @@ class _Builder:
                 self.fixed(n)
             elif n.op == "call_function":
                 self.call(n)
+        self.mark_saves()
         # gradient outputs live in the gradient buffers counted in fixed_memory
         for g in tr.grad_nodes:
             owner = self.current.get(self.key.get(g, -1), _FIXED)

@@ -4,7 +4,10 @@ from pathlib import Path
 import pytest
 import torch
 
+import remat
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # families.py
 
 torch.set_num_threads(2)
 
@@ -18,14 +21,28 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def remat_binary() -> str:
-    """$REMAT_BIN, else the workspace's target/debug/remat, else `remat` on PATH."""
+    """$REMAT_BIN, else the workspace's target/debug/remat, else what `remat.Local()` finds (the
+    binary the wheel installed beside this interpreter, else PATH)."""
     import os
-    import shutil
 
-    for candidate in (os.environ.get("REMAT_BIN"), str(REPO / "target/debug/remat"), shutil.which("remat")):
+    from remat.client import find_binary
+
+    for candidate in (os.environ.get("REMAT_BIN"), str(REPO / "target/debug/remat")):
         if candidate and Path(candidate).is_file():
             return candidate
-    pytest.fail("no remat binary: run `cargo build --locked` first or set REMAT_BIN")
+    try:
+        return find_binary()
+    except remat.RematError as e:
+        pytest.fail(f"{e} (or run `cargo build --locked`)")
+
+
+def pytest_report_header() -> list[str]:
+    """Which package and which binary this run tests (the checkout's, or an installed wheel's)."""
+    try:
+        binary = remat_binary()
+    except pytest.fail.Exception as e:
+        binary = f"none: {e}"
+    return [f"remat {remat.__version__}: package {Path(remat.__file__).parent}, binary {binary}"]
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sysconfig
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -116,3 +119,44 @@ def test_unreachable_server_fails_fast() -> None:
 def test_missing_binary_is_named(tmp_path: Any) -> None:
     with pytest.raises(remat.RematError, match="no remat binary"):
         Local(tmp_path / "nope")
+
+
+def test_package_and_binary_share_the_version(binary: str) -> None:
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30, check=True)
+    assert out.stdout.split() == ["remat", remat.__version__]
+
+
+def test_binary_lookup_order(tmp_path: Path, binary: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """REMAT_BIN, then this interpreter's scripts directory, then PATH."""
+    scripts, on_path = tmp_path / "scripts", tmp_path / "path"
+    scripts.mkdir()
+    on_path.mkdir()
+    (on_path / "remat").symlink_to(binary)
+    get_path = sysconfig.get_path
+    monkeypatch.setattr(
+        sysconfig, "get_path", lambda name, *a: str(scripts) if name == "scripts" else get_path(name, *a)
+    )
+    monkeypatch.setenv("PATH", str(on_path))
+    monkeypatch.delenv("REMAT_BIN", raising=False)
+    assert Local().binary == str(on_path / "remat")
+    (scripts / "remat").symlink_to(binary)
+    assert Local().binary == str(scripts / "remat")
+    monkeypatch.setenv("REMAT_BIN", binary)
+    assert Local().binary == binary
+    monkeypatch.setenv("REMAT_BIN", str(tmp_path / "nope"))
+    with pytest.raises(remat.RematError, match="no remat binary"):
+        Local()
+
+
+@pytest.mark.skipif(
+    not (Path(sysconfig.get_path("scripts")) / "remat").is_file(),
+    reason="no remat installed beside this interpreter (CI's run against the installed wheel has one)",
+)
+def test_local_finds_the_installed_binary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a user of the wheel: no REMAT_BIN, nothing on PATH; `remat.Local()` still solves."""
+    monkeypatch.delenv("REMAT_BIN", raising=False)
+    monkeypatch.setenv("PATH", "")
+    local = Local()
+    assert Path(local.binary).parent == Path(sysconfig.get_path("scripts"))
+    result = local.solve(load("tiny-residual.json"), "90%", solver="dtr")
+    assert result["stats"]["peak_memory"] <= result["budget"]

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -154,17 +152,12 @@ def test_bad_arguments_are_refused() -> None:
         remat.export(nn.Linear(4, 4), (torch.randn(2, 4),), lambda out: out.sum(), optimizer="lion")
 
 
-@pytest.mark.skipif(
-    not (os.environ.get("REMAT_BIN") or shutil.which("remat") or (REPO / "target/debug/remat").exists()),
-    reason="no remat binary",
-)
-def test_export_loads_in_remat(tmp_path: Path) -> None:
+def test_export_loads_in_remat(tmp_path: Path, binary: str) -> None:
     model = TinyGPT(layers=1)
     idx = torch.randint(0, 256, (2, 32))
     g = remat.export(model, (idx,), lambda out: lm_loss(out, idx))
     path = tmp_path / "g.json"
     path.write_text(json.dumps(g))
-    binary = os.environ.get("REMAT_BIN") or shutil.which("remat") or str(REPO / "target/debug/remat")
     out = subprocess.run(
         [binary, "inspect", str(path), "--json"], capture_output=True, text=True, timeout=60, check=True
     )

@@ -95,6 +95,9 @@ pub(super) enum Command {
     MaxBatch(super::max_batch::MaxBatchArgs),
     /// Draw SVG pictures: the memory timeline, the stage matrices, the budget trade-off.
     Plot(super::plot::PlotArgs),
+    /// Check that a `remat serve` answers (a container's health check): exit 0 on a 2xx
+    /// answer, 1 otherwise.
+    Probe(super::probe::ProbeArgs),
 }
 
 #[derive(clap::Args, Debug)]

@@ -7,7 +7,10 @@
 //!   deterministic slice and N machines together cover every item once.
 //! - Each result is written atomically (temporary file + rename): a reader, or a killed
 //!   run, never leaves a partial result under its final name. A result file that already
-//!   exists is a finished item: a second run skips it (resume).
+//!   exists is a finished item: a second run skips it (resume). The temporary files have
+//!   unguessable names, are never opened through a link, and the start-up sweep removes
+//!   only those no live process holds, so runs sharing an `--out` do not disturb each
+//!   other (`super::output`).
 //! - Results with an answer (`optimal`, `feasible`, `infeasible`) are written; a time
 //!   limit without a schedule or an error writes nothing, so a later run retries it.
 //! - SIGINT/SIGTERM cancel the solves in flight and stop the run before any new item.
@@ -21,6 +24,7 @@
 //! row); 2 for bad arguments (before any item runs); 130 when interrupted.
 
 use super::args::{BatchArgs, Shard};
+use super::output::{self, temporary_prefix};
 use super::{bad, write_atomic, write_file, CliError};
 use crate::budget::Budget;
 use crate::front::{graph_files, OptionsInput};
@@ -419,17 +423,19 @@ pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
     })
 }
 
-/// Removes temporary files a killed run left beside this run's result files.
+/// Removes the temporary files a killed run left beside this run's result files; those
+/// another live run (on the same `--out`) is writing are left alone
+/// ([`output::remove_if_abandoned`]).
 fn remove_stale_temporaries(items: &[Item]) {
     for item in items {
         let (Some(dir), Some(name)) = (item.output.parent(), item.output.file_name()) else {
             continue;
         };
-        let prefix = format!(".{}.tmp-", name.to_string_lossy());
+        let prefix = temporary_prefix(&name.to_string_lossy());
         if let Ok(entries) = std::fs::read_dir(dir) {
             for e in entries.flatten() {
                 if e.file_name().to_string_lossy().starts_with(&prefix) {
-                    let _ = std::fs::remove_file(e.path());
+                    output::remove_if_abandoned(&e.path());
                 }
             }
         }

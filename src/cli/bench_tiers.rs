@@ -4,6 +4,7 @@
 use super::args::BenchTiersArgs;
 use super::render::print_json;
 use super::CliError;
+use crate::front::solve_memory_limit;
 use crate::solve::dp::two_level::{figure3, simulated_factor};
 use std::time::Instant;
 
@@ -63,11 +64,21 @@ pub(super) fn run(args: &BenchTiersArgs) -> Result<i32, CliError> {
         "{:>8} {:>6} {:>13} {:>11} {:>10}",
         "n", "I", "simulated R", "makespan", "time (ms)"
     );
+    let memory = solve_memory_limit(None, 1);
     for &n in lengths.iter().filter(|&&n| n >= 1_000) {
         for &i in intervals {
             let start = Instant::now();
-            let Some((r, makespan)) = simulated_factor(n, i, snapshots) else {
-                continue;
+            let (r, makespan) = match simulated_factor(n, i, snapshots, memory) {
+                Ok(Some(row)) => row,
+                Ok(None) => continue,
+                Err(footprint) => {
+                    println!(
+                        "{n:>8} {i:>6}  not simulated: {} would need about {} bytes, over the \
+                         memory one solve may use here ({memory} bytes)",
+                        footprint.what, footprint.bytes
+                    );
+                    continue;
+                }
             };
             println!(
                 "{n:>8} {i:>6} {r:>13.4} {makespan:>11} {:>10.1}",

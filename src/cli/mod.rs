@@ -15,6 +15,7 @@ mod inspect;
 mod max_batch;
 mod output;
 mod plot;
+mod probe;
 mod render;
 mod simulate;
 mod solve;
@@ -137,5 +138,6 @@ fn execute(command: Command) -> Result<i32, CliError> {
         Command::Batch(args) => batch::run(args),
         Command::MaxBatch(args) => max_batch::run(&args),
         Command::Plot(args) => plot::run(&args),
+        Command::Probe(args) => probe::run(&args),
     }
 }

@@ -1,18 +1,47 @@
 //! Writing output files so that a reader never sees half a file: write a temporary file
 //! beside the target, flush it to disk, then rename it over the target.
+//!
+//! The directory may be shared with other runs (two `batch` runs on one `--out`) or with
+//! someone hostile (a volume others write to), so:
+//! - the temporary file is `.NAME.tmp-R` with `R` 16 hex digits from the thread's
+//!   OS-seeded generator, created with `O_CREAT | O_EXCL | O_NOFOLLOW`: a file or link
+//!   already at that name is never opened (another name is drawn), so a link planted in
+//!   the directory cannot redirect the write;
+//! - its writer holds an exclusive `flock` on it until it is renamed or removed, and
+//!   [`remove_if_abandoned`] removes a temporary only when it can take that lock: one a
+//!   killed process left, never a live run's;
+//! - a destination that is a symbolic link is refused (renaming over it would replace the
+//!   link, writing through it would leave the directory): name its target instead. So
+//!   `-o /dev/stdout` (a link) is refused; a device or named pipe named directly
+//!   (`/dev/null`) is written in place.
 
-use std::io::Write;
-use std::path::Path;
+use std::fs::{File, OpenOptions};
+use std::io::{Error, ErrorKind, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// Names drawn for a temporary file before giving up (each is taken only by a collision).
+const NAME_TRIES: usize = 16;
 
 /// Writes `bytes` to `path` atomically (temporary file + rename in the same directory).
 ///
-/// A path that exists and is not a regular file (`/dev/null`, `/dev/stdout`, a named pipe)
-/// is written in place: renaming over it would replace the device with a regular file.
+/// A path that exists and is neither a regular file nor a directory (`/dev/null`, a named
+/// pipe) is written in place: renaming over it would replace the device with a regular
+/// file. A symbolic link is refused.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Ok(meta) = std::fs::metadata(path) {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if meta.file_type().is_symlink() {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "it is a symbolic link; output files are replaced by renaming, never written \
+                 through a link: name the link's target instead",
+            ));
+        }
         if !meta.is_file() && !meta.is_dir() {
-            return std::fs::OpenOptions::new()
+            return OpenOptions::new()
                 .write(true)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(path)?
                 .write_all(bytes);
         }
@@ -21,16 +50,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let name = path.file_name().ok_or_else(|| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file")
-    })?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::new(ErrorKind::InvalidInput, "the path names no file"))?;
+    let (tmp, mut file) = create_temporary(dir, &temporary_prefix(&name.to_string_lossy()))?;
     let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -39,6 +63,83 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// The start of the names of `name`'s temporary files.
+pub(super) fn temporary_prefix(name: &str) -> String {
+    format!(".{name}.tmp-")
+}
+
+/// A new temporary file in `dir` named `prefix` and a random suffix, locked: created
+/// exclusively, never through a link, and still under its name once the lock is held (a
+/// sweep that removed it between its creation and the lock makes another one be drawn).
+fn create_temporary(dir: &Path, prefix: &str) -> std::io::Result<(PathBuf, File)> {
+    for _ in 0..NAME_TRIES {
+        let tmp = dir.join(format!("{prefix}{:016x}", rand::random::<u64>()));
+        let file = match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        };
+        lock(&file, true)?;
+        if names(&tmp, &file) {
+            return Ok((tmp, file));
+        }
+    }
+    Err(Error::new(
+        ErrorKind::AlreadyExists,
+        format!(
+            "no free temporary name in {} after {NAME_TRIES} tries",
+            dir.display()
+        ),
+    ))
+}
+
+/// Removes `path` when it is a temporary file that no process holds (its writer was
+/// killed). Links, pipes, devices and files a live writer holds are left alone.
+pub(super) fn remove_if_abandoned(path: &Path) {
+    let Ok(file) = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    else {
+        return;
+    };
+    if file.metadata().is_ok_and(|m| m.is_file())
+        && lock(&file, false).is_ok()
+        && names(path, &file)
+    {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Takes the exclusive `flock` on `file`, waiting for it when `wait`; released when the
+/// file is closed, or when its process dies.
+fn lock(file: &File, wait: bool) -> std::io::Result<()> {
+    let how = if wait {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_EX | libc::LOCK_NB
+    };
+    // SAFETY: flock reads no memory of ours; the descriptor is open for the call.
+    if unsafe { libc::flock(file.as_raw_fd(), how) } == 0 {
+        Ok(())
+    } else {
+        Err(Error::last_os_error())
+    }
+}
+
+/// Whether `path` still names the file open as `file` (not removed or replaced).
+fn names(path: &Path, file: &File) -> bool {
+    match (std::fs::symlink_metadata(path), file.metadata()) {
+        (Ok(at), Ok(open)) => at.dev() == open.dev() && at.ino() == open.ino(),
+        _ => false,
+    }
 }
 
 /// [`write_atomic`], its failure a bad-input error naming the file.
@@ -69,14 +170,21 @@ pub(super) fn deliver<T: serde::Serialize>(
 
 #[cfg(test)]
 mod tests {
-    use super::write_atomic;
+    use super::{create_temporary, remove_if_abandoned, temporary_prefix, write_atomic};
     use std::io::Read;
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    use std::path::PathBuf;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("remat-output-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
 
     #[test]
     fn regular_files_are_replaced_and_pipes_written_in_place() {
-        let dir = std::env::temp_dir().join(format!("remat-output-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("pipe");
         let file = dir.join("out.json");
         write_atomic(&file, b"first").unwrap();
         write_atomic(&file, b"second").unwrap();
@@ -98,6 +206,68 @@ mod tests {
         let mut text = String::new();
         reader.read_to_string(&mut text).unwrap();
         assert_eq!(text, "through the pipe");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 26, item 4: a link planted at the temporary name the writer used to take
+    /// (`.NAME.tmp-PID`, predictable with PID 1 in a container) redirected the write to a
+    /// file outside the directory. Every name the process could have used is planted here.
+    #[test]
+    fn a_link_planted_at_a_predictable_temporary_name_is_not_followed() {
+        let dir = scratch("planted");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let out = dir.join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        for pid in [1, std::process::id()] {
+            let link = out.join(format!(".summary.csv.tmp-{pid}"));
+            std::os::unix::fs::symlink(&victim, link).unwrap();
+        }
+        write_atomic(&out.join("summary.csv"), b"rows").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        let written = std::fs::symlink_metadata(out.join("summary.csv")).unwrap();
+        assert!(written.is_file(), "{written:?}");
+        assert_eq!(std::fs::read(out.join("summary.csv")).unwrap(), b"rows");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_destination_that_is_a_link_is_refused() {
+        let dir = scratch("link");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let link = dir.join("out.json");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let e = write_atomic(&link, b"new").unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        // No temporary file is left behind.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_temporaries_no_writer_holds_are_removed() {
+        let dir = scratch("sweep");
+        let prefix = temporary_prefix("r.json");
+        let (held, file) = create_temporary(&dir, &prefix).unwrap();
+        remove_if_abandoned(&held);
+        assert!(held.exists(), "a live writer's temporary was removed");
+        drop(file);
+        remove_if_abandoned(&held);
+        assert!(!held.exists(), "an abandoned temporary was kept");
+        // A link with a temporary's name is neither followed nor removed.
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let link = dir.join(format!("{prefix}0123456789abcdef"));
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        remove_if_abandoned(&link);
+        assert!(std::fs::symlink_metadata(&link).is_ok());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -105,11 +105,11 @@ fn picture(
         .transpose()?;
     let (drawn, source) = match &args.schedule {
         Some(path) => {
-            let text = std::fs::read(path)
+            let text = std::fs::read_to_string(path)
                 .map_err(|e| super::bad(format!("cannot read {}: {e}", path.display())))?;
-            let value = serde_json::from_slice(&text)
+            serde_json::from_str::<serde::de::IgnoredAny>(&text)
                 .map_err(|e| super::bad(format!("{}: not JSON: {e}", path.display())))?;
-            let mut drawn = input::read(g, value)
+            let mut drawn = input::read(g, &text)
                 .map_err(|e| super::bad(format!("{}: {e}", path.display())))?;
             drawn.budget = budget.or(drawn.budget);
             (drawn, path.display().to_string())

@@ -39,6 +39,16 @@ pub fn parse_effort(text: &str) -> Result<Effort, String> {
     }
 }
 
+/// A flag's number of seconds within [`seconds`]' range, so that every duration built from
+/// it (deadlines, the grace period, job lifetimes, a probe's timeout) is representable.
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a number of seconds, got '{s}'"))?;
+    seconds(v).map(|_| v)
+}
+
 /// A duration in seconds within `(0, MAX_SECONDS]`, or why not (the range, for messages).
 pub fn seconds(value: f64) -> Result<Duration, String> {
     if value > 0.0 && value <= MAX_SECONDS {

@@ -6,10 +6,10 @@
 //! `/v1/simulate`): `valid`, `budget`, `fits_budget`, the simulator's `stats` and the
 //! compute events per node id.
 
+use crate::graph::load::raw;
 use crate::graph::Graph;
 use crate::schedule::{simulate, ScheduleJson, SimError, SimStats};
 use serde::Serialize;
-use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// A value that holds no schedule.
@@ -24,19 +24,28 @@ pub enum ScheduleInputError {
     NotASchedule(serde_json::Error),
 }
 
-/// Reads a schedule in any of the accepted shapes.
-pub fn read_schedule(value: Value) -> Result<ScheduleJson, ScheduleInputError> {
-    let value = match value {
-        Value::Array(events) => serde_json::json!({ "events": events }),
-        Value::Object(mut o) if o.contains_key("schedule") => {
-            o.remove("schedule").unwrap_or_default()
-        }
-        other => other,
-    };
-    if value.is_null() {
+/// Reads a schedule in any of the accepted shapes from its JSON text, without building
+/// the whole text as a `serde_json::Value` (a solve result's other fields are split off
+/// unread).
+pub fn read_schedule(text: &str) -> Result<ScheduleJson, ScheduleInputError> {
+    let text = text.trim();
+    if text == "null" {
         return Err(ScheduleInputError::NoSchedule);
     }
-    serde_json::from_value(value).map_err(ScheduleInputError::NotASchedule)
+    if text.starts_with('[') {
+        return serde_json::from_str(text)
+            .map(|events| ScheduleJson {
+                events,
+                stages: None,
+            })
+            .map_err(ScheduleInputError::NotASchedule);
+    }
+    if let Ok(Ok(fields)) = raw::fields(text.as_bytes()) {
+        if let Some(inner) = fields.get("schedule") {
+            return read_schedule(inner.get());
+        }
+    }
+    serde_json::from_str(text).map_err(ScheduleInputError::NotASchedule)
 }
 
 /// What a valid schedule does on a graph (fields in the order the service has always
@@ -93,15 +102,16 @@ mod tests {
     fn every_shape_reads_to_the_same_schedule() {
         let g = linear(2);
         let events = serde_json::to_value(checkpoint_all(&g).to_json(&g).events).unwrap();
-        let want = read_schedule(json!({ "events": events })).unwrap();
-        assert_eq!(read_schedule(events.clone()).unwrap(), want);
+        let read = |v: serde_json::Value| read_schedule(&v.to_string());
+        let want = read(json!({ "events": events })).unwrap();
+        assert_eq!(read(events.clone()).unwrap(), want);
         let result = json!({"status": "feasible", "schedule": {"events": events}});
-        assert_eq!(read_schedule(result).unwrap(), want);
+        assert_eq!(read(result).unwrap(), want);
         assert!(matches!(
-            read_schedule(json!({"status": "infeasible", "schedule": null})),
+            read(json!({"status": "infeasible", "schedule": null})),
             Err(ScheduleInputError::NoSchedule)
         ));
-        let e = read_schedule(json!({"steps": []})).unwrap_err();
+        let e = read(json!({"steps": []})).unwrap_err();
         assert!(e.to_string().contains("\"store\"|\"load\""), "{e}");
     }
 

@@ -35,7 +35,7 @@
 //! Those files hold no input node, so `k = 0` there. Checkmate's own max-batch MILP makes
 //! the same assumption (it multiplies every size by the batch variable).
 
-use super::{Graph, GraphError, Problem, ProblemKind, MAX_BYTES, MAX_TOTAL_COST};
+use super::{Graph, GraphError, Problem, ProblemKind, Problems, MAX_BYTES, MAX_TOTAL_COST};
 use serde::Serialize;
 
 /// Where a graph's batch model comes from.
@@ -110,7 +110,7 @@ impl Graph {
     /// field. A spec without `batch_size` and without per-sample fields leaves the graph
     /// without a batch model.
     pub fn with_batch(mut self, spec: BatchSpec) -> Result<Graph, GraphError> {
-        let mut problems = Vec::new();
+        let mut problems = Problems::default();
         let Some(size) = spec.batch_size else {
             if spec.fixed_memory_per_sample.is_some() || !spec.memory_per_sample.is_empty() {
                 problems.push(Problem::graph(

@@ -39,7 +39,9 @@
 //! * **Loss.** rotor runs the loss forward and backward as two ops; here they are one op,
 //!   so the loss input and the loss gradient are live together.
 
-use super::{Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, MAX_BYTES};
+use super::{
+    Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, Problems, MAX_BYTES,
+};
 use serde::{Deserialize, Serialize};
 
 /// A chain in rotor's format.
@@ -63,7 +65,7 @@ impl ChainSpec {
     /// Checks the lengths and values, naming every bad field.
     pub fn validate(&self) -> Result<(), GraphError> {
         let len = self.fw.len();
-        let mut problems = Vec::new();
+        let mut problems = Problems::default();
         if len < 2 {
             problems.push(Problem::graph(
                 ProblemKind::InvalidField,

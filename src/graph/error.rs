@@ -1,9 +1,10 @@
 //! Errors of loading and validating a graph. Every problem names where it is: the node
 //! (by id, or by its position in the file when it has no usable id), the field and the
-//! offending value. All problems of a graph are collected, not only the first; what is
-//! shown of them is capped ([`SHOWN`] in the message, [`KEPT`] in
-//! [`GraphError::problems`]), with the number of the others, so that a large bad graph
-//! (60 MB of `{}` nodes) does not become a message a hundred times its size.
+//! offending value. All problems of a graph are counted, not only the first; the first
+//! [`KEPT`] are kept ([`Problems`]) and what is shown of them is capped ([`SHOWN`] in the
+//! message, [`KEPT`] in [`GraphError::problems`]), with the number of the others, so that
+//! a large bad graph (a million nodes with ten misspelt fields each) costs neither memory
+//! nor a message in proportion to its problems.
 
 use serde::Serialize;
 use std::fmt;
@@ -91,8 +92,54 @@ impl fmt::Display for Problem {
 
 /// Problems written out in [`GraphError`]'s message.
 pub const SHOWN: usize = 20;
-/// Problems listed by [`GraphError::problems`] (a last entry counts the others).
+/// Problems kept by [`Problems`] and listed by [`GraphError::problems`] (a last entry
+/// counts the others).
 pub const KEPT: usize = 100;
+
+/// The problems of a graph as they are found: every one counted, the first [`KEPT`] kept.
+/// Derefs to the kept ones; [`Problems::len`] is the count of all.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Problems {
+    kept: Vec<Problem>,
+    total: usize,
+}
+
+impl Problems {
+    pub fn push(&mut self, problem: Problem) {
+        self.total += 1;
+        if self.kept.len() < KEPT {
+            self.kept.push(problem);
+        }
+    }
+    /// Appends `more`, found after these.
+    pub fn extend(&mut self, more: Problems) {
+        let dropped = more.total - more.kept.len();
+        more.kept.into_iter().for_each(|p| self.push(p));
+        self.total += dropped;
+    }
+    /// Every problem found, kept or not.
+    pub fn len(&self) -> usize {
+        self.total
+    }
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+}
+
+impl std::ops::Deref for Problems {
+    type Target = [Problem];
+    fn deref(&self) -> &[Problem] {
+        &self.kept
+    }
+}
+
+impl From<Vec<Problem>> for Problems {
+    fn from(list: Vec<Problem>) -> Problems {
+        let mut problems = Problems::default();
+        list.into_iter().for_each(|p| problems.push(p));
+        problems
+    }
+}
 
 /// Why a graph could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -112,7 +159,11 @@ pub enum GraphError {
     #[error("unrecognised graph format: {0}")]
     Format(String),
     #[error("{}", render_problems(.0))]
-    Invalid(Vec<Problem>),
+    Invalid(Problems),
+    /// Over a limit on what is read (`crate::graph::load::Limits`), found while the JSON
+    /// was read and before the graph was built.
+    #[error("the graph has more than {limit} {what}")]
+    TooLarge { what: &'static str, limit: usize },
 }
 
 impl GraphError {
@@ -120,16 +171,16 @@ impl GraphError {
     /// `KEPT` (100) of them and then one that says how many more there are.
     pub fn problems(&self) -> Vec<Problem> {
         match self {
-            GraphError::Invalid(p) if p.len() > KEPT => {
-                let mut kept = p[..KEPT].to_vec();
+            GraphError::Invalid(p) if p.len() > p.kept.len() => {
+                let mut kept = p.kept.clone();
                 kept.push(Problem::graph(
                     ProblemKind::InvalidField,
                     "graph",
-                    format!("{} more problems are not listed", p.len() - KEPT),
+                    format!("{} more problems are not listed", p.len() - p.kept.len()),
                 ));
                 kept
             }
-            GraphError::Invalid(p) => p.clone(),
+            GraphError::Invalid(p) => p.kept.clone(),
             other => vec![Problem::graph(
                 ProblemKind::InvalidField,
                 "graph",
@@ -139,7 +190,7 @@ impl GraphError {
     }
 }
 
-fn render_problems(problems: &[Problem]) -> String {
+fn render_problems(problems: &Problems) -> String {
     let mut s = format!(
         "the graph has {} problem{}:",
         problems.len(),
@@ -164,7 +215,7 @@ mod tests {
         let problems: Vec<Problem> = (0..1000)
             .map(|i| Problem::at_index(ProblemKind::MissingField, i, "id", "the id is missing"))
             .collect();
-        let e = GraphError::Invalid(problems);
+        let e = GraphError::Invalid(problems.into());
         let text = e.to_string();
         assert!(text.starts_with("the graph has 1000 problems:"), "{text}");
         assert_eq!(text.lines().count(), 1 + SHOWN + 1);
@@ -172,7 +223,7 @@ mod tests {
         let listed = e.problems();
         assert_eq!(listed.len(), KEPT + 1);
         assert_eq!(listed[KEPT].message, "900 more problems are not listed");
-        let few = GraphError::Invalid(listed[..3].to_vec());
+        let few = GraphError::Invalid(listed[..3].to_vec().into());
         assert_eq!(few.problems().len(), 3);
         assert_eq!(few.to_string().lines().count(), 4);
     }

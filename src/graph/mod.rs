@@ -43,7 +43,7 @@ mod storage;
 pub mod structure;
 
 pub use batch::{Batch, BatchError, BatchSource, BatchSpec};
-pub use error::{GraphError, Problem, ProblemKind};
+pub use error::{GraphError, Problem, ProblemKind, Problems};
 pub use storage::{Storage, StorageError, StorageSpec, TransferRate};
 
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -142,7 +142,7 @@ impl Graph {
     /// Validates `spec` and puts its nodes in solver order. Every problem found is
     /// reported, each naming its node and field.
     pub fn new(spec: GraphSpec) -> Result<Graph, GraphError> {
-        let mut problems = Vec::new();
+        let mut problems = Problems::default();
         if spec.nodes.is_empty() {
             problems.push(Problem::graph(
                 ProblemKind::EmptyGraph,
@@ -396,7 +396,7 @@ impl Graph {
 
 /// The limits of the module docs: each size and `K` within `MAX_BYTES`, then
 /// `K + Σ_v s_v <= MAX_BYTES` and `Σ_v c_v <= MAX_TOTAL_COST`.
-fn totals(spec: &GraphSpec, problems: &mut Vec<Problem>) {
+fn totals(spec: &GraphSpec, problems: &mut Problems) {
     let limit = |what: &str, got: u128| {
         format!("{what} must be at most 2^53 = {MAX_BYTES} bytes, got {got}")
     };

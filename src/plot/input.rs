@@ -4,11 +4,11 @@
 
 use super::PlotError;
 use crate::front::read_schedule;
+use crate::graph::load::raw;
 use crate::graph::Graph;
 use crate::schedule::{Schedule, ScheduleJson, StageJson, Stages};
 use crate::solve::SolveResult;
 use fixedbitset::FixedBitSet;
-use serde_json::Value;
 
 /// A schedule to draw and the budget it was solved for, when known.
 #[derive(Clone, Debug)]
@@ -19,15 +19,14 @@ pub struct Drawn {
     pub caption: Option<String>,
 }
 
-/// Reads `value` (a schedule file or a solve result) against `graph`. The budget is the
-/// result's own `budget` field, when `value` is a result.
-pub fn read(graph: &Graph, value: Value) -> Result<Drawn, PlotError> {
-    let budget = value.get("budget").and_then(Value::as_u64);
-    let solver = value
-        .get("solver")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let json = read_schedule(value)?;
+/// Reads `text` (a schedule file or a solve result, JSON) against `graph`. The budget is
+/// the result's own `budget` field, when `text` is a result.
+pub fn read(graph: &Graph, text: &str) -> Result<Drawn, PlotError> {
+    let fields = raw::fields(text.as_bytes()).ok().and_then(Result::ok);
+    let field = |name: &str| fields.as_ref().and_then(|f| f.get(name)).map(|v| v.get());
+    let budget = field("budget").and_then(|v| v.parse::<u64>().ok());
+    let solver = field("solver").and_then(|v| serde_json::from_str::<String>(v).ok());
+    let json = read_schedule(text)?;
     let mut drawn = from_json(graph, &json, budget)?;
     if let (Some(solver), Some(budget)) = (solver, budget) {
         drawn.caption = Some(caption(&solver, budget));
@@ -118,11 +117,11 @@ mod tests {
         let g = linear(2);
         let schedule = Stages::from_s(&g, empty_s(g.len())).into_schedule(&g);
         let result = json!({"budget": 7, "schedule": schedule.to_json(&g)});
-        let drawn = read(&g, result).unwrap();
+        let drawn = read(&g, &result.to_string()).unwrap();
         assert_eq!(drawn.budget, Some(7));
         assert_eq!(drawn.schedule, schedule);
         let bad = json!({"events": [], "stages": [{"R": ["nope"], "S": []}]});
-        let e = read(&g, bad).unwrap_err();
+        let e = read(&g, &bad.to_string()).unwrap_err();
         assert!(e.to_string().contains("'nope'"), "{e}");
     }
 }

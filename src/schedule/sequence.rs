@@ -14,25 +14,32 @@ use crate::graph::Graph;
 /// an invalid schedule there.
 pub fn from_computes(graph: &Graph, computes: &[usize]) -> Schedule {
     // Backwards: `read_later[u]` says whether the current production of `u` (the latest
-    // one before the position reached) is read at or after that position.
+    // one before the position reached) is read at or after that position. The frees after
+    // each position are appended as one block, the last position's first.
     let mut read_later = vec![false; graph.len()];
-    let mut frees: Vec<Vec<usize>> = vec![Vec::new(); computes.len()];
+    let mut frees: Vec<usize> = Vec::with_capacity(computes.len());
+    let mut block = vec![0u32; computes.len()];
     for (i, &v) in computes.iter().enumerate().rev() {
+        let before = frees.len();
         for &u in graph.preds(v) {
             if !read_later[u] {
-                frees[i].push(u);
+                frees.push(u);
                 read_later[u] = true;
             }
         }
         if !read_later[v] {
-            frees[i].push(v);
+            frees.push(v);
         }
         read_later[v] = false;
+        block[i] = (frees.len() - before) as u32;
     }
-    let mut events = Vec::with_capacity(2 * computes.len());
-    for (&v, after) in computes.iter().zip(&frees) {
+    let mut events = Vec::with_capacity(computes.len() + frees.len());
+    let mut end = frees.len();
+    for (&v, &len) in computes.iter().zip(&block) {
+        let start = end - len as usize;
         events.push(Event::Compute(v));
-        events.extend(after.iter().map(|&u| Event::Free(u)));
+        events.extend(frees[start..end].iter().map(|&u| Event::Free(u)));
+        end = start;
     }
     Schedule::new(events)
 }

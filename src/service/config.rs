@@ -1,6 +1,7 @@
 //! The server's settings: each is a `remat serve` flag and an environment variable.
 
 use crate::budget::Budget;
+use crate::front::options::parse_seconds;
 use crate::front::{solve_memory_limit, SolveMemory};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -17,12 +18,20 @@ pub struct Config {
     /// Address to listen on. Inside a pod, loopback is enough for a sidecar.
     #[arg(long, env = "REMAT_ADDR", default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
-    /// Largest request body: bytes or a size (64MiB). Larger bodies get 413.
+    /// Largest request body: bytes or a size (64MiB). Larger bodies get 413. A body is held
+    /// twice while it is collected; it is then read field by field and its graph node by
+    /// node within `--max-nodes` and `--max-edges`, never as a whole JSON tree, so that what
+    /// a request costs is the body plus the graph it describes (docker/README.md, Memory).
     #[arg(long, env = "REMAT_MAX_BODY", default_value = "64MiB", value_parser = parse_size)]
     pub max_body: usize,
     /// Solves that run at once (default: the number of CPUs).
     #[arg(long, env = "REMAT_WORKERS", default_value_t = default_workers())]
     pub workers: usize,
+    /// Requests whose bodies are read at once (parsed, their graphs built), beside the
+    /// solves; more wait their turn. Bounds the memory of graphs being read (see
+    /// `--max-body`).
+    #[arg(long, env = "REMAT_READERS", default_value_t = DEFAULT_READERS, value_parser = parse_readers)]
+    pub readers: usize,
     /// Solves that may wait for a worker; beyond that, 503 with Retry-After.
     #[arg(long, env = "REMAT_QUEUE", default_value_t = 32)]
     pub queue: usize,
@@ -57,7 +66,9 @@ pub struct Config {
     /// A model estimated larger is refused with 413 before it is allocated.
     #[arg(long, env = "REMAT_SOLVE_MEMORY", value_parser = parse_solve_memory)]
     pub solve_memory: Option<SolveMemory>,
-    /// Largest graph accepted, in nodes; larger graphs get 413 before they are built.
+    /// Largest graph accepted, in nodes; larger graphs get 413 while they are read, before
+    /// they are built. A graph costs about 0.65 KB a node with one edge while it is built
+    /// (640 MB at the default 1,000,000): one such graph fits beside two solves in 4 GiB.
     #[arg(long, env = "REMAT_MAX_NODES", default_value_t = DEFAULT_MAX_NODES)]
     pub max_nodes: usize,
     /// Largest graph accepted, in edges (inputs summed over the nodes).
@@ -66,6 +77,24 @@ pub struct Config {
     /// Log format.
     #[arg(long, env = "REMAT_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Host names a request's `Host` may name besides the address listened on (and
+    /// `localhost` on a loopback or unspecified address), comma-separated; `*` any. Other
+    /// hosts get 403 (a web page rebinding its name to this address).
+    #[arg(
+        long = "allowed-host",
+        env = "REMAT_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+    /// Origins of web pages that may call the service (`https://app.example:8443`),
+    /// comma-separated, `*` any; they get CORS headers. Requests from any other origin
+    /// than the server's own get 403.
+    #[arg(
+        long = "allowed-origin",
+        env = "REMAT_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for Config {
@@ -74,6 +103,7 @@ impl Default for Config {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             max_body: 64 << 20,
             workers: default_workers(),
+            readers: DEFAULT_READERS,
             queue: 32,
             time_limit: 60.0,
             solver_threads: None,
@@ -87,6 +117,8 @@ impl Default for Config {
             max_nodes: DEFAULT_MAX_NODES,
             max_edges: DEFAULT_MAX_EDGES,
             log_format: LogFormat::Text,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -108,10 +140,19 @@ impl Config {
     }
 }
 
+/// Default of `--readers`.
+pub const DEFAULT_READERS: usize = 2;
 /// Default of `--max-nodes`.
 pub const DEFAULT_MAX_NODES: usize = 1_000_000;
 /// Default of `--max-edges`.
 pub const DEFAULT_MAX_EDGES: usize = 4_000_000;
+
+fn parse_readers(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=1024).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number from 1 to 1024, got '{s}'")),
+    }
+}
 
 fn parse_solve_memory(s: &str) -> Result<SolveMemory, String> {
     s.parse()
@@ -128,14 +169,4 @@ fn parse_size(s: &str) -> Result<usize, String> {
             "expected a positive size such as 65536 or 64MiB, got '{s}'"
         )),
     }
-}
-
-/// Seconds within `crate::front::options::seconds`' range, so that every duration built
-/// from them (deadlines, the grace period, job lifetimes) is representable.
-fn parse_seconds(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("expected a number of seconds, got '{s}'"))?;
-    crate::front::options::seconds(v).map(|_| v)
 }

@@ -1,8 +1,9 @@
 //! The stated input limits of the service (`--max-nodes`, `--max-edges`, beside
-//! `--max-body`): a graph over them is refused with 413 before it is built. The request's
-//! JSON is counted first (the `nodes` array, each node's `inputs`, node-link's `links` or
-//! `edges`, a chain's stages), so that the graph's own structures are never allocated;
-//! the built graph is checked again, whatever format it came in.
+//! `--max-body`): a graph over them is refused with 413 before it is built. The graph's
+//! JSON is counted while it is read (`crate::graph::load::read_graph`: the `nodes` array,
+//! each node's `inputs`, node-link's `links` or `edges`, a chain's stages), so that
+//! nothing in proportion to a graph over the limits is allocated; the built graph is
+//! checked again, whatever format it came in (a chain's edges are only known then).
 
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
 #![allow(clippy::result_large_err)]
@@ -10,65 +11,56 @@
 use super::problem::{ApiProblem, Kind};
 use super::Config;
 use crate::graph::Graph;
-use serde_json::Value;
 
-fn array_len(value: Option<&Value>) -> usize {
-    value.and_then(Value::as_array).map_or(0, Vec::len)
+/// The flag that sets the limit on `what` (`nodes` or `edges`).
+fn flag(what: &str) -> &'static str {
+    if what == "edges" {
+        "--max-edges"
+    } else {
+        "--max-nodes"
+    }
 }
 
-/// Nodes and edges as the graph's JSON states them (an upper bound for a chain: its
-/// training graph has 2L + 1 nodes and about 4L edges for L stages).
-fn stated(graph: &Value) -> (usize, usize) {
-    let nodes = array_len(graph.get("nodes"));
-    let inputs: usize = graph
-        .get("nodes")
-        .and_then(Value::as_array)
-        .map_or(0, |nodes| {
-            nodes.iter().map(|n| array_len(n.get("inputs"))).sum()
-        });
-    let links = array_len(graph.get("links")).max(array_len(graph.get("edges")));
-    let stages = array_len(graph.get("fw"));
-    (
-        nodes.max(stages.saturating_mul(2).saturating_add(1)),
-        (inputs + links).max(stages.saturating_mul(4)),
-    )
-}
-
-fn refuse(what: &str, count: usize, limit: usize, flag: &str) -> ApiProblem {
+fn refuse(count: &str, what: &str, limit: usize) -> ApiProblem {
     ApiProblem::new(
         Kind::TooLarge,
-        format!("the graph has {count} {what}, over the server's limit of {limit} {what} ({flag})"),
+        format!(
+            "the graph has {count} {what}, over the server's limit of {limit} {what} ({})",
+            flag(what)
+        ),
     )
     .with_field("graph")
 }
 
-/// Refuses a graph whose JSON states more nodes or edges than the limits.
-pub(super) fn check_value(graph: &Value, config: &Config) -> Result<(), ApiProblem> {
-    let (nodes, edges) = stated(graph);
-    check(nodes, edges, config)
+/// The problem of a graph found, while it was read, to have more than `limit` of `what`.
+pub(super) fn refuse_more(what: &str, limit: usize) -> ApiProblem {
+    refuse(&format!("more than {limit}"), what, limit)
 }
 
-/// Refuses a built graph over the limits (formats whose JSON [`check_value`] cannot count).
+/// Refuses a built graph over the limits.
 pub(super) fn check_graph(graph: &Graph, config: &Config) -> Result<(), ApiProblem> {
-    check(graph.len(), graph.edge_count(), config)
-}
-
-fn check(nodes: usize, edges: usize, config: &Config) -> Result<(), ApiProblem> {
+    let (nodes, edges) = (graph.len(), graph.edge_count());
     if nodes > config.max_nodes {
-        return Err(refuse("nodes", nodes, config.max_nodes, "--max-nodes"));
+        return Err(refuse(&nodes.to_string(), "nodes", config.max_nodes));
     }
     if edges > config.max_edges {
-        return Err(refuse("edges", edges, config.max_edges, "--max-edges"));
+        return Err(refuse(&edges.to_string(), "edges", config.max_edges));
     }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::request::Body;
     use super::*;
     use axum::http::StatusCode;
     use axum::response::IntoResponse;
-    use serde_json::json;
+    use serde_json::{json, Value};
+
+    fn read(graph: &Value, config: &Config) -> Result<Graph, ApiProblem> {
+        let body = json!({ "graph": graph }).to_string();
+        Body::parse(body.as_bytes())?.graph(config)
+    }
 
     #[test]
     fn graphs_over_the_limits_are_refused_naming_them() {
@@ -77,28 +69,35 @@ mod tests {
             max_edges: 2,
             ..Config::default()
         };
-        let native = |n: usize| json!({"nodes": (0..n).map(|i| json!({"id": i.to_string(), "inputs": ["x", "y"]})).collect::<Vec<_>>()});
-        assert!(check_value(&native(1), &config).is_ok());
-        let too_many = check_value(&native(4), &config).unwrap_err();
+        let native = |n: usize| {
+            let mut nodes = vec![json!({"id": "x", "cost": 1, "memory": 1})];
+            nodes.extend((0..n).map(
+                |i| json!({"id": i.to_string(), "cost": 1, "memory": 1, "inputs": ["x", "x"]}),
+            ));
+            json!({ "nodes": nodes })
+        };
+        assert!(read(&native(1), &config).is_ok());
+        let too_many = read(&native(3), &config).unwrap_err();
         assert_eq!(
             too_many.into_response().status(),
             StatusCode::PAYLOAD_TOO_LARGE
         );
-        let e = check_value(&native(2), &config).unwrap_err();
+        let e = read(&native(2), &config).unwrap_err();
         let body = format!("{e:?}");
         assert!(
-            body.contains("4 edges")
+            body.contains("more than 2 edges")
                 && body.contains("limit of 2 edges")
                 && body.contains("--max-edges"),
             "{body}"
         );
         let links = json!({"nodes": [{}, {}], "links": [{}, {}, {}]});
-        assert!(check_value(&links, &config).is_err());
-        let chain = json!({"fw": [1, 1], "bw": [1, 1]});
-        assert!(check_value(&chain, &config).is_err());
-        // Sixty million `{}` are counted, not built.
+        assert!(format!("{:?}", read(&links, &config).unwrap_err()).contains("--max-edges"));
+        let chain = json!({"fw": [1, 1], "bw": [1, 1], "x": [1, 1, 1], "xbar": [1, 1, 1]});
+        assert!(format!("{:?}", read(&chain, &config).unwrap_err()).contains("--max-nodes"));
+        // A thousand `{}` are counted, not built: the fourth stops the reading.
         let empties = Value::Array(vec![json!({}); 1000]);
-        assert!(check_value(&json!({ "nodes": empties }), &config).is_err());
+        let e = read(&json!({ "nodes": empties }), &config).unwrap_err();
+        assert!(format!("{e:?}").contains("more than 3 nodes"), "{e:?}");
         let config = Config {
             max_edges: 10,
             ..config

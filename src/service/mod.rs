@@ -1,7 +1,7 @@
 //! `remat serve`: the HTTP/JSON service, a thin shell over `crate::solve`.
 //!
 //! ```text
-//! request ─ SetRequestId ─ Trace ─ PropagateRequestId ─ CatchPanic ─ metrics ─ body limit ─ handler
+//! request ─ SetRequestId ─ Trace ─ PropagateRequestId ─ CatchPanic ─ metrics ─ guard ─ body limit ─ handler
 //!                                                                                │
 //!                       cache hit? ◄── key = blake3(graph, budget, solver, options)
 //!                                                                                │ miss
@@ -12,11 +12,17 @@
 //! RFC 9457 problem documents (`problem`). Solves run in a bounded pool with a bounded
 //! queue (`pool`); a client that disconnects cancels its solve. On SIGTERM the server
 //! stops accepting connections, lets in-flight solves finish for `--grace` seconds, then
-//! cancels what is left. The server knows nothing of any solver's internals.
+//! cancels what is left, gives the cancelled solves half a second to answer, and stops
+//! without waiting for anything further (a client that does not read, a solver slow to
+//! poll its flag): the process exits within `--grace` plus one second. The server knows
+//! nothing of any solver's internals.
 //!
 //! Responses are gzip-compressed when the client sends `Accept-Encoding: gzip`. A request
 //! target longer than [`MAX_URI`] gets a 414 problem document; hyper itself answers a bare
 //! 414, before the service sees the request, beyond 64 KiB.
+//!
+//! `guard` refuses what a hostile web page could send: a `Host` that is not this server's,
+//! a cross-origin request, a POST body not declared as JSON.
 //!
 //! `request` reads bodies field by field (through the front door, `crate::front`, for
 //! options, budgets and schedules, as the command line does); `endpoints` holds the
@@ -25,6 +31,7 @@
 mod cache;
 mod config;
 mod endpoints;
+mod guard;
 mod jobs;
 mod limits;
 mod metrics;
@@ -72,7 +79,10 @@ pub struct AppState {
     cache: cache::Cache,
     jobs: jobs::Jobs,
     metrics: metrics::Metrics,
+    guard: guard::Guard,
     draining: AtomicBool,
+    /// Requests being read (`--readers`): see `endpoints::off_runtime`.
+    readers: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -82,7 +92,9 @@ impl AppState {
             cache: cache::Cache::new(config.cache, config.cache_bytes),
             jobs: jobs::Jobs::new(config.max_jobs, config.job_ttl()),
             metrics: metrics::Metrics::default(),
+            guard: guard::Guard::new(&config),
             draining: AtomicBool::new(false),
+            readers: Arc::new(tokio::sync::Semaphore::new(config.readers.max(1))),
             config,
         }
     }
@@ -114,6 +126,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(endpoints::method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .layer(axum::middleware::from_fn(limit_uri))
+        .layer(state.guard.cors())
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::admit,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             record_metrics,
@@ -175,15 +192,40 @@ fn panic_response(payload: Box<dyn std::any::Any + Send + 'static>) -> Response 
 /// How often the server returns freed heap memory to the system (beside each solve's end).
 const TRIM_EVERY: Duration = Duration::from_secs(5);
 
+/// How often draining checks whether the work in flight is done.
+const DRAIN_POLL: Duration = Duration::from_millis(20);
+
+/// How long, once the grace period is over and the solves left are cancelled, their
+/// clients may take to get their answers before the connections are closed.
+const ANSWER_AFTER_CANCEL: Duration = Duration::from_millis(500);
+
+/// How long the process waits, once the server stopped, for the runtime's threads: a
+/// solver that has not yet seen its cancel flag is not waited for.
+const RUNTIME_STOP: Duration = Duration::from_millis(100);
+
 /// Serves on `listener` until `shutdown` resolves, then drains: no new connections,
 /// in-flight requests and jobs get `config.grace` to finish, then their solves are
-/// cancelled.
+/// cancelled, and [`ANSWER_AFTER_CANCEL`] later whatever is left is dropped (its
+/// connections closed), so that `serve` returns within the grace period plus that.
 pub async fn serve(
     config: Config,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let state = Arc::new(AppState::new(config));
+    // The address really listened on (port 0 picks one), which `Host` must name.
+    let config = Config {
+        addr: listener.local_addr()?,
+        ..config
+    };
+    serve_state(Arc::new(AppState::new(config)), listener, shutdown).await
+}
+
+/// [`serve`] with the state given (its `config.addr` the listener's address).
+async fn serve_state(
+    state: Arc<AppState>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let app = router(state.clone());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let signal = {
@@ -200,8 +242,8 @@ pub async fn serve(
             .with_graceful_shutdown(signal)
             .into_future(),
     );
-    // Requests answered on the runtime (inspect, simulate, refused bodies) free their
-    // memory into the runtime threads' arenas; give it back now and then.
+    // Requests read off the runtime (bodies, inspect, simulate) free their memory into
+    // their threads' arenas; give it back now and then.
     let trim = tokio::spawn(async {
         let mut every = tokio::time::interval(TRIM_EVERY);
         loop {
@@ -209,26 +251,36 @@ pub async fn serve(
             pool::release_free_memory();
         }
     });
-    let finished = |r: Result<std::io::Result<()>, tokio::task::JoinError>| {
-        r.map_err(std::io::Error::other).and_then(|r| r)
-    };
     // Resolves on the shutdown signal, or fails when the server ended without one.
     let _ = rx.await;
+    let drained = || server.is_finished() && state.pool.running() + state.pool.queued() == 0;
     let deadline = Instant::now() + state.config.grace();
-    let mut cancelled = false;
-    while !(server.is_finished() && state.pool.running() + state.pool.queued() == 0) {
-        if !cancelled && Instant::now() >= deadline {
-            tracing::warn!(
-                grace_s = state.config.grace,
-                "grace period over: cancelling in-flight solves"
-            );
-            state.pool.cancel_all();
-            cancelled = true;
+    while !drained() && Instant::now() < deadline {
+        tokio::time::sleep(DRAIN_POLL).await;
+    }
+    if !drained() {
+        tracing::warn!(
+            grace_s = state.config.grace,
+            "grace period over: cancelling in-flight solves"
+        );
+        state.pool.cancel_all();
+        let answered_by = Instant::now() + ANSWER_AFTER_CANCEL;
+        while !drained() && Instant::now() < answered_by {
+            tokio::time::sleep(DRAIN_POLL).await;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // What is left (a client that does not read, a solver slow to poll its flag)
+        // is not waited for: its connection is closed and its thread left to the exit.
+        server.abort();
     }
     trim.abort();
-    finished(server.await)?;
+    match server.await {
+        Ok(result) => result?,
+        Err(e) if e.is_cancelled() => tracing::warn!(
+            running = state.pool.running(),
+            "stopped with work left: connections closed, solves not waited for"
+        ),
+        Err(e) => return Err(std::io::Error::other(e)),
+    }
     tracing::info!("stopped");
     Ok(())
 }
@@ -273,7 +325,7 @@ pub fn run(config: Config) -> i32 {
             return 3;
         }
     };
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         let listener = match TcpListener::bind(config.addr).await {
             Ok(l) => l,
             Err(e) => {
@@ -290,13 +342,47 @@ pub fn run(config: Config) -> i32 {
                 3
             }
         }
-    })
+    });
+    // The blocking threads of solves that have not stopped yet are not waited for (a
+    // dropped runtime would wait for them): the process exits with them.
+    runtime.shutdown_timeout(RUNTIME_STOP);
+    code
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use axum::http::{header, StatusCode};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn draining_waits_for_no_solver_past_the_grace() {
+        let state = Arc::new(AppState::new(Config {
+            workers: 1,
+            grace: 0.2,
+            ..Config::default()
+        }));
+        // A solve that never looks at its cancel flag.
+        let deaf = tokio::spawn({
+            let state = state.clone();
+            async move {
+                let flag = Arc::new(AtomicBool::new(false));
+                let work = || std::thread::sleep(Duration::from_secs(3));
+                state.pool.run(flag, work).await
+            }
+        });
+        while state.pool.running() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let start = Instant::now();
+        serve_state(state, listener, async {}).await.unwrap();
+        let took = start.elapsed();
+        assert!(
+            took < Duration::from_millis(1000),
+            "serve returned after {took:?}"
+        );
+        deaf.abort();
+    }
 
     #[test]
     fn a_handler_panic_becomes_a_problem_document() {

@@ -37,6 +37,10 @@ pub enum Kind {
     NotFound,
     /// The request target is longer than the service reads (414).
     UriTooLong,
+    /// A POST whose body is not declared `application/json` (415).
+    UnsupportedMediaType,
+    /// A `Host` that is not this server's, or a cross-origin request (403).
+    Forbidden,
     /// The route exists, not with this method (405).
     MethodNotAllowed,
     /// The queue is full, or the job table is (503, with `Retry-After`).
@@ -61,6 +65,8 @@ impl Kind {
             | Kind::InvalidSolver => StatusCode::UNPROCESSABLE_ENTITY,
             Kind::NotFound => StatusCode::NOT_FOUND,
             Kind::UriTooLong => StatusCode::URI_TOO_LONG,
+            Kind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Kind::Forbidden => StatusCode::FORBIDDEN,
             Kind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Kind::Busy | Kind::Draining => StatusCode::SERVICE_UNAVAILABLE,
             Kind::TimeLimit => StatusCode::GATEWAY_TIMEOUT,
@@ -80,6 +86,8 @@ impl Kind {
             Kind::InvalidSolver => "invalid-solver",
             Kind::NotFound => "not-found",
             Kind::UriTooLong => "uri-too-long",
+            Kind::UnsupportedMediaType => "unsupported-media-type",
+            Kind::Forbidden => "forbidden",
             Kind::MethodNotAllowed => "method-not-allowed",
             Kind::Busy => "busy",
             Kind::Draining => "draining",
@@ -99,6 +107,8 @@ impl Kind {
             Kind::InvalidSolver => "The solver cannot be used",
             Kind::NotFound => "Not found",
             Kind::UriTooLong => "The request URI is too long",
+            Kind::UnsupportedMediaType => "The request body is not declared as JSON",
+            Kind::Forbidden => "The request is not accepted from this client",
             Kind::MethodNotAllowed => "Method not allowed",
             Kind::Busy => "The server is busy",
             Kind::Draining => "The server is shutting down",

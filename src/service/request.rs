@@ -1,7 +1,11 @@
 //! Reading request bodies. A body is read one field at a time, so that every error names
 //! the field at fault, and a field nobody read is an error (a misspelt option must not
-//! pass silently). The solver options go through the front door's validator
-//! (`crate::front::OptionsInput`), as the command line's do.
+//! pass silently). Nothing is built of a body in proportion to its size but what it
+//! describes: its fields are raw slices of it, the graph is read node by node within the
+//! server's limits, lists are counted before they are read, and `meta` is never read
+//! (see [`Body`]). Bodies are read off the async runtime (`super::endpoints`). The solver
+//! options go through the front door's validator (`crate::front::OptionsInput`), as the
+//! command line's do.
 
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
 #![allow(clippy::result_large_err)]
@@ -11,49 +15,80 @@ use super::problem::{ApiProblem, Kind};
 use super::{AppState, Config};
 use crate::budget::Budget;
 use crate::front::OptionsInput;
-use crate::graph::load::{graph_from_value, Format};
-use crate::graph::{Graph, Storage};
+use crate::graph::load::raw::{self, RawFields};
+use crate::graph::load::{read_graph, strip_position, Format, Limits};
+use crate::graph::{Graph, GraphError, Storage};
 use crate::solve::{self, SolveOptions, SolveResult};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
+use serde_json::value::RawValue;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A JSON object body, read one field at a time; `asked` lists the fields the endpoint
-/// reads, for the "did you mean" hint of an unknown one.
-pub(super) struct Body(Map<String, Value>, Vec<&'static str>);
+/// A JSON object body, read one field at a time from its raw text; `asked` lists the
+/// fields the endpoint reads, for the "did you mean" hint of an unknown one. The body is
+/// checked as JSON and split into its fields (at most `raw::MAX_FIELDS`) without being
+/// built; each field is then read on its own, typed (no `serde_json::Value` of the whole
+/// body), and the graph node by node within the server's limits
+/// (`crate::graph::load::read_graph`).
+pub(super) struct Body<'a> {
+    fields: RawFields<'a>,
+    asked: Vec<&'static str>,
+}
 
-impl Body {
-    pub fn parse(bytes: Result<Bytes, BytesRejection>) -> Result<Body, ApiProblem> {
-        let bytes = bytes.map_err(|e| {
-            let kind = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                Kind::TooLarge
-            } else {
-                Kind::BadJson
-            };
-            ApiProblem::new(kind, e.body_text())
-        })?;
-        let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+/// The body's bytes, or the problem of a body that could not be read: over `max_body`
+/// bytes, a 413 naming the limit.
+pub(super) fn body_bytes(
+    bytes: Result<Bytes, BytesRejection>,
+    max_body: usize,
+) -> Result<Bytes, ApiProblem> {
+    bytes.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiProblem::new(
-                Kind::BadJson,
+                Kind::TooLarge,
                 format!(
-                    "malformed JSON at line {}, column {}: {e}",
-                    e.line(),
-                    e.column()
+                    "the body is over the server's limit of {max_body} bytes (--max-body): {}",
+                    e.body_text()
                 ),
             )
-        })?;
-        match value {
-            Value::Object(map) => Ok(Body(map, Vec::new())),
-            _ => Err(ApiProblem::new(
+        } else {
+            ApiProblem::new(Kind::BadJson, e.body_text())
+        }
+    })
+}
+
+impl<'a> Body<'a> {
+    pub fn parse(bytes: &'a [u8]) -> Result<Body<'a>, ApiProblem> {
+        match raw::fields(bytes) {
+            Ok(Ok(fields)) => Ok(Body {
+                fields,
+                asked: Vec::new(),
+            }),
+            Err(GraphError::Json {
+                line,
+                column,
+                message,
+            }) => Err(ApiProblem::new(
+                Kind::BadJson,
+                format!("malformed JSON at line {line}, column {column}: {message}"),
+            )),
+            Ok(Err(_)) | Err(_) => Err(ApiProblem::new(
                 Kind::InvalidRequest,
-                "the body must be a JSON object with a `graph` field",
+                format!(
+                    "the body must be a JSON object with a `graph` field (and at most {} fields)",
+                    raw::MAX_FIELDS
+                ),
             )),
         }
+    }
+
+    /// The raw text of `field`, marked as read; `None` when absent or null.
+    fn take(&mut self, field: &'static str) -> Option<&'a RawValue> {
+        self.asked.push(field);
+        self.fields.remove(field).filter(|v| v.get() != "null")
     }
 
     pub fn optional<T: DeserializeOwned>(
@@ -61,11 +96,11 @@ impl Body {
         field: &'static str,
         kind: Kind,
     ) -> Result<Option<T>, ApiProblem> {
-        self.1.push(field);
-        match self.0.remove(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| {
-                ApiProblem::new(kind, format!("field '{field}': {e}")).with_field(field)
+        match self.take(field) {
+            None => Ok(None),
+            Some(v) => serde_json::from_str(v.get()).map(Some).map_err(|e| {
+                let message = strip_position(&e.to_string());
+                ApiProblem::new(kind, format!("field '{field}': {message}")).with_field(field)
             }),
         }
     }
@@ -75,28 +110,60 @@ impl Body {
         field: &'static str,
         kind: Kind,
     ) -> Result<T, ApiProblem> {
-        self.optional(field, kind)?.ok_or_else(|| {
-            ApiProblem::new(
-                Kind::InvalidRequest,
-                format!("the field '{field}' is required"),
-            )
-            .with_field(field)
-        })
+        self.optional(field, kind)?.ok_or_else(|| missing(field))
+    }
+
+    /// A list `field` of at most `most` elements, counted before it is read.
+    pub fn list<T: DeserializeOwned>(
+        &mut self,
+        field: &'static str,
+        kind: Kind,
+        most: usize,
+    ) -> Result<Option<Vec<T>>, ApiProblem> {
+        if let Some(v) = self.fields.get(field) {
+            if raw::count(v, most, field).is_err() {
+                return Err(ApiProblem::new(
+                    kind,
+                    format!("{field} must list at most {most} entries, got more"),
+                )
+                .with_field(field));
+            }
+        }
+        self.optional(field, kind)
+    }
+
+    /// The raw text of a required `field`, for readers of their own (schedules).
+    pub fn required_raw(&mut self, field: &'static str) -> Result<&'a RawValue, ApiProblem> {
+        self.take(field).ok_or_else(|| missing(field))
+    }
+
+    /// The raw text of an optional `field`.
+    pub fn optional_raw(&mut self, field: &'static str) -> Option<&'a RawValue> {
+        self.take(field)
     }
 
     /// The `graph` field, in the `format` given, with a request-level `storage`, within
-    /// the server's limits on nodes and edges.
+    /// the server's limits on nodes and edges: counted while it is read, before the graph
+    /// is built.
     pub fn graph(&mut self, config: &Config) -> Result<Graph, ApiProblem> {
-        let value: Value = self.required("graph", Kind::InvalidGraph)?;
-        super::limits::check_value(&value, config)?;
+        let raw = self.take("graph").ok_or_else(|| {
+            ApiProblem::new(Kind::InvalidRequest, "the field 'graph' is required")
+                .with_field("graph")
+        })?;
         let format = match self.optional::<String>("format", Kind::InvalidRequest)? {
             None => Format::Auto,
             Some(f) => f.parse().map_err(|e: String| {
                 ApiProblem::new(Kind::InvalidRequest, e).with_field("format")
             })?,
         };
-        let graph = graph_from_value(&value, format).map_err(|e| ApiProblem::graph(&e))?;
-        drop(value);
+        let limits = Limits {
+            nodes: config.max_nodes,
+            edges: config.max_edges,
+        };
+        let graph = read_graph(raw.get().as_bytes(), format, limits).map_err(|e| match e {
+            GraphError::TooLarge { what, limit } => super::limits::refuse_more(what, limit),
+            e => ApiProblem::graph(&e),
+        })?;
         super::limits::check_graph(&graph, config)?;
         // A request-level `storage` replaces the graph's own (as `--storage` does).
         Ok(
@@ -110,11 +177,11 @@ impl Body {
     /// Rejects the fields nobody read: a misspelt option must not pass silently. The
     /// message suggests the field it most likely means and lists the accepted ones.
     pub fn finish(self) -> Result<(), ApiProblem> {
-        match self.0.keys().next() {
+        match self.fields.keys().next() {
             None => Ok(()),
             Some(k) => Err(ApiProblem::new(
                 Kind::InvalidRequest,
-                crate::graph::load::unknown_field_message(k, &self.1),
+                crate::graph::load::unknown_field_message(k, &self.asked),
             )
             .with_field(k.clone())),
         }
@@ -162,7 +229,7 @@ pub(super) struct Options {
 }
 
 impl Options {
-    pub fn read(body: &mut Body, config: &Config) -> Result<Options, ApiProblem> {
+    pub fn read(body: &mut Body<'_>, config: &Config) -> Result<Options, ApiProblem> {
         let solver = body
             .optional::<String>("solver", Kind::InvalidSolver)?
             .unwrap_or_else(|| "auto".into());
@@ -180,7 +247,7 @@ impl Options {
     /// threads and memory; the time limit is `default` when none is given, and never above
     /// the server's.
     pub fn limits(
-        body: &mut Body,
+        body: &mut Body<'_>,
         config: &Config,
         default: Duration,
     ) -> Result<(SolveOptions, Duration), ApiProblem> {
@@ -246,6 +313,15 @@ impl Options {
     }
 }
 
+/// The problem of a required field that is missing.
+fn missing(field: &'static str) -> ApiProblem {
+    ApiProblem::new(
+        Kind::InvalidRequest,
+        format!("the field '{field}' is required"),
+    )
+    .with_field(field)
+}
+
 /// A parsed solve request (`/v1/solve`, `/v1/jobs`): the budget resolved to bytes.
 pub(super) struct SolveRequest {
     pub graph: Graph,
@@ -254,10 +330,7 @@ pub(super) struct SolveRequest {
 }
 
 impl SolveRequest {
-    pub fn read(
-        state: &AppState,
-        bytes: Result<Bytes, BytesRejection>,
-    ) -> Result<SolveRequest, ApiProblem> {
+    pub fn read(state: &AppState, bytes: &[u8]) -> Result<SolveRequest, ApiProblem> {
         let mut body = Body::parse(bytes)?;
         let graph = body.graph(&state.config)?;
         let budget: Budget = body.required("budget", Kind::InvalidBudget)?;

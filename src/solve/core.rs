@@ -7,6 +7,7 @@
 //! clock).
 
 use super::details::Details;
+use super::footprint::Footprint;
 use crate::graph::Graph;
 use crate::schedule::Schedule;
 use serde::Serialize;
@@ -407,5 +408,9 @@ pub struct SolverInfo {
 /// A rematerialization algorithm.
 pub trait Solver: Sync {
     fn info(&self) -> SolverInfo;
+    /// The memory a solve of `instance` would take, estimated before anything of that size
+    /// is allocated; the driver refuses the solve when it exceeds
+    /// [`SolveOptions::memory_limit`] ([`Footprint::admit`]).
+    fn footprint(&self, instance: &Instance) -> Footprint;
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError>;
 }

@@ -67,8 +67,20 @@ pub fn solve(
 ) -> Result<SolveResult, SolveError> {
     let solver = find(solver_name)?;
     drive(instance, solver_name, solver.info().name, |i| {
-        solver.solve(i, options)
+        admitted(solver, i, options)
     })
+}
+
+/// Runs `solver` once its footprint is admitted against `options.memory_limit`.
+pub(crate) fn admitted(
+    solver: &dyn Solver,
+    instance: &Instance,
+    options: &SolveOptions,
+) -> Result<Outcome, SolveError> {
+    solver
+        .footprint(instance)
+        .admit(solver.info().name, options)?;
+    solver.solve(instance, options)
 }
 
 /// [`solve`] with the exhaustive oracle on graphs of up to 16 nodes, beyond the 12 the

@@ -4,6 +4,8 @@
 //! * [`core`] is the ground floor: the types every solver reads and writes
 //!   ([`Instance`], [`SolveOptions`], [`Stop`], [`Plan`], [`Outcome`], [`Scope`]) and
 //!   [`details`] the typed figures solvers report beside a schedule.
+//! * [`footprint`] estimates what a solve holds before it allocates it and admits it
+//!   against the memory limit.
 //! * `driver` names every solver ([`registry`], [`find`]) and runs one
 //!   ([`solve`]): it replays every plan in the simulator, checks it against the budget and
 //!   builds the [`SolveResult`] from the simulator's numbers (`result`).
@@ -19,6 +21,7 @@ pub mod details;
 pub mod dp;
 mod driver;
 mod exact;
+pub mod footprint;
 mod heuristic;
 mod result;
 
@@ -32,7 +35,8 @@ pub use self::core::{
 };
 pub use details::Details;
 use dp::{chain_dp, revolve, two_level};
+pub(crate) use driver::{admitted, fit, internal};
 pub use driver::{find, registry, solve, solve_exhaustive_unbounded};
-pub(crate) use driver::{fit, internal};
 pub use exact::checkmate::{model_size, ModelSize};
+pub use footprint::Footprint;
 pub use result::{SolveResult, Status};

@@ -15,18 +15,41 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every graph the acceptance tests run on: the bundled `graphs/*.json` and the benchmark
-/// graphs beside the project in `../shared/benchmarks/mlsys/` (CI has them; a missing
-/// directory fails the test rather than silently testing less).
-pub fn all_graph_files() -> Vec<PathBuf> {
+/// The repository's own graphs, which every clone has: the bundled `graphs/*.json` and
+/// the PyTorch exports in `graphs/pytorch/`.
+pub fn repo_graph_files() -> Vec<PathBuf> {
     let mut files = json_files(&root().join("graphs"));
-    let shared = root().join("../shared/benchmarks/mlsys");
+    files.extend(json_files(&root().join("graphs/pytorch")));
+    files
+}
+
+/// The environment variable that names the directory of the MLSys benchmark set
+/// (Checkmate's and Moccasin's graphs, GPL-3.0, kept out of this repository; README says
+/// where to get them).
+pub const MLSYS: &str = "REMAT_MLSYS";
+
+/// The MLSys benchmark set's directory. The tests that read it are named `mlsys_*` and
+/// ignored by default (`#[ignore = "needs the MLSys set: REMAT_MLSYS=DIR"]`, run with
+/// `cargo test -- --ignored mlsys_`); run so without the set, they fail rather than
+/// test less.
+pub fn mlsys_dir() -> PathBuf {
+    let dir = std::env::var_os(MLSYS)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            panic!("{MLSYS} is not set: it names the directory of the MLSys benchmark graphs")
+        });
     assert!(
-        shared.is_dir(),
-        "{} is missing: the benchmark graphs sit beside the project",
-        shared.display()
+        dir.is_dir(),
+        "{MLSYS}={} is not a directory: it names the MLSys benchmark graphs",
+        dir.display()
     );
-    files.extend(json_files(&shared));
+    dir
+}
+
+/// The graph files of the MLSys benchmark set ([`mlsys_dir`]).
+pub fn mlsys_graph_files() -> Vec<PathBuf> {
+    let files = json_files(&mlsys_dir());
+    assert!(!files.is_empty(), "no graph in {}", mlsys_dir().display());
     files
 }
 

@@ -122,13 +122,39 @@ impl Reply {
 
 /// Writes a request on `stream` (HTTP/1.1, `Connection: close`).
 pub async fn send(stream: &mut TcpStream, method: &str, path: &str, body: Option<&[u8]>) {
-    let body = body.unwrap_or_default();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
+    let headers = [("Host", "localhost"), ("Content-Type", "application/json")];
+    send_with(stream, method, path, &headers, body.unwrap_or_default()).await;
+}
+
+/// Writes a request with exactly `headers` (besides `Connection: close` and
+/// `Content-Length`) on `stream`.
+pub async fn send_with(
+    stream: &mut TcpStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) {
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
     stream.write_all(head.as_bytes()).await.unwrap();
     stream.write_all(body).await.unwrap();
+}
+
+/// One request with exactly `headers` ([`send_with`]), and its answer.
+pub async fn request_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    send_with(&mut stream, method, path, headers, body).await;
+    receive(&mut stream).await
 }
 
 /// Reads a whole response from `stream` (until the server closes it).

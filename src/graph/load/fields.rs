@@ -2,8 +2,7 @@
 //! hint, for any other (see the module doc of [`super`]).
 
 use super::At;
-use crate::graph::{Problem, ProblemKind};
-use serde_json::{Map, Value};
+use crate::graph::{Problem, ProblemKind, Problems};
 
 /// The graph-level fields of each format (`meta` is free-form metadata, read by nothing).
 pub(super) const NATIVE_GRAPH_FIELDS: &[&str] = &[
@@ -117,15 +116,15 @@ pub(crate) fn unknown_field_message(field: &str, known: &[&'static str]) -> Stri
     )
 }
 
-/// Records every field of `obj` outside `known`, at the graph level (`at` is `None`) or
-/// at a node.
-pub(super) fn unknown_fields(
-    obj: &Map<String, Value>,
+/// Records every field among `fields` outside `known`, at the graph level (`at` is
+/// `None`) or at a node.
+pub(super) fn unknown_fields<'k>(
+    fields: impl IntoIterator<Item = &'k String>,
     known: &[&'static str],
     at: Option<&At>,
-    problems: &mut Vec<Problem>,
+    problems: &mut Problems,
 ) {
-    for field in obj.keys().filter(|k| !known.contains(&k.as_str())) {
+    for field in fields.into_iter().filter(|k| !known.contains(&k.as_str())) {
         let message = unknown_field_message(field, known);
         problems.push(match at {
             Some(at) => at.problem(ProblemKind::UnknownField, field, message),

@@ -1,9 +1,12 @@
 //! Loading graphs from JSON: the native format (`api/graph.schema.json`) and the networkx
 //! node-link format used by Checkmate's and Moccasin's benchmark graphs.
 //!
-//! Parsing goes through a `serde_json::Value` rather than typed deserialisation so that
-//! every bad field of every node is reported at once, by node and field, and a bad field
-//! does not hide the structural problems (unknown inputs, cycles) of the rest.
+//! The text is read within [`Limits`] on nodes and edges, node by node ([`raw`]): a graph
+//! over them is refused before anything in proportion to it is built. Each node is read
+//! into a small `serde_json::Value` rather than by typed deserialisation so that every bad
+//! field of every node is reported at once, by node and field, and a bad field does not
+//! hide the structural problems (unknown inputs, cycles) of the rest. `meta` is never
+//! read beyond checking that it is JSON.
 //!
 //! Node-link mapping (Checkmate `*_train.json`, Moccasin `random_layered_*.json`):
 //!
@@ -41,8 +44,8 @@
 
 use super::chain::ChainSpec;
 use super::{
-    BatchSpec, Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, Storage,
-    MAX_BYTES,
+    BatchSpec, Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, Problems,
+    Storage, MAX_BYTES,
 };
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -50,12 +53,16 @@ use std::str::FromStr;
 
 mod fields;
 mod node_link;
+pub(crate) mod raw;
 
 pub(crate) use fields::unknown_field_message;
 use fields::{
     unknown_fields, CHAIN_FIELDS, NATIVE_GRAPH_FIELDS, NATIVE_NODE_FIELDS, NODE_LINK_GRAPH_FIELDS,
 };
 use node_link::{infer_batch, node_link_spec};
+pub use raw::Limits;
+use raw::RawFields;
+use serde_json::value::RawValue;
 
 /// The input formats for a training graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,19 +101,10 @@ pub fn load_graph(path: &Path, format: Format) -> Result<Graph, GraphError> {
 
 /// Parses and validates a graph from JSON text.
 pub fn parse_graph(text: &str, format: Format) -> Result<Graph, GraphError> {
-    graph_from_value(&parse_json(text)?, format)
+    read_graph(text.as_bytes(), format, Limits::NONE)
 }
 
-/// Parses JSON text, reporting syntax errors with line and column.
-pub fn parse_json(text: &str) -> Result<Value, GraphError> {
-    serde_json::from_str(text).map_err(|e| GraphError::Json {
-        line: e.line(),
-        column: e.column(),
-        message: strip_position(&e.to_string()),
-    })
-}
-
-fn strip_position(message: &str) -> String {
+pub(crate) fn strip_position(message: &str) -> String {
     match message.rfind(" at line ") {
         Some(i) => message[..i].to_string(),
         None => message.to_string(),
@@ -115,18 +113,23 @@ fn strip_position(message: &str) -> String {
 
 /// Builds a graph from an already parsed JSON value.
 pub fn graph_from_value(value: &Value, format: Format) -> Result<Graph, GraphError> {
-    let root = value.as_object().ok_or_else(|| {
+    read_graph(value.to_string().as_bytes(), format, Limits::NONE)
+}
+
+/// Reads and validates a graph from JSON text within `limits`: a graph over them is
+/// [`GraphError::TooLarge`] before it is built (see [`raw`]).
+pub fn read_graph(text: &[u8], format: Format, limits: Limits) -> Result<Graph, GraphError> {
+    let raw = raw::fields(text)?.map_err(|value| {
         GraphError::Format(format!(
             "a graph is a JSON object, got {}",
-            type_name(value)
+            type_name(&value)
         ))
     })?;
+    let has = |k: &str| raw.contains_key(k);
     let format = match format {
-        Format::Auto if root.contains_key("links") || root.contains_key("edges") => {
-            Format::NodeLink
-        }
-        Format::Auto if root.contains_key("nodes") => Format::Native,
-        Format::Auto if root.contains_key("fw") && root.contains_key("bw") => Format::Chain,
+        Format::Auto if has("links") || has("edges") => Format::NodeLink,
+        Format::Auto if has("nodes") => Format::Native,
+        Format::Auto if has("fw") && has("bw") => Format::Chain,
         Format::Auto => return Err(GraphError::Format(
             "expected a native graph (`nodes` with `cost`, `memory`, `inputs`), a node-link graph \
                  (`nodes` and `links`) or a chain (`fw`, `bw`, `x`, `xbar`)"
@@ -135,26 +138,27 @@ pub fn graph_from_value(value: &Value, format: Format) -> Result<Graph, GraphErr
         f => f,
     };
     if format == Format::Chain {
-        return chain_spec(root)?.to_graph();
+        return chain_spec(&raw, limits)?.to_graph();
     }
-    let mut problems = Vec::new();
+    let root = small_fields(&raw, limits);
+    let mut problems = Problems::default();
     let mut batch = BatchSpec::default();
     let spec = match format {
         Format::NodeLink => {
-            unknown_fields(root, NODE_LINK_GRAPH_FIELDS, None, &mut problems);
-            let spec = node_link_spec(root, &mut problems);
-            batch = infer_batch(root, &spec, &mut problems);
+            unknown_fields(raw.keys(), NODE_LINK_GRAPH_FIELDS, None, &mut problems);
+            let spec = node_link_spec(&root, &raw, limits, &mut problems)?;
+            batch = infer_batch(&root, &spec, &mut problems);
             spec
         }
         _ => {
-            unknown_fields(root, NATIVE_GRAPH_FIELDS, None, &mut problems);
-            native_spec(root, &mut batch, &mut problems)
+            unknown_fields(raw.keys(), NATIVE_GRAPH_FIELDS, None, &mut problems);
+            native_spec(&root, &raw, limits, &mut batch, &mut problems)?
         }
     };
     if spec.nodes.is_empty() && !problems.is_empty() {
         return Err(GraphError::Invalid(problems));
     }
-    let storage = storage_field(root, &mut problems);
+    let storage = storage_field(&root, &mut problems);
     match Graph::new(spec) {
         Ok(g) if problems.is_empty() => g.with_storage(storage).with_batch(batch),
         Ok(_) => Err(GraphError::Invalid(problems)),
@@ -166,8 +170,46 @@ pub fn graph_from_value(value: &Value, format: Format) -> Result<Graph, GraphErr
     }
 }
 
+/// The graph's fields read small, without the arrays read node by node (`nodes`,
+/// `links`, `edges`) and without `meta`; node-link's `graph` attributes with the `order`
+/// whole when it lists at most `limits.nodes` keys (a longer one is no permutation of the
+/// nodes and is dropped).
+fn small_fields(raw: &RawFields, limits: Limits) -> Map<String, Value> {
+    raw.iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "nodes" | "links" | "edges" | "meta"))
+        .map(|(k, v)| {
+            let value = match k.as_str() {
+                "graph" => graph_attributes(v, limits),
+                _ => raw::small(v),
+            };
+            (k.clone(), value)
+        })
+        .collect()
+}
+
+/// Node-link's `graph` object: `name`, `batch_size` and `order`, the only attributes read.
+fn graph_attributes(raw: &RawValue, limits: Limits) -> Value {
+    let Ok(Ok(fields)) = raw::fields(raw.get().as_bytes()) else {
+        return raw::small(raw);
+    };
+    let mut attrs = Map::new();
+    for name in ["name", "batch_size"] {
+        if let Some(v) = fields.get(name) {
+            attrs.insert(name.into(), raw::small(v));
+        }
+    }
+    if let Some(Ok(Ok(order))) = fields
+        .get("order")
+        .map(|v| raw::items(v, limits.nodes, "nodes"))
+    {
+        let order = order.into_iter().map(raw::small).collect();
+        attrs.insert("order".into(), Value::Array(order));
+    }
+    Value::Object(attrs)
+}
+
 /// The optional `storage` object (either format), checked by [`super::Storage`]'s rules.
-fn storage_field(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> Option<Storage> {
+fn storage_field(root: &Map<String, Value>, problems: &mut Problems) -> Option<Storage> {
     let value = root.get("storage").filter(|v| !v.is_null())?;
     serde_json::from_value::<Storage>(value.clone())
         .map_err(|e| {
@@ -180,19 +222,30 @@ fn storage_field(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> Opti
         .ok()
 }
 
-/// A chain (rotor's format), read field by field so that each bad field is named.
-fn chain_spec(root: &Map<String, Value>) -> Result<ChainSpec, GraphError> {
-    let mut problems = Vec::new();
-    unknown_fields(root, CHAIN_FIELDS, None, &mut problems);
+/// A chain (rotor's format), read field by field so that each bad field is named; its
+/// lists hold at most `(limits.nodes - 1) / 2` stages (the training graph of `L` stages
+/// has `2L + 1` nodes).
+fn chain_spec(root: &RawFields, limits: Limits) -> Result<ChainSpec, GraphError> {
+    let mut problems = Problems::default();
+    unknown_fields(root.keys(), CHAIN_FIELDS, None, &mut problems);
+    let stages = limits.nodes.saturating_sub(1) / 2;
+    for name in ["fw", "bw", "x", "xbar", "ftmp", "btmp"] {
+        if let Some(v) = root.get(name) {
+            raw::count(v, stages, "stages").map_err(|_| GraphError::TooLarge {
+                what: "nodes",
+                limit: limits.nodes,
+            })?;
+        }
+    }
     fn field<T: serde::de::DeserializeOwned + Default>(
-        root: &Map<String, Value>,
+        root: &RawFields,
         name: &str,
         required: bool,
         what: &str,
-        problems: &mut Vec<Problem>,
+        problems: &mut Problems,
     ) -> Option<T> {
-        match root.get(name) {
-            None | Some(Value::Null) if required => {
+        match root.get(name).filter(|v| v.get() != "null") {
+            None if required => {
                 problems.push(Problem::graph(
                     ProblemKind::MissingField,
                     name,
@@ -200,14 +253,14 @@ fn chain_spec(root: &Map<String, Value>) -> Result<ChainSpec, GraphError> {
                 ));
                 None
             }
-            None | Some(Value::Null) => None,
-            Some(v) => match serde_json::from_value::<T>(v.clone()) {
+            None => None,
+            Some(v) => match serde_json::from_str::<T>(v.get()) {
                 Ok(t) => Some(t),
                 Err(_) => {
                     problems.push(Problem::graph(
                         ProblemKind::InvalidField,
                         name,
-                        format!("`{name}` must be {what}, got {}", short(v)),
+                        format!("`{name}` must be {what}, got {}", short(&raw::small(v))),
                     ));
                     None
                 }
@@ -281,7 +334,7 @@ impl At<'_> {
         names: &[&'static str],
         kind: ProblemKind,
         parse: fn(&Value) -> Result<T, String>,
-        problems: &mut Vec<Problem>,
+        problems: &mut Problems,
     ) -> T {
         match names.iter().find_map(|&n| obj.get(n).map(|v| (n, v))) {
             Some((name, v)) => parse(v).unwrap_or_else(|m| {
@@ -301,55 +354,74 @@ impl At<'_> {
     }
 }
 
-fn nodes_array<'a>(root: &'a Map<String, Value>, problems: &mut Vec<Problem>) -> &'a [Value] {
-    match root.get("nodes") {
-        Some(Value::Array(a)) => {
-            if a.is_empty() {
+/// The elements of `nodes` as raw texts, at most `limits.nodes` of them; a missing, empty
+/// or non-array `nodes` is a problem.
+fn node_items<'a>(
+    raw: &RawFields<'a>,
+    limits: Limits,
+    problems: &mut Problems,
+) -> Result<Vec<&'a RawValue>, GraphError> {
+    let Some(nodes) = raw.get("nodes") else {
+        problems.push(Problem::graph(
+            ProblemKind::MissingField,
+            "nodes",
+            "the graph has no `nodes` field",
+        ));
+        return Ok(Vec::new());
+    };
+    match raw::items(nodes, limits.nodes, "nodes")? {
+        Ok(items) => {
+            if items.is_empty() {
                 problems.push(Problem::graph(
                     ProblemKind::EmptyGraph,
                     "nodes",
                     "the graph has no nodes",
                 ));
             }
-            a
+            Ok(items)
         }
-        Some(other) => {
+        Err(other) => {
             problems.push(Problem::graph(
                 ProblemKind::InvalidField,
                 "nodes",
-                format!("`nodes` must be an array, got {}", type_name(other)),
+                format!("`nodes` must be an array, got {}", type_name(&other)),
             ));
-            &[]
-        }
-        None => {
-            problems.push(Problem::graph(
-                ProblemKind::MissingField,
-                "nodes",
-                "the graph has no `nodes` field",
-            ));
-            &[]
+            Ok(Vec::new())
         }
     }
 }
 
-/// The node objects with their positions; a node that is not an object is a problem.
-fn node_objects<'a>(
-    root: &'a Map<String, Value>,
-    problems: &mut Vec<Problem>,
-) -> Vec<(usize, &'a Map<String, Value>)> {
-    let mut objects = Vec::new();
-    for (index, value) in nodes_array(root, problems).iter().enumerate() {
-        match value.as_object() {
-            Some(obj) => objects.push((index, obj)),
-            None => problems.push(Problem::at_index(
+/// Reads the nodes one at a time and hands each node object to `each` with its position;
+/// a node that is not an object, or has too many fields, is a problem. The nodes' `inputs`
+/// are counted against `limits.edges`.
+fn for_each_node(
+    raw: &RawFields,
+    limits: Limits,
+    problems: &mut Problems,
+    mut each: impl FnMut(usize, &Map<String, Value>, &mut Problems),
+) -> Result<(), GraphError> {
+    let mut edges_left = limits.edges;
+    for (index, item) in node_items(raw, limits, problems)?.into_iter().enumerate() {
+        let read = raw::node(item, &mut edges_left, limits.edges)?;
+        if read.too_many_fields {
+            problems.push(Problem::at_index(
                 ProblemKind::InvalidField,
                 index,
                 "nodes",
-                format!("a node must be an object, got {}", type_name(value)),
+                format!("a node has at most {} fields", raw::MAX_FIELDS),
+            ));
+        }
+        match &read.value {
+            Value::Object(obj) => each(index, obj, problems),
+            other => problems.push(Problem::at_index(
+                ProblemKind::InvalidField,
+                index,
+                "nodes",
+                format!("a node must be an object, got {}", type_name(other)),
             )),
         }
     }
-    objects
+    Ok(())
 }
 
 /// An id given as a string or an integer.
@@ -410,7 +482,7 @@ fn optional_string(
     obj: &Map<String, Value>,
     key: &str,
     at: &At,
-    problems: &mut Vec<Problem>,
+    problems: &mut Problems,
 ) -> Option<String> {
     match obj.get(key) {
         None | Some(Value::Null) => None,
@@ -434,7 +506,7 @@ fn optional_field<T>(
     at: Option<&At>,
     kind: ProblemKind,
     parse: fn(&Value) -> Result<T, String>,
-    problems: &mut Vec<Problem>,
+    problems: &mut Problems,
 ) -> Option<T> {
     let v = obj.get(key).filter(|v| !v.is_null())?;
     parse(v)
@@ -447,7 +519,7 @@ fn optional_field<T>(
         .ok()
 }
 
-fn graph_fields(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> GraphSpec {
+fn graph_fields(root: &Map<String, Value>, problems: &mut Problems) -> GraphSpec {
     let top = At { id: None, index: 0 };
     let mut spec = GraphSpec::default();
     let mut graph_problem = |field: &str, message: String| {
@@ -478,9 +550,11 @@ fn graph_fields(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> Graph
 
 fn native_spec(
     root: &Map<String, Value>,
+    raw: &RawFields,
+    limits: Limits,
     batch: &mut BatchSpec,
-    problems: &mut Vec<Problem>,
-) -> GraphSpec {
+    problems: &mut Problems,
+) -> Result<GraphSpec, GraphError> {
     let mut spec = graph_fields(root, problems);
     batch.batch_size = optional_field(
         root,
@@ -498,7 +572,7 @@ fn native_spec(
         bytes_of,
         problems,
     );
-    for (index, obj) in node_objects(root, problems) {
+    for_each_node(raw, limits, problems, |index, obj, problems| {
         let id = obj.get("id").and_then(id_of);
         let at = At {
             id: id.as_deref(),
@@ -517,7 +591,7 @@ fn native_spec(
             };
             problems.push(at.problem(kind, "id", msg));
         }
-        unknown_fields(obj, NATIVE_NODE_FIELDS, Some(&at), problems);
+        unknown_fields(obj.keys(), NATIVE_NODE_FIELDS, Some(&at), problems);
         let cost = at.required(obj, &["cost"], ProblemKind::InvalidCost, cost_of, problems);
         let memory = at.required(
             obj,
@@ -558,7 +632,10 @@ fn native_spec(
                     problems.push(at.problem(
                         ProblemKind::InvalidField,
                         "kind",
-                        format!("must be \"forward\", \"loss\" or \"backward\", got {v}"),
+                        format!(
+                            "must be \"forward\", \"loss\" or \"backward\", got {}",
+                            short(v)
+                        ),
                     ));
                     None
                 }
@@ -586,8 +663,8 @@ fn native_spec(
                 op,
             });
         }
-    }
-    spec
+    })?;
+    Ok(spec)
 }
 
 #[cfg(test)]
@@ -605,6 +682,43 @@ mod tests {
         assert_eq!(g.fixed_memory(), 3);
         assert_eq!((0..3).map(|v| g.id(v)).collect::<Vec<_>>(), ["0", "2", "1"]);
         assert_eq!(g.preds(2), &[1]);
+    }
+
+    #[test]
+    fn every_problem_is_counted_and_the_first_hundred_kept() {
+        let nodes: Vec<Value> = (0..1000)
+            .map(|i| serde_json::json!({"id": format!("n{i}"), "cost": 1, "memory": 1, "a": 1, "b": 2}))
+            .collect();
+        let e = graph_from_value(&serde_json::json!({ "nodes": nodes }), Format::Auto).unwrap_err();
+        let GraphError::Invalid(p) = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!((p.len(), p.iter().count()), (2000, 100));
+        assert!(
+            e.to_string().starts_with("the graph has 2000 problems"),
+            "{e}"
+        );
+        assert_eq!(
+            e.problems()[100].message,
+            "1900 more problems are not listed"
+        );
+    }
+
+    #[test]
+    fn limits_stop_the_reading_and_meta_is_not_read() {
+        let text = r#"{"meta": [[[]]], "nodes": [
+            {"id": "a", "cost": 1, "memory": 1, "meta": {"x": [1, 2]}},
+            {"id": "b", "cost": 1, "memory": 1, "inputs": ["a"]}]}"#;
+        let limits = |nodes, edges| Limits { nodes, edges };
+        assert!(read_graph(text.as_bytes(), Format::Auto, limits(2, 1)).is_ok());
+        let e = read_graph(text.as_bytes(), Format::Auto, limits(1, 1)).unwrap_err();
+        assert_eq!(e.to_string(), "the graph has more than 1 nodes");
+        let e = read_graph(text.as_bytes(), Format::Auto, limits(2, 0)).unwrap_err();
+        assert_eq!(e.to_string(), "the graph has more than 0 edges");
+        let links = r#"{"nodes": [{"id": 0, "cost_cpu": 1, "cost_ram": 1}, {"id": 1, "cost_cpu": 1, "cost_ram": 1}],
+            "links": [{"source": 0, "target": 1}]}"#;
+        assert!(read_graph(links.as_bytes(), Format::Auto, limits(2, 1)).is_ok());
+        assert!(read_graph(links.as_bytes(), Format::Auto, limits(2, 0)).is_err());
     }
 
     #[test]

@@ -2,14 +2,23 @@
 //! the native one as the table in [`super`]'s module doc says.
 
 use super::fields::{unknown_fields, NODE_LINK_NODE_FIELDS};
-use super::{batch_of, bytes_of, cost_of, id_of, node_objects, type_name, At};
+use super::raw::{self, Limits, RawFields};
+use super::{batch_of, bytes_of, cost_of, for_each_node, id_of, short, type_name, At};
 use crate::graph::{
-    BatchSource, BatchSpec, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, MAX_BYTES,
+    BatchSource, BatchSpec, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind,
+    Problems, MAX_BYTES,
 };
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
-pub(super) fn node_link_spec(root: &Map<String, Value>, problems: &mut Vec<Problem>) -> GraphSpec {
+/// The spec of a node-link graph: `root` its fields read small, `raw` its fields' texts
+/// (`nodes` and `links` read one element at a time; the links count as edges).
+pub(super) fn node_link_spec(
+    root: &Map<String, Value>,
+    raw: &RawFields,
+    limits: Limits,
+    problems: &mut Problems,
+) -> Result<GraphSpec, GraphError> {
     let mut spec = GraphSpec::default();
     // Σ param_cost, exact; `Graph::new` refuses a `fixed_memory` above `MAX_BYTES`.
     let mut params: u128 = 0;
@@ -21,7 +30,7 @@ pub(super) fn node_link_spec(root: &Map<String, Value>, problems: &mut Vec<Probl
         spec.name = Some(name.to_string());
     }
     let mut backward_flags: Vec<Option<bool>> = Vec::new();
-    for (index, obj) in node_objects(root, problems) {
+    for_each_node(raw, limits, problems, |index, obj, problems| {
         let (key_field, key) = match obj.get("id") {
             Some(v) => ("id", id_of(v)),
             None => ("name", obj.get("name").and_then(id_of)),
@@ -33,13 +42,13 @@ pub(super) fn node_link_spec(root: &Map<String, Value>, problems: &mut Vec<Probl
                 key_field,
                 "a node-link node needs an `id` or a `name` (string or integer)",
             ));
-            continue;
+            return;
         };
         let at = At {
             id: Some(&key),
             index,
         };
-        unknown_fields(obj, NODE_LINK_NODE_FIELDS, Some(&at), problems);
+        unknown_fields(obj.keys(), NODE_LINK_NODE_FIELDS, Some(&at), problems);
         let cost = at.required(
             obj,
             &["cost_cpu", "duration"],
@@ -74,7 +83,7 @@ pub(super) fn node_link_spec(root: &Map<String, Value>, problems: &mut Vec<Probl
             kind: None,
             op,
         });
-    }
+    })?;
     match u64::try_from(params) {
         Ok(p) if p <= MAX_BYTES => spec.fixed_memory = p,
         _ => problems.push(Problem::graph(
@@ -92,19 +101,21 @@ pub(super) fn node_link_spec(root: &Map<String, Value>, problems: &mut Vec<Probl
         .enumerate()
         .map(|(i, n)| (n.id.clone(), i))
         .collect();
-    let links = match root.get("links").or_else(|| root.get("edges")) {
-        Some(Value::Array(a)) => a.as_slice(),
-        Some(other) => {
-            problems.push(Problem::graph(
-                ProblemKind::InvalidField,
-                "links",
-                format!("`links` must be an array, got {}", type_name(other)),
-            ));
-            &[]
-        }
-        None => &[],
+    let links = match raw.get("links").or_else(|| raw.get("edges")) {
+        Some(v) => match raw::items(v, limits.edges, "edges")? {
+            Ok(items) => items,
+            Err(other) => {
+                problems.push(Problem::graph(
+                    ProblemKind::InvalidField,
+                    "links",
+                    format!("`links` must be an array, got {}", type_name(&other)),
+                ));
+                Vec::new()
+            }
+        },
+        None => Vec::new(),
     };
-    for (k, link) in links.iter().enumerate() {
+    for (k, link) in links.into_iter().map(raw::small).enumerate() {
         let ends = link.as_object().map(|o| {
             let s = o.get("source").or_else(|| o.get("0")).and_then(id_of);
             let t = o.get("target").or_else(|| o.get("1")).and_then(id_of);
@@ -125,7 +136,7 @@ pub(super) fn node_link_spec(root: &Map<String, Value>, problems: &mut Vec<Probl
             _ => problems.push(Problem::graph(
                 ProblemKind::InvalidField,
                 "links",
-                format!("link #{k} must be {{\"source\": s, \"target\": t}} or {{\"0\": s, \"1\": t}}, got {link}"),
+                format!("link #{k} must be {{\"source\": s, \"target\": t}} or {{\"0\": s, \"1\": t}}, got {}", short(&link)),
             )),
         }
     }
@@ -136,7 +147,7 @@ pub(super) fn node_link_spec(root: &Map<String, Value>, problems: &mut Vec<Probl
     {
         apply_order(&mut spec, order, &position);
     }
-    spec
+    Ok(spec)
 }
 
 /// Checkmate marks forward ops `backward: false` and the loss and gradient ops `true`;
@@ -194,7 +205,7 @@ fn apply_order(spec: &mut GraphSpec, order: &[Value], position: &HashMap<String,
 pub(super) fn infer_batch(
     root: &Map<String, Value>,
     spec: &GraphSpec,
-    problems: &mut Vec<Problem>,
+    problems: &mut Problems,
 ) -> BatchSpec {
     let attrs = root.get("graph").and_then(Value::as_object);
     let batch_size = match attrs.and_then(|g| g.get("batch_size")) {

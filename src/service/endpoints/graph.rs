@@ -7,14 +7,13 @@
 
 use super::super::problem::{ApiProblem, Kind};
 use super::super::request::Body;
-use super::{json_response, ApiResult, Shared};
+use super::{json_response, read_body, ApiResult, Shared};
 use crate::budget::Budget;
 use crate::front::{read_schedule, report, simulate_report};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::Value;
 
 /// `POST /v1/simulate`: replays a schedule; 200 with its figures, 422 naming the event,
 /// node and rule it breaks.
@@ -22,21 +21,27 @@ pub async fn simulate_schedule(
     State(state): Shared,
     bytes: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let mut body = Body::parse(bytes)?;
-    let graph = body.graph(&state.config)?;
-    let raw: Value = body.required("schedule", Kind::InvalidSchedule)?;
-    let budget: Option<Budget> = body.optional("budget", Kind::InvalidBudget)?;
-    body.finish()?;
-    let schedule = read_schedule(raw)?;
-    let budget = budget.map(|b| b.resolve(&graph)).transpose()?;
-    let report = simulate_report(&graph, &schedule, budget).map_err(ApiProblem::schedule)?;
-    Ok(json_response(StatusCode::OK, &report))
+    read_body(&state, bytes, |state, bytes| {
+        let mut body = Body::parse(bytes)?;
+        let graph = body.graph(&state.config)?;
+        let raw = body.required_raw("schedule")?;
+        let budget: Option<Budget> = body.optional("budget", Kind::InvalidBudget)?;
+        body.finish()?;
+        let schedule = read_schedule(raw.get())?;
+        let budget = budget.map(|b| b.resolve(&graph)).transpose()?;
+        let report = simulate_report(&graph, &schedule, budget).map_err(ApiProblem::schedule)?;
+        Ok(json_response(StatusCode::OK, &report))
+    })
+    .await
 }
 
 /// `POST /v1/inspect`: size, cost and memory bounds of a graph.
 pub async fn inspect(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    let mut body = Body::parse(bytes)?;
-    let graph = body.graph(&state.config)?;
-    body.finish()?;
-    Ok(json_response(StatusCode::OK, &report(&graph, None)))
+    read_body(&state, bytes, |state, bytes| {
+        let mut body = Body::parse(bytes)?;
+        let graph = body.graph(&state.config)?;
+        body.finish()?;
+        Ok(json_response(StatusCode::OK, &report(&graph, None)))
+    })
+    .await
 }

@@ -10,11 +10,13 @@
 use super::super::jobs::JobResult;
 use super::super::problem::{ApiProblem, Kind};
 use super::super::request::{Body, Options};
+use super::super::AppState;
 use super::accepted;
 use super::solve::pool_problem;
-use super::{ApiResult, Shared};
+use super::{read_body, ApiResult, Shared};
 use crate::budget::Budget;
-use crate::front::max_batch::{search, Field, MaxBatchError, MaxBatchInput};
+use crate::front::max_batch::{search, Field, MaxBatchError, MaxBatchInput, MaxBatchRequest};
+use crate::graph::Graph;
 use crate::solve::{self, SolveError};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -48,20 +50,7 @@ impl From<MaxBatchError> for ApiProblem {
 
 /// `POST /v1/max-batch`: 202 with the job's id and `Location`.
 pub async fn max_batch(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    let mut body = Body::parse(bytes)?;
-    let graph = body.graph(&state.config)?;
-    let memory: Budget = body.required("memory", Kind::InvalidBudget)?;
-    let max_overhead = body.optional("max_overhead", Kind::InvalidRequest)?;
-    let max_extra_forward = body.optional("max_extra_forward", Kind::InvalidRequest)?;
-    let options = Options::read(&mut body, &state.config)?;
-    body.finish()?;
-    let request = MaxBatchInput {
-        memory: Some(memory),
-        max_overhead,
-        max_extra_forward,
-        solver: options.solver.clone(),
-    }
-    .validate(&graph)?;
+    let (graph, request, options) = read_body(&state, bytes, read).await?;
     if state.pool.is_full() {
         state.metrics.rejected();
         return Err(ApiProblem::new(Kind::Busy, "the solve queue is full").retry_after(1));
@@ -100,4 +89,23 @@ pub async fn max_batch(State(state): Shared, bytes: Result<Bytes, BytesRejection
         job_state.jobs.finish(&job_id, outcome);
     });
     Ok(accepted(&id))
+}
+
+/// A max-batch request, checked against its graph.
+fn read(state: &AppState, bytes: &[u8]) -> Result<(Graph, MaxBatchRequest, Options), ApiProblem> {
+    let mut body = Body::parse(bytes)?;
+    let graph = body.graph(&state.config)?;
+    let memory: Budget = body.required("memory", Kind::InvalidBudget)?;
+    let max_overhead = body.optional("max_overhead", Kind::InvalidRequest)?;
+    let max_extra_forward = body.optional("max_extra_forward", Kind::InvalidRequest)?;
+    let options = Options::read(&mut body, &state.config)?;
+    body.finish()?;
+    let request = MaxBatchInput {
+        memory: Some(memory),
+        max_overhead,
+        max_extra_forward,
+        solver: options.solver.clone(),
+    }
+    .validate(&graph)?;
+    Ok((graph, request, options))
 }

@@ -17,17 +17,17 @@ use super::super::problem::{ApiProblem, Kind};
 use super::super::request::{Body, Options, SolveRequest};
 use super::super::AppState;
 use super::solve::{pool_problem, run_solve};
-use super::{ApiResult, Shared};
+use super::{off_runtime, read_body, ApiResult, Shared};
 use crate::budget::Budget;
 use crate::graph::Graph;
+use crate::plot::input::Drawn;
 use crate::plot::{self, input, sweep, tradeoff, PlotError};
-use crate::solve::{Progress, SolveResult, Status};
+use crate::solve::{self, Progress, SolveResult, Status};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue};
 use axum::response::IntoResponse;
-use serde_json::Value;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -52,6 +52,16 @@ impl From<PlotError> for ApiProblem {
     }
 }
 
+/// A plot request as read from its body (off the async runtime).
+enum Read {
+    /// A trade-off sweep to start as a job.
+    Tradeoff(Graph, sweep::Request),
+    /// A schedule given, to draw.
+    Drawn(Graph, Drawn),
+    /// A solve to run at this budget, then draw.
+    Solve(Graph, u64, Options),
+}
+
 /// `POST /v1/plot/{kind}`.
 pub async fn plot(
     State(state): Shared,
@@ -62,20 +72,40 @@ pub async fn plot(
         .map_err(|e| e.body_text())
         .and_then(|Path(k)| k.parse())
         .map_err(|e| ApiProblem::new(Kind::NotFound, e).with_field("kind"))?;
+    let read = read_body(&state, bytes, move |s, b| read(s, kind, b)).await?;
+    let (graph, drawn) = match read {
+        Read::Tradeoff(graph, request) => return tradeoff_job(&state, graph, request),
+        Read::Drawn(graph, drawn) => (graph, drawn),
+        Read::Solve(graph, budget, options) => {
+            let result = solved(&state, graph.clone(), budget, options).await?;
+            let drawn = input::from_result(&graph, &result)?;
+            (graph, drawn)
+        }
+    };
+    off_runtime(&state, move |_| {
+        let svg = plot::draw(kind, &graph, &drawn, "the schedule given")?;
+        Ok(([(header::CONTENT_TYPE, HeaderValue::from_static(SVG))], svg).into_response())
+    })
+    .await
+}
+
+/// Reads a plot request of `kind`.
+fn read(state: &AppState, kind: plot::Kind, bytes: &[u8]) -> Result<Read, ApiProblem> {
     let mut body = Body::parse(bytes)?;
     let graph = body.graph(&state.config)?;
     if kind == plot::Kind::Tradeoff {
-        return tradeoff_job(&state, body, graph);
+        let request = read_tradeoff(state, body, &graph)?;
+        return Ok(Read::Tradeoff(graph, request));
     }
-    let schedule: Option<Value> = body.optional("schedule", Kind::InvalidSchedule)?;
+    let schedule = body.optional_raw("schedule");
     let budget: Option<Budget> = body.optional("budget", Kind::InvalidBudget)?;
     let budget = budget.map(|b| b.resolve(&graph)).transpose()?;
-    let drawn = match schedule {
-        Some(value) => {
+    match schedule {
+        Some(text) => {
             body.finish()?;
-            let mut drawn = input::read(&graph, value)?;
+            let mut drawn = input::read(&graph, text.get())?;
             drawn.budget = budget.or(drawn.budget);
-            drawn
+            Ok(Read::Drawn(graph, drawn))
         }
         None => {
             let budget = budget.ok_or_else(|| {
@@ -87,12 +117,9 @@ pub async fn plot(
             })?;
             let options = Options::read(&mut body, &state.config)?;
             body.finish()?;
-            let result = solved(&state, graph.clone(), budget, options).await?;
-            input::from_result(&graph, &result)?
+            Ok(Read::Solve(graph, budget, options))
         }
-    };
-    let svg = plot::draw(kind, &graph, &drawn, "the schedule given")?;
-    Ok(([(header::CONTENT_TYPE, HeaderValue::from_static(SVG))], svg).into_response())
+    }
 }
 
 /// A solve for a picture, as `POST /v1/solve` runs it; a time limit with no schedule is 504.
@@ -117,12 +144,17 @@ async fn solved(
     Ok(result)
 }
 
-/// Reads a trade-off request and starts its sweep as a job: 202 with its id.
-fn tradeoff_job(state: &Arc<AppState>, mut body: Body, graph: Graph) -> ApiResult {
+/// Reads a trade-off request, checked.
+fn read_tradeoff(
+    state: &AppState,
+    mut body: Body<'_>,
+    graph: &Graph,
+) -> Result<sweep::Request, ApiProblem> {
     let solvers: Vec<String> = body
-        .optional("solvers", Kind::InvalidSolver)?
+        .list("solvers", Kind::InvalidSolver, solve::registry().len())?
         .unwrap_or_else(|| sweep::DEFAULT_SOLVERS.map(String::from).to_vec());
-    let budgets: Option<Vec<Budget>> = body.optional("budgets", Kind::InvalidBudget)?;
+    let budgets: Option<Vec<Budget>> =
+        body.list("budgets", Kind::InvalidBudget, sweep::MAX_POINTS)?;
     let points: Option<usize> = body.optional("points", Kind::InvalidRequest)?;
     let (options, _) = Options::limits(&mut body, &state.config, sweep::DEFAULT_TIME_LIMIT)?;
     body.finish()?;
@@ -136,7 +168,7 @@ fn tradeoff_job(state: &Arc<AppState>, mut body: Body, graph: Graph) -> ApiResul
         }
         (Some(list), None) => list
             .iter()
-            .map(|b| b.resolve(&graph))
+            .map(|b| b.resolve(graph))
             .collect::<Result<Vec<u64>, _>>()
             .map_err(|e| ApiProblem::from(e).with_field("budgets"))?,
         (None, points) => {
@@ -148,10 +180,10 @@ fn tradeoff_job(state: &Arc<AppState>, mut body: Body, graph: Graph) -> ApiResul
                 )
                 .with_field("points"));
             }
-            sweep::default_budgets(&graph, points)
+            sweep::default_budgets(graph, points)
         }
     };
-    let mut request = sweep::Request {
+    let request = sweep::Request {
         solvers,
         budgets,
         options,
@@ -165,6 +197,11 @@ fn tradeoff_job(state: &Arc<AppState>, mut body: Body, graph: Graph) -> ApiResul
         };
         ApiProblem::from(e).with_field(field)
     })?;
+    Ok(request)
+}
+
+/// Starts a trade-off sweep as a job: 202 with its id.
+fn tradeoff_job(state: &Arc<AppState>, graph: Graph, mut request: sweep::Request) -> ApiResult {
     if state.pool.is_full() {
         state.metrics.rejected();
         return Err(ApiProblem::new(Kind::Busy, "the solve queue is full").retry_after(1));

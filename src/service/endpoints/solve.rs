@@ -15,8 +15,9 @@ use super::super::pool::{CancelOnDrop, PoolError};
 use super::super::problem::{ApiProblem, Kind};
 use super::super::request::{Body, Options, SolveRequest};
 use super::super::AppState;
-use super::{json_response, ApiResult, Shared};
+use super::{json_response, read_body, ApiResult, Shared};
 use crate::budget::Budget;
+use crate::graph::Graph;
 use crate::solve::{self, Instance, SolveError, SolveResult, Status};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
@@ -106,9 +107,19 @@ pub(super) fn pool_problem(state: &AppState, solver: &str, e: PoolError) -> ApiP
     }
 }
 
-/// `POST /solve`, `POST /v1/solve`.
+/// Reads a solve request off the async runtime.
+pub(super) async fn read_solve(
+    state: &Arc<AppState>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<SolveRequest, ApiProblem> {
+    read_body(state, bytes, SolveRequest::read).await
+}
+
+/// `POST /solve`, `POST /v1/solve`. The request's future holds the cancel flag's guard
+/// from before the solve is queued until its answer is ready: a client that disconnects
+/// drops the future, which raises the flag (the solver's `Stop`) and frees the worker.
 pub async fn solve(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    let request = SolveRequest::read(&state, bytes)?;
+    let request = read_solve(&state, bytes).await?;
     let cancel = Arc::new(AtomicBool::new(false));
     let guard = CancelOnDrop::new(cancel.clone());
     let events_only = request.options.events_only;
@@ -134,7 +145,7 @@ pub async fn solve(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -
 
 /// `POST /v1/jobs`: 202 with the job's id and `Location`.
 pub async fn create_job(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    let request = SolveRequest::read(&state, bytes)?;
+    let request = read_solve(&state, bytes).await?;
     if state.pool.is_full() {
         state.metrics.rejected();
         return Err(ApiProblem::new(Kind::Busy, "the solve queue is full").retry_after(1));
@@ -201,28 +212,8 @@ pub async fn delete_job(
 /// `POST /v1/sweep`: one result per budget, in the order given, solved one after the
 /// other on one worker within the server's time limit overall.
 pub async fn sweep(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    let mut body = Body::parse(bytes)?;
-    let graph = body.graph(&state.config)?;
-    let budgets: Vec<Budget> = body.required("budgets", Kind::InvalidBudget)?;
-    if budgets.is_empty() || budgets.len() > state.config.max_sweep {
-        return Err(ApiProblem::new(
-            Kind::InvalidBudget,
-            format!(
-                "budgets must list 1 to {} budgets, got {}",
-                state.config.max_sweep,
-                budgets.len()
-            ),
-        )
-        .with_field("budgets"));
-    }
-    let options = Options::read(&mut body, &state.config)?;
-    body.finish()?;
+    let (graph, bytes, options) = read_body(&state, bytes, read_sweep).await?;
     let cap = state.config.time_limit();
-    let bytes = budgets
-        .iter()
-        .map(|b| b.resolve(&graph))
-        .collect::<Result<Vec<u64>, _>>()
-        .map_err(|e| ApiProblem::from(e).with_field("budgets"))?;
     let cancel = Arc::new(AtomicBool::new(false));
     let guard = CancelOnDrop::new(cancel.clone());
     let work_cancel = cancel.clone();
@@ -262,6 +253,35 @@ pub async fn sweep(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -
         StatusCode::OK,
         &json!({ "results": results }),
     ))
+}
+
+/// A sweep request: the graph, its budgets in bytes (1 to `--max-sweep`, counted before
+/// they are read), the options.
+fn read_sweep(state: &AppState, bytes: &[u8]) -> Result<(Graph, Vec<u64>, Options), ApiProblem> {
+    let mut body = Body::parse(bytes)?;
+    let graph = body.graph(&state.config)?;
+    let most = state.config.max_sweep;
+    let budgets: Vec<Budget> = body
+        .list("budgets", Kind::InvalidBudget, most)?
+        .ok_or_else(|| {
+            ApiProblem::new(Kind::InvalidRequest, "the field 'budgets' is required")
+                .with_field("budgets")
+        })?;
+    if budgets.is_empty() {
+        return Err(ApiProblem::new(
+            Kind::InvalidBudget,
+            format!("budgets must list 1 to {most} budgets, got 0"),
+        )
+        .with_field("budgets"));
+    }
+    let options = Options::read(&mut body, &state.config)?;
+    body.finish()?;
+    let bytes = budgets
+        .iter()
+        .map(|b| b.resolve(&graph))
+        .collect::<Result<Vec<u64>, _>>()
+        .map_err(|e| ApiProblem::from(e).with_field("budgets"))?;
+    Ok((graph, bytes, options))
 }
 
 #[cfg(test)]

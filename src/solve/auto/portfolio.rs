@@ -13,10 +13,6 @@ use crate::solve::{
 };
 use std::time::Duration;
 
-/// The least time a floor candidate gets, even past the deadline (Chen's greedy sweep
-/// takes 3.6 s on 10,000 nodes in a release build).
-const FLOOR_TIME: Duration = Duration::from_secs(10);
-
 /// The relative gap to a bound on every schedule within which the best plan counts as
 /// converged, when the caller sets no MIP gap (HiGHS's default `mip_rel_gap`).
 const DEFAULT_GAP: f64 = 1e-4;
@@ -215,17 +211,15 @@ impl<'a> Portfolio<'a> {
         options
     }
 
-    /// Runs a floor candidate, one every answer must be at least as good as: it runs even
-    /// past the deadline (they take milliseconds to seconds), with at least
-    /// [`FLOOR_TIME`].
+    /// Runs a floor candidate, one every answer must be at least as good as: with all the
+    /// time left, and not past the deadline (on graphs too large for it to finish in time
+    /// it stops without a schedule; the limit holds).
     pub(super) fn run_floor(
         &mut self,
         name: &'static str,
         solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
     ) -> Result<(), SolveError> {
-        let mut options = self.options.clone();
-        options.time_limit = self.time_left().map(|t| t.max(FLOOR_TIME));
-        self.run_with(name, options, solve)
+        self.run(name, 1.0, None, solve)
     }
 
     fn run_with(

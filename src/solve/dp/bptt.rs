@@ -34,8 +34,9 @@
 //! whole persistent space. The graph model sizes every value itself, so `α` is implied by
 //! the node sizes rather than set.
 
-use super::chain_dp::{solve_graph, Policy};
+use super::chain_dp::{solve_graph, table_footprint, Policy};
 use super::revolve::revolve_steps;
+use crate::solve::Footprint;
 use crate::solve::{Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 
 /// BPTT-HSM's cost `C(t, m)` (forward operations), by the closed form; `None` when no
@@ -171,6 +172,9 @@ macro_rules! bptt_solver {
                     scope: $scope,
                     accepts: "chain graphs",
                 }
+            }
+            fn footprint(&self, instance: &Instance) -> Footprint {
+                table_footprint(instance.graph)
             }
             fn solve(
                 &self,

@@ -99,12 +99,14 @@
 //! reported infeasible. The solver reports its answers as heuristic.
 
 use super::chain_dp::{
-    slot_size, DpChain, Mem, Nest, Policy, Resweep, SecondTurn, Table, DEFAULT_SLOTS,
+    slot_size, table_footprint, DpChain, Mem, Nest, Policy, Resweep, SecondTurn, Table,
+    DEFAULT_SLOTS,
 };
 use super::join_of;
 use crate::graph::structure::{Chain, Join, Stage};
 use crate::schedule::Event;
 use crate::solve::details::{Details, JoinDpDetails};
+use crate::solve::Footprint;
 use crate::solve::{
     Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
 };
@@ -283,6 +285,10 @@ impl Solver for JoinDp {
             scope: Scope::Heuristic,
             accepts: "join graphs and chains",
         }
+    }
+
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        table_footprint(instance.graph)
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {

@@ -57,8 +57,11 @@
 
 use super::chain_of;
 use crate::graph::structure::Chain;
+use crate::graph::Graph;
 use crate::schedule::{simulate, Event, Schedule, SimStats};
 use crate::solve::details::{Details, RevolveDetails};
+use crate::solve::footprint::Halt;
+use crate::solve::Footprint;
 use crate::solve::{
     internal, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
     Stop,
@@ -97,6 +100,39 @@ pub fn revolve_steps(l: u64, s: u64) -> Option<u64> {
     // β(s+1, r−1) = C(s+r, r−1) = β(s, r)·r/(s+1).
     let below = u128::from(b) * u128::from(r) / u128::from(s + 1);
     (u128::from(r) * u128::from(l) - below).try_into().ok()
+}
+
+/// The fewest snapshots whose Revolve schedule for `l` steps fits `options.memory_limit`
+/// in `graph` (its `l + t(l, s)` computes, [`Footprint::linear`]), and the footprint of one
+/// fewer when that is above 1 (what was ruled out).
+fn fewest_snapshots(graph: &Graph, l: usize, options: &SolveOptions) -> (usize, Option<Footprint>) {
+    let footprint = |s: usize| {
+        let computes =
+            (l as u64).saturating_add(revolve_steps(l as u64, s as u64).unwrap_or(u64::MAX));
+        Footprint::linear(
+            graph,
+            computes,
+            format!("Revolve's schedule with {s} snapshots, {computes} compute events"),
+        )
+    };
+    let fits = |s: usize| footprint(s).admit("revolve", options).is_ok();
+    // t(l, s) falls as s grows: bisect for the first s that fits.
+    let (mut lo, mut hi) = (1usize, l.max(1));
+    if fits(lo) {
+        return (1, None);
+    }
+    if !fits(hi) {
+        return (hi + 1, Some(footprint(hi)));
+    }
+    while lo + 1 < hi {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    (hi, Some(footprint(hi - 1)))
 }
 
 /// One action of a Revolve schedule (Griewank & Walther's vocabulary, with the end of a
@@ -139,29 +175,58 @@ pub fn revolve_actions(l: usize, s: usize) -> Option<Vec<RevolveAction>> {
 }
 
 /// Reverses steps `c+1..=c+n` (of `l`) with `s` snapshots, one of which holds `x_c`, the
-/// working state on entry; the left parts restore it first.
-fn reverse(actions: &mut Vec<RevolveAction>, c: usize, mut n: usize, s: usize, l: usize) {
-    let mut working = true;
-    // The left parts are handled by this loop (same c, same s, shorter n).
-    while n >= 1 {
-        if !working {
-            actions.push(RevolveAction::Restore { state: c });
+/// working state on entry; the left parts restore it first. The right parts nest as deep
+/// as there are snapshots, so they are frames on an explicit stack, not calls.
+fn reverse(actions: &mut Vec<RevolveAction>, c: usize, n: usize, s: usize, l: usize) {
+    /// Steps `c+1..=c+n` left to reverse with `s` snapshots; `working`: `x_c` is the
+    /// working state (else it is restored from its snapshot first).
+    struct Part {
+        c: usize,
+        n: usize,
+        s: usize,
+        working: bool,
+    }
+    let mut stack = vec![Part {
+        c,
+        n,
+        s,
+        working: true,
+    }];
+    while let Some(part) = stack.last_mut() {
+        if part.n == 0 {
+            // Done: a nested part releases the snapshot of its start.
+            let start = part.c;
+            stack.pop();
+            if !stack.is_empty() {
+                actions.push(RevolveAction::Release { state: start });
+            }
+            continue;
         }
-        working = false;
-        if n == 1 {
-            push_turn(actions, c + 1, l);
-            return;
+        if !part.working {
+            actions.push(RevolveAction::Restore { state: part.c });
         }
+        part.working = false;
+        if part.n == 1 {
+            push_turn(actions, part.c + 1, l);
+            part.n = 0;
+            continue;
+        }
+        let (c, n, s) = (part.c, part.n, part.s);
         let i = split(n, s);
         actions.push(RevolveAction::Advance { from: c, to: c + i });
+        // The left part, steps c+1..=c+i, comes after the right one.
+        part.n = i;
         if n - i == 1 {
             push_turn(actions, c + i + 1, l);
         } else {
             actions.push(RevolveAction::Takeshot { state: c + i });
-            reverse(actions, c + i, n - i, s - 1, l);
-            actions.push(RevolveAction::Release { state: c + i });
+            stack.push(Part {
+                c: c + i,
+                n: n - i,
+                s: s - 1,
+                working: true,
+            });
         }
-        n = i;
     }
 }
 
@@ -357,6 +422,11 @@ impl Solver for Revolve {
         }
     }
 
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        // The fit skips snapshot counts whose schedules would outgrow the memory limit.
+        Footprint::recomputing_once(instance.graph)
+    }
+
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         Revolve::on_chain(&chain_of("revolve", instance.graph)?, instance, options)
     }
@@ -369,17 +439,22 @@ pub struct Fitted {
     pub schedule: Schedule,
     /// The simulator's figures for the schedule.
     pub stats: SimStats,
+    /// Whether the bisection ended (else the stop cut it short: more snapshots may fit).
+    pub complete: bool,
 }
 
 impl Revolve {
     /// The graph view of Revolve on `chain` (detected in `instance.graph`) with the most
     /// snapshots whose simulated peak fits the budget, `None` when even one snapshot does
-    /// not fit. Peaks grow with `s`: a bisection over `1..=l`.
+    /// not fit. Peaks grow with `s`: a bisection over `1..=l`, from the fewest snapshots
+    /// whose schedule (`l + t(l, s)` computes) fits the memory limit; when the stop comes
+    /// first, the most snapshots found to fit so far. A halt when the stop comes before
+    /// any fits, or when only schedules over the memory limit could.
     pub fn fit(
         chain: &Chain,
         instance: &Instance,
         options: &SolveOptions,
-    ) -> Result<Option<Fitted>, SolveError> {
+    ) -> Result<Option<Fitted>, Halt> {
         let stop = Stop::start(options);
         let l = chain.len() + 1;
         let run = |s: usize| -> Result<(Schedule, SimStats), SolveError> {
@@ -390,26 +465,42 @@ impl Revolve {
             let stats = simulate(instance.graph, &schedule).map_err(|e| internal("revolve", e))?;
             Ok((schedule, stats))
         };
-        let (mut lo, mut hi) = (0usize, l);
+        let (fewest, footprint) = fewest_snapshots(instance.graph, l, options);
+        let (mut lo, mut hi) = (fewest - 1, l);
         let mut best = None;
         while lo < hi {
-            if stop.cancelled() {
-                return Err(SolveError::Cancelled);
+            if let Err(stopped) = stop.poll() {
+                return match best {
+                    Some(fitted) => Ok(Some(Fitted {
+                        complete: false,
+                        ..fitted
+                    })),
+                    None => Err(stopped.into()),
+                };
             }
             let mid = (lo + hi).div_ceil(2);
-            let (schedule, stats) = run(mid)?;
+            let (schedule, stats) = run(mid).map_err(Halt::Refused)?;
             if stats.peak_memory <= instance.budget {
                 best = Some(Fitted {
                     snapshots: mid,
                     schedule,
                     stats,
+                    complete: true,
                 });
                 lo = mid;
             } else {
                 hi = mid - 1;
             }
         }
-        Ok(best)
+        match (best, footprint) {
+            (None, Some(footprint)) if fewest > 1 => Err(Halt::Refused(SolveError::TooLarge {
+                solver: "revolve",
+                what: footprint.what,
+                needed: footprint.bytes,
+                limit: options.memory_limit.unwrap_or(0),
+            })),
+            (best, _) => Ok(best),
+        }
     }
 
     /// The `revolve` solver on `chain`, already detected in `instance.graph`
@@ -420,11 +511,16 @@ impl Revolve {
         options: &SolveOptions,
     ) -> Result<Outcome, SolveError> {
         let l = chain.len() + 1;
+        let fitted = match Revolve::fit(chain, instance, options) {
+            Ok(fitted) => fitted,
+            Err(halt) => return halt.outcome("revolve", "before any snapshot count was tried"),
+        };
         let Some(Fitted {
             snapshots: s,
             schedule,
+            complete,
             ..
-        }) = Revolve::fit(chain, instance, options)?
+        }) = fitted
         else {
             return Ok(Outcome::Infeasible {
                 solver: "revolve",
@@ -435,7 +531,7 @@ impl Revolve {
                 ),
             });
         };
-        let exact = homogeneous(chain);
+        let exact = homogeneous(chain) && complete;
         Ok(Outcome::Plan(Plan {
             schedule,
             claim: if exact {

@@ -7,7 +7,7 @@
 //! here. The answer carries the chain it detected, so that the DP runs on it without
 //! detecting it again.
 
-use super::chain_dp::ChainDp;
+use super::chain_dp::{stages_footprint, ChainDp};
 use super::revolve::{homogeneous, Revolve};
 use crate::graph::structure::{detect, Chain, Structure};
 use crate::graph::Graph;
@@ -39,12 +39,18 @@ impl ExactDp {
         }
     }
 
-    /// Runs the DP on the detected chain; `instance.graph` is the graph it was detected in.
+    /// Runs the DP on the detected chain, once its footprint is admitted;
+    /// `instance.graph` is the graph it was detected in.
     pub fn solve(
         &self,
         instance: &Instance,
         options: &SolveOptions,
     ) -> Result<Outcome, SolveError> {
+        let footprint = match self {
+            ExactDp::Revolve(_) => Revolve.footprint(instance),
+            ExactDp::ChainDp(chain) => stages_footprint(instance.graph, chain.len()),
+        };
+        footprint.admit(self.info().name, options)?;
         match self {
             ExactDp::Revolve(chain) => Revolve::on_chain(chain, instance, options),
             ExactDp::ChainDp(chain) => ChainDp::on_chain(chain, instance, options),

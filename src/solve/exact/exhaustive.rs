@@ -14,6 +14,7 @@
 
 use crate::schedule::{Event, Schedule};
 use crate::solve::details::{Details, ExhaustiveDetails};
+use crate::solve::Footprint;
 use crate::solve::{
     Bound, BoundMethod, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver,
     SolverInfo, Stop,
@@ -62,6 +63,12 @@ impl Solver for Exhaustive {
             scope: Scope::GlobalOptimum,
             accepts: "graphs of at most 12 nodes",
         }
+    }
+
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        // Beyond MAX_NODES it refuses before searching; within, the search's states are
+        // bounded by its own limits.
+        Footprint::one_pass(instance.graph)
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {

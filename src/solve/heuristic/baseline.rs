@@ -8,12 +8,18 @@
 //!   returns it.
 //! * `recompute-all`: Checkmate's `checkpoint_last_node`: between stages keep only the
 //!   output of the previous stage's node (`S[t, t−1] = 1`) and recompute everything else
-//!   from the graph's sources; quadratic cost, little memory.
+//!   from the graph's sources; quadratic cost, little memory. Its schedule is quadratic
+//!   too (`Σ_t |R[t]|` compute events): its footprint counts a lower bound of that length
+//!   (stage `t` recomputes the longest path ending at each input other than `t − 1`,
+//!   all of whose nodes precede `t − 1`), and the build stops at the memory limit.
 
 use crate::graph::Graph;
-use crate::schedule::stages::{empty_s, Stages};
+use crate::schedule::stages::{Keep, StagePlan};
 use crate::schedule::Schedule;
-use crate::solve::{fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
+use crate::solve::footprint::{Guard, Halt};
+use crate::solve::{
+    fit, Footprint, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+};
 // Re-exported where the solvers and tests have always found them.
 use crate::schedule::checkpoint_all;
 
@@ -29,6 +35,9 @@ impl Solver for CheckpointAll {
             accepts: "any graph",
         }
     }
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        Footprint::one_pass(instance.graph)
+    }
     fn solve(&self, instance: &Instance, _: &SolveOptions) -> Result<Outcome, SolveError> {
         fit(
             instance,
@@ -39,13 +48,38 @@ impl Solver for CheckpointAll {
     }
 }
 
-/// The recompute-all schedule.
-pub fn recompute_all(graph: &Graph) -> Schedule {
-    let mut s = empty_s(graph.len());
-    for (t, row) in s.iter_mut().enumerate().skip(1) {
-        row.insert(t - 1);
+/// The recompute-all schedule, built while `guard` allows.
+pub fn recompute_all(graph: &Graph, guard: &Guard) -> Result<Schedule, Halt> {
+    let keeps = (1..graph.len())
+        .map(|t| Keep {
+            node: t - 1,
+            first: t,
+            last: t,
+        })
+        .collect();
+    let plan = StagePlan::new(graph, keeps, |computes| guard.check(computes))?;
+    plan.into_schedule(graph, |computes| guard.check(computes))
+}
+
+/// A lower bound on the compute events of the recompute-all schedule: stage `t` computes
+/// `t` and every ancestor of its inputs other than `t − 1` (they all precede `t − 1`, so
+/// none is kept), at least the longest path ending at each.
+fn recompute_all_computes(graph: &Graph) -> u64 {
+    // depth[v]: the nodes of the longest path ending at v.
+    let mut depth = vec![0u64; graph.len()];
+    let mut total = 0u64;
+    for t in 0..graph.len() {
+        let preds = graph.preds(t);
+        depth[t] = 1 + preds.iter().map(|&u| depth[u]).max().unwrap_or(0);
+        let deepest = preds
+            .iter()
+            .filter(|&&u| u + 1 != t)
+            .map(|&u| depth[u])
+            .max()
+            .unwrap_or(0);
+        total = total.saturating_add(1 + deepest);
     }
-    Stages::from_s(graph, s).into_schedule(graph)
+    total
 }
 
 impl Solver for RecomputeAll {
@@ -59,13 +93,21 @@ impl Solver for RecomputeAll {
             accepts: "any graph",
         }
     }
-    fn solve(&self, instance: &Instance, _: &SolveOptions) -> Result<Outcome, SolveError> {
-        fit(
-            instance,
-            "recompute-all",
-            recompute_all(instance.graph),
-            None,
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        let computes = recompute_all_computes(instance.graph);
+        Footprint::linear(
+            instance.graph,
+            computes,
+            format!("a schedule of at least {computes} compute events"),
         )
+    }
+    fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
+        let stop = Stop::start(options);
+        let guard = Guard::new("recompute-all", instance.graph, &stop, options);
+        match recompute_all(instance.graph, &guard) {
+            Ok(schedule) => fit(instance, "recompute-all", schedule, None),
+            Err(halt) => halt.outcome("recompute-all", "while building its stages"),
+        }
     }
 }
 
@@ -83,7 +125,16 @@ mod tests {
             let g = linear(n);
             let all = simulate(&g, &checkpoint_all(&g)).unwrap();
             assert_eq!(all.total_cost, (2 * n + 1) as f64);
-            let last = simulate(&g, &recompute_all(&g)).unwrap();
+            let stop = Stop::start(&SolveOptions::default());
+            let guard = Guard::new("recompute-all", &g, &stop, &SolveOptions::default());
+            let schedule = recompute_all(&g, &guard).unwrap();
+            let last = simulate(&g, &schedule).unwrap();
+            let computes = schedule
+                .events
+                .iter()
+                .filter(|e| matches!(e, crate::schedule::Event::Compute(_)))
+                .count() as u64;
+            assert!(recompute_all_computes(&g) <= computes);
             assert_eq!(last.total_cost, last_cost);
             assert_eq!(last.peak_memory, 3);
         }

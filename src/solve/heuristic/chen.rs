@@ -22,17 +22,20 @@
 //! resident through its uses in its own epoch; for each later epoch that reads its
 //! segment, the whole segment is recomputed at the first such read (Chen's "ladder") and
 //! each value kept through its last use in that epoch. The minimal-R closure of
-//! [`Stages::from_s`] performs the recomputation.
+//! [`StagePlan::new`] performs the recomputation, in memory linear in the schedule.
 
 use crate::graph::{Graph, NodeKind};
-use crate::schedule::simulate;
-use crate::schedule::stages::{empty_s, Stages};
+use crate::schedule::stages::{Keep, StagePlan};
+use crate::schedule::{simulate, Schedule};
 use crate::solve::details::{ChenDetails, Details};
+use crate::solve::footprint::{Guard, Halt};
 use crate::solve::{
-    fit, internal, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
-    Stopped,
+    fit, internal, Footprint, Instance, Outcome, Scope, SolveError, SolveOptions, Solver,
+    SolverInfo, Stop, Stopped,
 };
-use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 
 pub struct ChenSqrt;
 pub struct ChenGreedy;
@@ -104,8 +107,13 @@ fn candidate_sets(graph: &Graph) -> Vec<(&'static str, Vec<usize>)> {
     sets
 }
 
-/// The stage schedule that keeps `checkpoints` (ascending) and recomputes segments.
-pub(crate) fn segment_stages(graph: &Graph, checkpoints: &[usize]) -> Stages {
+/// The stage schedule that keeps `checkpoints` (ascending) and recomputes segments, built
+/// while `guard` allows.
+pub(crate) fn segment_stages(
+    graph: &Graph,
+    checkpoints: &[usize],
+    guard: &Guard,
+) -> Result<StagePlan, Halt> {
     let n = graph.len();
     let mut is_ckpt = vec![false; n];
     for &c in checkpoints {
@@ -120,11 +128,14 @@ pub(crate) fn segment_stages(graph: &Graph, checkpoints: &[usize]) -> Stages {
             count += 1;
         }
     }
-    let mut s = empty_s(n);
+    let mut keeps = Vec::with_capacity(n);
+    // `i` kept from its stage `from` through stage `to`: `S[t, i] = 1` for `from < t <= to`.
     let mut keep = |i: usize, from: usize, to: usize| {
-        for row in s.iter_mut().take(to + 1).skip(from + 1) {
-            row.insert(i);
-        }
+        keeps.push(Keep {
+            node: i,
+            first: from + 1,
+            last: to,
+        });
     };
     // First read of each segment in each later epoch: the ladder's start.
     let mut ladder: HashMap<(usize, usize), usize> = HashMap::new();
@@ -163,7 +174,7 @@ pub(crate) fn segment_stages(graph: &Graph, checkpoints: &[usize]) -> Stages {
             keep(i, start, last_in_epoch);
         }
     }
-    Stages::from_s(graph, s)
+    StagePlan::new(graph, keeps, |computes| guard.check(computes))
 }
 
 impl Solver for ChenSqrt {
@@ -176,8 +187,13 @@ impl Solver for ChenSqrt {
             accepts: "any graph (forward/backward kinds make it Chen's; without kinds every node is forward)",
         }
     }
-    fn solve(&self, instance: &Instance, _: &SolveOptions) -> Result<Outcome, SolveError> {
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        Footprint::recomputing_once(instance.graph)
+    }
+    fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         let graph = instance.graph;
+        let stop = Stop::start(options);
+        let guard = Guard::new("chen-sqrt", graph, &stop, options);
         let (label, candidates) = candidate_sets(graph).swap_remove(0);
         let k = ((candidates.len() as f64).sqrt() as usize).max(1);
         let checkpoints: Vec<usize> = candidates
@@ -191,8 +207,12 @@ impl Solver for ChenSqrt {
             checkpoints: ids(graph, &checkpoints),
             segment_budget: None,
         });
-        let schedule = segment_stages(graph, &checkpoints).into_schedule(graph);
-        fit(instance, "chen-sqrt", schedule, Some(details))
+        match segment_stages(graph, &checkpoints, &guard)
+            .and_then(|plan| plan.into_schedule(graph, |c| guard.check(c)))
+        {
+            Ok(schedule) => fit(instance, "chen-sqrt", schedule, Some(details)),
+            Err(halt) => halt.outcome("chen-sqrt", "while building the segment schedule"),
+        }
     }
 }
 
@@ -231,6 +251,9 @@ impl Solver for ChenGreedy {
             accepts: "any graph (forward/backward kinds make it Chen's; without kinds every node is forward)",
         }
     }
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        Footprint::recomputing_once(instance.graph)
+    }
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         let graph = instance.graph;
         let forward = forward_nodes(graph);
@@ -242,23 +265,16 @@ impl Solver for ChenGreedy {
             .min()
             .unwrap_or(1) as f64;
         let sets = candidate_sets(graph);
-        let mut tried: Vec<Vec<usize>> = Vec::new();
-        // (cost, peak, checkpoints, label, segment budget)
-        let mut best: Option<(f64, u64, Vec<usize>, &str, f64)> = None;
+        // The checkpoint sets tried, by hash (a set may have a node per forward node).
+        let mut tried: HashSet<u64> = HashSet::new();
+        let mut best: Option<Greedy> = None;
         let mut lowest_peak = u64::MAX;
         let steps = sets.len() * GREEDY_GRID;
         let stop = Stop::start(options);
+        let guard = Guard::new("chen-greedy", graph, &stop, options);
         let mut timed_out = false;
         'sweep: for (set_index, (label, candidates)) in sets.iter().enumerate() {
             for step in 0..GREEDY_GRID {
-                match stop.poll() {
-                    Err(Stopped::Cancelled) => return Err(SolveError::Cancelled),
-                    Err(Stopped::TimeLimit) => {
-                        timed_out = true;
-                        break 'sweep;
-                    }
-                    Ok(()) => {}
-                }
                 let done = set_index * GREEDY_GRID + step;
                 options.report(
                     "chen-greedy: sweeping segment budgets",
@@ -268,28 +284,41 @@ impl Solver for ChenGreedy {
                     (total.max(smallest) / smallest).powf(step as f64 / (GREEDY_GRID - 1) as f64);
                 let b = smallest * ratio;
                 let checkpoints = greedy_checkpoints(graph, &forward, candidates, b);
-                if tried.contains(&checkpoints) {
+                let mut hasher = DefaultHasher::new();
+                checkpoints.hash(&mut hasher);
+                if !tried.insert(hasher.finish()) {
                     continue;
                 }
-                let schedule = segment_stages(graph, &checkpoints).into_schedule(graph);
+                let schedule = match guard
+                    .check(0)
+                    .and_then(|()| segment_stages(graph, &checkpoints, &guard))
+                    .and_then(|plan| plan.into_schedule(graph, |c| guard.check(c)))
+                {
+                    Ok(schedule) => schedule,
+                    Err(Halt::Stopped(Stopped::TimeLimit)) => {
+                        timed_out = true;
+                        break 'sweep;
+                    }
+                    Err(halt) => return halt.outcome("chen-greedy", "while sweeping"),
+                };
                 let stats = simulate(graph, &schedule).map_err(|e| internal("chen-greedy", e))?;
                 lowest_peak = lowest_peak.min(stats.peak_memory);
                 let better = best
                     .as_ref()
-                    .is_none_or(|(c, p, ..)| (stats.total_cost, stats.peak_memory) < (*c, *p));
+                    .is_none_or(|g| (stats.total_cost, stats.peak_memory) < (g.cost, g.peak));
                 if stats.peak_memory <= instance.budget && better {
-                    best = Some((
-                        stats.total_cost,
-                        stats.peak_memory,
-                        checkpoints.clone(),
-                        label,
-                        b,
-                    ));
+                    best = Some(Greedy {
+                        cost: stats.total_cost,
+                        peak: stats.peak_memory,
+                        schedule,
+                        checkpoints,
+                        label: *label,
+                        segment_budget: b,
+                    });
                 }
-                tried.push(checkpoints);
             }
         }
-        let Some((_, _, checkpoints, label, b)) = best else {
+        let Some(best) = best else {
             if timed_out {
                 return Stopped::TimeLimit.outcome("chen-greedy", "while sweeping segment budgets");
             }
@@ -303,13 +332,22 @@ impl Solver for ChenGreedy {
             });
         };
         let details = Details::Chen(ChenDetails {
-            candidates: label,
-            checkpoints: ids(graph, &checkpoints),
-            segment_budget: Some(b),
+            candidates: best.label,
+            checkpoints: ids(graph, &best.checkpoints),
+            segment_budget: Some(best.segment_budget),
         });
-        let schedule = segment_stages(graph, &checkpoints).into_schedule(graph);
-        fit(instance, "chen-greedy", schedule, Some(details))
+        fit(instance, "chen-greedy", best.schedule, Some(details))
     }
+}
+
+/// The cheapest greedy schedule within the budget so far.
+struct Greedy {
+    cost: f64,
+    peak: u64,
+    schedule: Schedule,
+    checkpoints: Vec<usize>,
+    label: &'static str,
+    segment_budget: f64,
 }
 
 /// The ids of `nodes`, for a result's details.
@@ -336,8 +374,10 @@ mod tests {
         // 16 forward ops, k = 4: checkpoints 3, 7, 11, 15; segments 0-2, 4-6, 8-10, 12-14
         // are each recomputed once: 12 extra forward computes.
         let g = linear(16);
-        let st = segment_stages(&g, &[3, 7, 11, 15]);
-        let stats = simulate(&g, &st.into_schedule(&g)).unwrap();
+        let stop = Stop::start(&SolveOptions::default());
+        let guard = Guard::new("chen-sqrt", &g, &stop, &SolveOptions::default());
+        let st = segment_stages(&g, &[3, 7, 11, 15], &guard).unwrap();
+        let stats = simulate(&g, &st.into_schedule(&g, |c| guard.check(c)).unwrap()).unwrap();
         assert_eq!(stats.total_cost, 33.0 + 12.0);
     }
 }

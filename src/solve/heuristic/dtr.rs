@@ -19,8 +19,11 @@
 //! of the op being computed are pinned; a tensor whose consumers have all run once is
 //! freed as in checkpoint-all.
 //!
-//! Scope: a heuristic, in milliseconds (each eviction scans the resident tensors, each
-//! score visits at most [`NEIGHBOURHOOD`] ancestors). On the MLSys networks it lands within
+//! Scope: a heuristic, in milliseconds on graphs of thousands of nodes (each eviction
+//! scans the resident tensors, each score visits at most [`NEIGHBOURHOOD`] ancestors; the
+//! state is linear in the graph, the resident tensors a list, and the caller's `Stop` is
+//! polled at every eviction and every [`POLL_EVERY`] ops, so on large graphs it ends at the
+//! time limit without a schedule). On the MLSys networks it lands within
 //! 0.5% of `Σ c_v` at 80% of the checkpoint-all peak (ResNet50: 407,030 against 405,670).
 //! Theorem 3.2 of the paper shows that any such deterministic heuristic can be forced to
 //! `Ω(N/B)` times the optimal number of operations; here, on tight budgets of the random
@@ -30,11 +33,13 @@
 //! MIP starts of [`crate::solve::exact::checkmate`].
 
 use crate::graph::Graph;
-use crate::schedule::stages::Stages;
+use crate::schedule::stages::{Keep, StagePlan, Stages};
 use crate::schedule::{Event, Schedule};
 use crate::solve::details::{Details, DtrDetails};
-use crate::solve::{fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
-use fixedbitset::FixedBitSet;
+use crate::solve::{
+    fit, Footprint, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+    Stopped,
+};
 
 pub struct Dtr;
 
@@ -50,9 +55,21 @@ impl Solver for Dtr {
         }
     }
 
-    fn solve(&self, instance: &Instance, _: &SolveOptions) -> Result<Outcome, SolveError> {
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        // At most EVENTS_PER_NODE events per node, half of them computes, and the stage
+        // intervals of its resident sets (one per compute at most).
+        let computes = (EVENTS_PER_NODE / 2 * instance.graph.len()) as u64;
+        Footprint::linear(
+            instance.graph,
+            computes,
+            format!("a DTR run of at most {computes} compute events"),
+        )
+    }
+
+    fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         let graph = instance.graph;
-        match run(graph, instance.budget) {
+        let stop = Stop::start(options);
+        match run(graph, instance.budget, &stop) {
             Ok(run) => fit(
                 instance,
                 "dtr",
@@ -71,6 +88,7 @@ impl Solver for Dtr {
                     instance.budget
                 ),
             }),
+            Err(Stuck::Stopped(stopped)) => stopped.outcome("dtr", "while running DTR"),
             Err(Stuck::Thrashing(v)) => Ok(Outcome::Infeasible {
                 solver: "dtr",
                 proven: None,
@@ -88,18 +106,19 @@ impl Solver for Dtr {
 /// The Checkmate stages of DTR's schedule: `S[t]` is what is resident when op `t` runs for
 /// the first time; R is rebuilt as the minimal recomputation for that S, so its cost is at
 /// most DTR's, though its peak may differ (values are kept to their last use in a stage).
-/// `None` when DTR finds no schedule.
-pub(crate) fn stages(graph: &Graph, budget: u64) -> Option<Stages> {
-    run(graph, budget)
-        .ok()
-        .map(|run| Stages::from_s(graph, run.entering))
+/// `None` when DTR finds no schedule or `stop` ends it first.
+pub(crate) fn stages(graph: &Graph, budget: u64, stop: &Stop) -> Option<Stages> {
+    let run = run(graph, budget, stop).ok()?;
+    let plan = StagePlan::new(graph, run.entering, |_| stop.poll()).ok()?;
+    Some(plan.to_dense())
 }
 
 /// What a run of DTR produced.
 struct Run {
     events: Vec<Event>,
-    /// The resident set entering each op's first computation (the Checkmate `S[t]`).
-    entering: Vec<FixedBitSet>,
+    /// The resident sets entering each op's first computation (the Checkmate `S[t]`), as
+    /// intervals.
+    entering: Vec<Keep>,
     evictions: usize,
 }
 
@@ -111,6 +130,15 @@ struct State<'g> {
     capacity: u64,
     used: u64,
     resident: Vec<bool>,
+    /// The resident tensors, in no order, and each one's place in it.
+    residents: Vec<usize>,
+    place: Vec<usize>,
+    /// The op whose first computation comes next (the stage being run).
+    stage: usize,
+    /// The stage from which each resident tensor has been resident at every stage entry.
+    since: Vec<usize>,
+    entering: Vec<Keep>,
+    stop: &'g Stop,
     pins: Vec<u32>,
     /// Consumers of each node not yet computed for the first time.
     pending: Vec<usize>,
@@ -132,7 +160,12 @@ enum Stuck {
     NoRoom(usize),
     /// Rematerialisations cascade: more than [`EVENTS_PER_NODE`] events per node.
     Thrashing(usize),
+    /// The caller's stop.
+    Stopped(Stopped),
 }
+
+/// Ops run between two polls of the caller's stop (evictions poll it each).
+const POLL_EVERY: usize = 1024;
 
 /// The most events a run may emit per node before it counts as thrashing (on tight
 /// budgets, rematerialising one tensor can evict the ancestors of the next, and so on).
@@ -143,7 +176,7 @@ const EVENTS_PER_NODE: usize = 16;
 const NEIGHBOURHOOD: usize = 64;
 
 /// Runs DTR.
-fn run(graph: &Graph, budget: u64) -> Result<Run, Stuck> {
+fn run(graph: &Graph, budget: u64, stop: &Stop) -> Result<Run, Stuck> {
     let n = graph.len();
     let capacity = budget
         .checked_sub(graph.fixed_memory())
@@ -153,6 +186,12 @@ fn run(graph: &Graph, budget: u64) -> Result<Run, Stuck> {
         capacity,
         used: 0,
         resident: vec![false; n],
+        residents: Vec::new(),
+        place: vec![usize::MAX; n],
+        stage: 0,
+        since: vec![0; n],
+        entering: Vec::new(),
+        stop,
         pins: vec![0; n],
         pending: (0..n).map(|v| graph.succs(v).len()).collect(),
         computed: vec![false; n],
@@ -165,17 +204,21 @@ fn run(graph: &Graph, budget: u64) -> Result<Run, Stuck> {
             _ => 1.0,
         },
     };
-    let mut entering = Vec::with_capacity(n);
     for v in 0..n {
-        let mut row = FixedBitSet::with_capacity(n);
-        row.extend((0..n).filter(|&u| state.resident[u]));
-        entering.push(row);
+        if v % POLL_EVERY == 0 {
+            stop.poll().map_err(Stuck::Stopped)?;
+        }
+        state.stage = v;
         state.materialize(v)?;
         state.release_if_done(v);
     }
+    state.stage = n;
+    for u in std::mem::take(&mut state.residents) {
+        state.close(u);
+    }
     Ok(Run {
         events: state.events,
-        entering,
+        entering: state.entering,
         evictions: state.evictions,
     })
 }
@@ -214,6 +257,10 @@ impl State<'_> {
         self.make_room(graph.memory(w), w)?;
         self.events.push(Event::Compute(w));
         self.resident[w] = true;
+        self.place[w] = self.residents.len();
+        self.residents.push(w);
+        // Resident from the next stage entry on (unless freed before it).
+        self.since[w] = self.stage + 1;
         self.used += graph.memory(w);
         self.last_use[w] = self.clock;
         self.clock += 1;
@@ -240,15 +287,38 @@ impl State<'_> {
         self.events.push(Event::Free(u));
         self.resident[u] = false;
         self.used -= self.graph.memory(u);
+        let at = self.place[u];
+        self.residents.swap_remove(at);
+        if let Some(&moved) = self.residents.get(at) {
+            self.place[moved] = at;
+        }
+        self.close(u);
+    }
+
+    /// Records the stage entries `u` has been resident at, now that it leaves (entries
+    /// `since[u]..=stage`, none when it came after the current stage's entry).
+    fn close(&mut self, u: usize) {
+        if self.since[u] <= self.stage {
+            self.entering.push(Keep {
+                node: u,
+                first: self.since[u],
+                last: self.stage.min(self.graph.len() - 1),
+            });
+        }
     }
 
     /// Evicts by least `h_DTR` until `need` more bytes fit, for op `w`.
     fn make_room(&mut self, need: u64, w: usize) -> Result<(), Stuck> {
         while self.used + need > self.capacity {
-            let victim = (0..self.graph.len())
-                .filter(|&t| self.resident[t] && self.pins[t] == 0 && self.graph.memory(t) > 0)
+            self.stop.poll().map_err(Stuck::Stopped)?;
+            // The least score, the lowest index among equals.
+            let victim = self
+                .residents
+                .iter()
+                .copied()
+                .filter(|&t| self.pins[t] == 0 && self.graph.memory(t) > 0)
                 .map(|t| (self.score(t), t))
-                .min_by(|a, b| a.0.total_cmp(&b.0))
+                .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
                 .ok_or(Stuck::NoRoom(w))?
                 .1;
             self.free(victim);
@@ -262,16 +332,16 @@ impl State<'_> {
     fn score(&self, t: usize) -> f64 {
         let graph = self.graph;
         let mut cost = graph.cost(t) + self.unit;
-        let mut seen = FixedBitSet::with_capacity(graph.len());
+        // At most NEIGHBOURHOOD tensors are seen: a list is the set.
+        let mut seen: Vec<usize> = Vec::with_capacity(NEIGHBOURHOOD);
         let mut stack: Vec<usize> = graph.preds(t).to_vec();
-        let mut visited = 0;
         while let Some(u) = stack.pop() {
-            if self.resident[u] || seen.put(u) {
+            if self.resident[u] || seen.contains(&u) {
                 continue;
             }
+            seen.push(u);
             cost += graph.cost(u) + self.unit;
-            visited += 1;
-            if visited == NEIGHBOURHOOD {
+            if seen.len() == NEIGHBOURHOOD {
                 break;
             }
             stack.extend_from_slice(graph.preds(u));
@@ -287,6 +357,15 @@ mod tests {
     use crate::graph::generate;
     use crate::schedule::simulate;
     use crate::solve::exhaustive::Exhaustive;
+
+    /// A stop that never comes.
+    fn never() -> Stop {
+        Stop::start(&SolveOptions::default())
+    }
+
+    fn stop_never() -> Result<(), Stopped> {
+        never().poll()
+    }
 
     /// On Checkmate's linear graphs, at every budget from the least feasible to the
     /// checkpoint-all peak: every DTR schedule passes the simulator within the budget, costs
@@ -304,7 +383,7 @@ mod tests {
                     Ok(Outcome::Plan(p)) => simulate(&g, &p.schedule).unwrap().total_cost,
                     other => panic!("linear-{layers} @ {budget}: {other:?}"),
                 };
-                let Ok(run) = run(&g, budget) else {
+                let Ok(run) = run(&g, budget, &never()) else {
                     assert!(budget < peak, "linear-{layers}: no schedule at the peak");
                     misses += 1;
                     continue;
@@ -315,7 +394,10 @@ mod tests {
                     stats.total_cost >= optimum - 1e-9,
                     "linear-{layers} @ {budget}"
                 );
-                let staged = Stages::from_s(&g, run.entering).cost(&g);
+                let staged = StagePlan::new(&g, run.entering, |_| stop_never())
+                    .unwrap()
+                    .to_dense()
+                    .cost(&g);
                 assert!(
                     staged <= stats.total_cost + 1e-9,
                     "linear-{layers} @ {budget}"
@@ -336,7 +418,7 @@ mod tests {
     fn at_the_checkpoint_all_peak_nothing_is_evicted() {
         let g = generate::random_layered(60, 7);
         let peak = crate::schedule::checkpoint_all_peak(&g);
-        let run = run(&g, peak).unwrap();
+        let run = run(&g, peak, &never()).unwrap();
         assert_eq!(run.evictions, 0);
         let stats = simulate(&g, &Schedule::new(run.events)).unwrap();
         assert_eq!(stats.total_cost, g.total_cost());
@@ -351,7 +433,7 @@ mod tests {
         let peak = crate::schedule::checkpoint_all_peak(&g);
         for percent in [90, 80, 70, 60] {
             let budget = peak * percent / 100;
-            let run = run(&g, budget).unwrap_or_else(|e| panic!("{percent}%: {e:?}"));
+            let run = run(&g, budget, &never()).unwrap_or_else(|e| panic!("{percent}%: {e:?}"));
             // Ops run in solver order: computed once each, they would peak at the
             // checkpoint-all peak, so DTR must evict and recompute.
             assert!(run.evictions > 0, "{percent}%");

@@ -37,6 +37,7 @@ mod options;
 
 use crate::schedule::sequence::from_computes;
 use crate::schedule::{simulate, Schedule};
+use crate::solve::Footprint;
 use crate::solve::{
     fit, internal, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
 };
@@ -63,6 +64,12 @@ impl Solver for BlockRotor {
             scope: Scope::Heuristic,
             accepts: "graphs with forward/backward kinds and at least two articulation points",
         }
+    }
+
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        // Its DP has at most MAX_BLOCKS blocks and SLOTS slots; the schedule recomputes
+        // about each block's forward once.
+        Footprint::recomputing_once(instance.graph)
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {

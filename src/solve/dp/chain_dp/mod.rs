@@ -118,7 +118,9 @@ mod table;
 pub use model::{slot_size, DpChain, Mem, Policy, DEFAULT_SLOTS};
 pub use nest::{Nest, Resweep, SecondTurn};
 pub(crate) use solvers::solve_graph;
-pub use solvers::{solve_chain, ChainAnswer, ChainDp, EquivChain};
+pub use solvers::{
+    solve_chain, stages_footprint, table_footprint, ChainAnswer, ChainDp, EquivChain,
+};
 pub use table::{Interrupted, Table};
 
 #[cfg(test)]

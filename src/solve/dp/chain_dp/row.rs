@@ -105,13 +105,17 @@ impl Vals {
 impl Default for Row {
     /// A row infeasible at every budget.
     fn default() -> Row {
-        Row {
-            lo: 0,
-            floor: f64::INFINITY,
-            vals: Vals::Double(Vec::new()),
-        }
+        INFEASIBLE.clone()
     }
 }
+
+/// A row infeasible at every budget, the answer of [`super::Table::row`] once the fill is
+/// abandoned.
+pub(super) static INFEASIBLE: Row = Row {
+    lo: 0,
+    floor: f64::INFINITY,
+    vals: Vals::Double(Vec::new()),
+};
 
 /// The cache lines of a row's values [`Row::prefetch`] asks for: its first four chunks of
 /// single-precision values ([`lower_by`]).

@@ -4,10 +4,10 @@
 //! rebuilds the optimal plan by asking, sub-problem by sub-problem, which option attains
 //! its value and emitting that option's events.
 
-use super::model::{DpChain, Mem, Policy};
+use super::model::{DpChain, Mem, Policy, DEFAULT_SLOTS, MAX_TABLE_BYTES};
 use super::nest::{Nest, Placement};
 use super::recurrence::{Def, Step};
-use super::row::{combine, prefetch, settle, Acc, Row};
+use super::row::{combine, prefetch, settle, Acc, Row, INFEASIBLE};
 use crate::schedule::{Event, Schedule};
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -22,6 +22,14 @@ pub struct Table {
     pub(super) m: usize,
     /// `rows[b][a]` for `0 <= a < b <= L+1`, each set once by the fill.
     rows: Vec<Vec<OnceLock<Row>>>,
+    /// Raised when a filler unwinds (a panic) before its end is filled: the other filler's
+    /// waits for rows that will never come return at once ([`Table::row`]), and the fill
+    /// fails, so no row computed after it is ever read.
+    abandoned: AtomicBool,
+    /// A test's injected failure: the filler of `(a, b)` panics there, and the fill runs
+    /// on two threads whatever its size.
+    #[cfg(test)]
+    fault: Option<(usize, usize)>,
 }
 
 /// The work of a fill ([`fill_work`]) above which two threads share it.
@@ -36,6 +44,18 @@ pub(super) fn fill_work(n: usize, m: usize) -> usize {
 /// fill is bound by the wait for the first values of each row an option reads (rows lie
 /// far apart in memory); asking for them early saves about 45% of it ([`super`]).
 const PREFETCH_AHEAD: usize = 6;
+
+/// The bytes of the table of a chain of `l` stages, about: a row header per pair
+/// `a < b <= l + 1` and their values, at most [`MAX_TABLE_BYTES`] (the slots are capped to
+/// keep them there, [`super::model::capped_slots`]).
+pub(crate) fn table_bytes(l: usize) -> u64 {
+    let pairs = (l as u64 + 2).saturating_mul(l as u64 + 1) / 2;
+    let headers = pairs.saturating_mul(std::mem::size_of::<OnceLock<Row>>() as u64);
+    let values = pairs
+        .saturating_mul((DEFAULT_SLOTS + 1) * 8)
+        .min(MAX_TABLE_BYTES);
+    headers.saturating_add(values)
+}
 
 /// Cancelled or out of time while filling the table.
 #[derive(Debug)]
@@ -66,7 +86,32 @@ impl Table {
         if nest.holds_loss {
             chain.hold_loss_outside();
         }
+        let table = Table::empty(chain, policy, nest, m);
+        table.fill_rows(poll)?;
+        Ok(table)
+    }
+
+    /// [`Table::fill`] on two threads, the filler of `(a, b)` panicking there (`at`).
+    #[cfg(test)]
+    pub(super) fn fill_failing_at(
+        chain: DpChain,
+        policy: Policy,
+        m: usize,
+        at: (usize, usize),
+    ) -> Result<Table, Interrupted> {
+        let nest = Placement::new(Nest::default(), chain.x(chain.l + 1), m);
         let table = Table {
+            fault: Some(at),
+            ..Table::empty(chain, policy, nest, m)
+        };
+        table.fill_rows(|_| true)?;
+        Ok(table)
+    }
+
+    /// The table with no row filled yet.
+    fn empty(chain: DpChain, policy: Policy, nest: Placement, m: usize) -> Table {
+        let n = chain.l + 1;
+        Table {
             chain,
             policy,
             nest,
@@ -74,9 +119,10 @@ impl Table {
             rows: (0..=n)
                 .map(|b| (0..b).map(|_| OnceLock::new()).collect())
                 .collect(),
-        };
-        table.fill_rows(poll)?;
-        Ok(table)
+            abandoned: AtomicBool::new(false),
+            #[cfg(test)]
+            fault: None,
+        }
     }
 
     /// Fills the rows by increasing end `b`, and for each `b` by decreasing start `a`: row
@@ -106,7 +152,10 @@ impl Table {
         // The next end `b` to fill, and whether the caller asked to stop.
         let next = AtomicUsize::new(1);
         let stopped = AtomicBool::new(false);
-        if threads > 1 && fill_work(n, self.m) >= PARALLEL_WORK {
+        let two = threads > 1 && fill_work(n, self.m) >= PARALLEL_WORK;
+        #[cfg(test)]
+        let two = two || self.fault.is_some();
+        if two {
             std::thread::scope(|scope| {
                 let other = scope.spawn(|| self.fill_ends::<O>(&next, &stopped, |_| true));
                 self.fill_ends::<O>(&next, &stopped, &mut poll);
@@ -126,13 +175,17 @@ impl Table {
     /// Fills the rows `C(·, b, ·)` of the ends `b` taken from `next`, one at a time, until
     /// none is left or `stopped` is raised; `poll` (the fraction of the work done) raises
     /// it when it returns false. An end once taken is filled whole: the other thread may
-    /// be waiting for its rows.
+    /// be waiting for its rows. A panic on the way abandons the table ([`Abandon`]).
     fn fill_ends<O: Acc>(
         &self,
         next: &AtomicUsize,
         stopped: &AtomicBool,
         mut poll: impl FnMut(f64) -> bool,
     ) {
+        let _abandon = Abandon {
+            table: self,
+            stopped,
+        };
         let n = self.chain.l + 1;
         let mut full = vec![O::INFINITY; self.m + 1];
         while !stopped.load(Ordering::Relaxed) {
@@ -146,6 +199,10 @@ impl Table {
                 return;
             }
             for a in (0..b).rev() {
+                #[cfg(test)]
+                if self.fault == Some((a, b)) {
+                    panic!("injected fault at C({a}, {b}, ·)");
+                }
                 let row = self.fill_row(a, b, &mut full);
                 self.rows[b][a]
                     .set(row)
@@ -193,12 +250,17 @@ impl Table {
     }
 
     /// The row `C(a, b, ·)`, `a < b`. During the fill, a row of an end the other thread
-    /// is filling is waited for (it comes a step ahead: [`Table::fill_rows`]).
+    /// is filling is waited for (it comes a step ahead: [`Table::fill_rows`]); once that
+    /// thread has abandoned the fill, the wait ends at once with an infeasible row (the
+    /// fill then fails: no row computed from it is read).
     pub(super) fn row(&self, a: usize, b: usize) -> &Row {
         let cell = &self.rows[b][a];
         loop {
             if let Some(row) = cell.get() {
                 return row;
+            }
+            if self.abandoned.load(Ordering::Acquire) {
+                return &INFEASIBLE;
             }
             std::hint::spin_loop();
         }
@@ -338,6 +400,23 @@ impl Table {
             self.nest.offset
         } else {
             Mem::ZERO
+        }
+    }
+}
+
+/// A filler's guard: dropped while its thread unwinds, it abandons the table and stops the
+/// other filler, which would otherwise wait forever for the rows of the end this one left
+/// unfilled.
+struct Abandon<'t> {
+    table: &'t Table,
+    stopped: &'t AtomicBool,
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.stopped.store(true, Ordering::Relaxed);
+            self.table.abandoned.store(true, Ordering::Release);
         }
     }
 }

@@ -282,3 +282,26 @@ fn the_table_is_the_plain_recurrence() {
         }
     }
 }
+
+/// A filler that panics in the middle of an end releases the other filler, which waits for
+/// that end's rows: the fill ends with the panic instead of leaving the other thread
+/// spinning forever (issue 26, item 8). Scaled down (L = 40, 60 slots, both fillers forced
+/// on); whichever thread takes end 20 fails at `C(5, 20, ·)`, and the other one reaches
+/// the rows `C(a, 20, ·)`, `a <= 5`, through the options of end 21.
+#[test]
+fn a_filler_that_panics_releases_the_other() {
+    let c = DpChain::new(&chain(&linear(40)).unwrap(), 1);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let fill = std::panic::AssertUnwindSafe(|| {
+            Table::fill_failing_at(c, Policy::ALL, 60, (5, 20)).map(|_| ())
+        });
+        let _ = tx.send(std::panic::catch_unwind(fill).map_err(|p| p.downcast::<String>()));
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(30)) {
+        Ok(Err(Ok(message))) => assert_eq!(*message, "injected fault at C(5, 20, ·)"),
+        Ok(Err(Err(_))) => panic!("the fill panicked with something other than its fault"),
+        Ok(Ok(filled)) => panic!("the fill went on past its fault: {filled:?}"),
+        Err(_) => panic!("the fill still runs after 30 s: the other filler waits forever"),
+    }
+}

@@ -5,8 +5,9 @@
 use super::model::{recompute_factor, useful_snapshots, Intervals};
 use super::schedule::{makespan, two_level_schedule};
 use crate::graph::structure::chain;
-use crate::graph::Storage;
+use crate::graph::{Graph, Storage};
 use crate::schedule::simulate;
+use crate::solve::Footprint;
 use serde::Serialize;
 
 /// One row of the table behind the paper's Figure 3: recompute factors at sequence
@@ -55,17 +56,41 @@ pub fn figure3(s: u64, intervals: &[u64], lengths: &[u64]) -> Option<Vec<FactorR
 /// linear graph of `n − 1` stages (`n` steps, unit costs), with copies of `I` time units
 /// so that `I = ⌈T_T / T_A⌉ = interval`, and `s` snapshots per interval: `(forward
 /// computes + 1) / n` and the makespan; `None` when it stores nothing.
-pub fn simulated_factor(n: u64, interval: u64, s: u64) -> Option<(f64, f64)> {
+pub fn simulated_factor(
+    n: u64,
+    interval: u64,
+    s: u64,
+    memory_limit: u64,
+) -> Result<Option<(f64, f64)>, Footprint> {
     let intervals = Intervals::new(n, interval);
     if intervals.stored() == 0 || n < 2 {
-        return None;
+        return Ok(None);
     }
+    let s = s.min(useful_snapshots(interval));
+    // The schedule's forward computes, counted before it is built (with few snapshots
+    // they grow as n·I: 5·10^8 at n = 10^6, I = 1024, s = 1).
+    let Some(advances) = intervals.advances(s) else {
+        return Ok(None);
+    };
+    let computes = advances.saturating_add(2 * n);
     let graph = crate::graph::generate::linear(n as usize - 1)
-        .with_storage(Some(Storage::per_copy(interval as f64).ok()?));
-    let chain = chain(&graph).ok()?;
-    let s = s.min(useful_snapshots(interval)) as usize;
-    let schedule = two_level_schedule(&chain, &intervals, s).ok()?;
-    let stats = simulate(&graph, &schedule).ok()?;
+        .with_storage(Storage::per_copy(interval as f64).ok());
+    let footprint = Footprint::linear(
+        &graph,
+        computes,
+        format!("a two-level schedule of {computes} compute events"),
+    );
+    if footprint.bytes > memory_limit {
+        return Err(footprint);
+    }
+    Ok(simulate_factor(&graph, &intervals, s as usize, n))
+}
+
+/// [`simulated_factor`] once admitted.
+fn simulate_factor(graph: &Graph, intervals: &Intervals, s: usize, n: u64) -> Option<(f64, f64)> {
+    let chain = chain(graph).ok()?;
+    let schedule = two_level_schedule(&chain, intervals, s).ok()?;
+    let stats = simulate(graph, &schedule).ok()?;
     let forward: u32 = chain
         .stages
         .iter()

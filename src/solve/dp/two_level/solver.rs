@@ -10,10 +10,12 @@ use super::model::{
 use super::schedule::{makespan, two_level_schedule};
 use crate::schedule::{simulate, Schedule, SimStats};
 use crate::solve::details::{Details, TwoLevelDetails};
+use crate::solve::footprint::Halt;
 use crate::solve::{
     internal, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,
     Stop,
 };
+use crate::solve::{Footprint, Stopped};
 
 pub struct TwoLevel;
 
@@ -64,6 +66,10 @@ impl Solver for TwoLevel {
         }
     }
 
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        Footprint::recomputing_once(instance.graph)
+    }
+
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         let graph = instance.graph;
         let (chain, storage) = inputs(graph)?;
@@ -78,8 +84,14 @@ impl Solver for TwoLevel {
         } else {
             None
         };
-        let revolve = Revolve::fit(&chain, instance, options)?
-            .map(|fit| (fit.snapshots as u64, fit.schedule, fit.stats));
+        // Without a Revolve schedule (stopped, or over the memory limit) two-level stands
+        // alone; a cancellation ends the solve.
+        let revolve = match Revolve::fit(&chain, instance, options) {
+            Ok(fit) => fit,
+            Err(Halt::Stopped(Stopped::Cancelled)) => return Err(SolveError::Cancelled),
+            Err(_) => None,
+        }
+        .map(|fit| (fit.snapshots as u64, fit.schedule, fit.stats));
         let pick_two_level = match (&two_level, &revolve) {
             (Some((_, _, a)), Some((_, _, r))) => makespan(a) < makespan(r),
             (Some(_), None) => true,

@@ -28,6 +28,7 @@
 use super::{admit, backend, best_baseline, controls, failed, precheck, Candidate, StageModel};
 use crate::schedule::stages::Stages;
 use crate::solve::details::{CheckmateDetails, Details};
+use crate::solve::Footprint;
 use crate::solve::{
     Bound, BoundMethod, Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver,
     SolverInfo, Stop, Stopped,
@@ -57,6 +58,10 @@ impl Solver for LpBound {
         }
     }
 
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        super::footprint(instance.graph)
+    }
+
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         solve_rounding(instance, options, "lp-bound", Scope::LowerBound).map(|r| r.outcome)
     }
@@ -73,6 +78,10 @@ impl Solver for LpRounding {
             scope: Scope::Heuristic,
             accepts: "any graph",
         }
+    }
+
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        super::footprint(instance.graph)
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {

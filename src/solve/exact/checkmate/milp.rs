@@ -30,6 +30,7 @@ use super::{
 use crate::schedule::simulate;
 use crate::schedule::stages::Stages;
 use crate::solve::details::{CheckmateDetails, Details};
+use crate::solve::Footprint;
 use crate::solve::{
     internal, Bound, BoundMethod, Claim, Instance, Outcome, Scope, SolveError, SolveOptions,
     Solver, SolverInfo, Stop, Stopped,
@@ -53,6 +54,10 @@ impl Solver for Milp {
             scope: Scope::OptimalForOrder,
             accepts: "any graph (hundreds of nodes need a time limit)",
         }
+    }
+
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        super::footprint(instance.graph)
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {

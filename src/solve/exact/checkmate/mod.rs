@@ -141,9 +141,11 @@ use crate::graph::Graph;
 use crate::schedule::stages::Stages;
 use crate::schedule::{simulate, Schedule};
 use crate::solve::details::Details;
+use crate::solve::footprint::Guard;
 use crate::solve::heuristic::baseline::recompute_all;
 use crate::solve::heuristic::chen::{ChenGreedy, ChenSqrt};
 use crate::solve::heuristic::dtr;
+use crate::solve::Footprint;
 use crate::solve::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, Stop};
 use backend::Controls;
 use fixedbitset::FixedBitSet;
@@ -268,10 +270,12 @@ pub(crate) fn best_baseline(
             }
         }
     }
-    if let Some(stages) = recompute_all(graph).stages {
+    let stop = Stop::start(options);
+    let guard = Guard::new("recompute-all", graph, &stop, options);
+    if let Some(stages) = recompute_all(graph, &guard).ok().and_then(|s| s.stages) {
         found.push(("recompute-all".into(), stages));
     }
-    if let Some(stages) = dtr::stages(graph, instance.budget) {
+    if let Some(stages) = dtr::stages(graph, instance.budget, &stop) {
         found.push(("dtr".into(), stages));
     }
     Ok(found
@@ -306,6 +310,15 @@ fn precheck(instance: &Instance, solver: &'static str) -> Option<Outcome> {
             instance.budget
         ),
     })
+}
+
+/// The footprint of a Checkmate solve: its model ([`model_size`]), as [`admit`] counts it.
+fn footprint(graph: &Graph) -> Footprint {
+    let size = model_size(graph);
+    Footprint {
+        bytes: size.bytes,
+        what: size.to_string(),
+    }
 }
 
 /// HiGHS indexes columns, rows and nonzeros with 32-bit integers.

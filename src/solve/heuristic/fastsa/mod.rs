@@ -33,7 +33,8 @@
 //!   iteration W, and `i / N` is the fraction of the phase's iterations; the time limit is
 //!   then only a safety cap. Otherwise, with a time limit, the clock replaces the iteration
 //!   counts: phase 1 may use 10/11 of the limit, phase 2 the rest, and `i / N` is the
-//!   elapsed fraction of the phase. `Stop` is polled every [`POLL_EVERY`] iterations,
+//!   elapsed fraction of the phase. `Stop` is polled every [`POLL_EVERY`] iterations and
+//!   after every snapshot of a new best sequence (a copy of the whole sequence),
 //!   progress reported about twice a second. A run that no clock stops (a work limit, or
 //!   neither limit) is deterministic for a given seed.
 //! * **Answer.** The least-cost sequence that fit B by the tree (the grouped bound in
@@ -55,11 +56,12 @@ use crate::solve::{
     fit, internal, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
     Stopped,
 };
+use crate::solve::{footprint, Footprint};
 use grouping::Groups;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sequence::{Model, Sequence};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const NAME: &str = "fastsa";
 
@@ -89,6 +91,18 @@ impl Solver for FastSa {
         }
     }
 
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        let graph = instance.graph;
+        let needed = Sequence::bytes_for(graph.len(), graph.edge_count(), graph.len());
+        Footprint {
+            bytes: footprint::linear_bytes(graph).saturating_add(needed),
+            what: format!(
+                "a sequence of {} slots over {} nodes",
+                Sequence::slots_for(graph.len()),
+                graph.len()
+            ),
+        }
+    }
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         let graph = instance.graph;
         let course = Course::of(options, true);
@@ -274,17 +288,32 @@ fn search(
     let mut order = start.to_vec();
     let mut temperature = None;
     let mut slots = 0;
+    // The models and sequences take about a second to build on a million nodes: the stop
+    // is polled between them.
+    if annealer.timed_out()? {
+        return Ok(annealer.run(None, grouped.as_ref().map(Groups::len), slots));
+    }
     if let (Some(groups), Some(span)) = (&grouped, course.grouped) {
         let model = checked_model(graph, groups, epsilon, options, groups.len())?;
+        if annealer.timed_out()? {
+            return Ok(annealer.run(None, Some(groups.len()), slots));
+        }
         let mut s = Sequence::new(&model, &(0..groups.len()).collect::<Vec<_>>())
             .map_err(|e| unordered(graph, groups.expand(&[e.node]).first(), e.position))?;
         annealer.set_temperatures(&s);
         slots = s.slots();
+        // Phase 2 builds a sequence of the same slots over the original nodes, about as
+        // long as this one took to build: it starts only if that much time is left.
+        let build = annealer.stop.elapsed();
         let (ended, found, h) = annealer.anneal(&mut s, span, annealer.initial, true)?;
         order = groups.expand(&s.order());
         best = found.map(|f| f.expanded(groups));
         temperature = Some(h);
-        if matches!(ended, Ended::TimeLimit) {
+        let left = annealer
+            .stop
+            .deadline()
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        if matches!(ended, Ended::TimeLimit) || left.is_some_and(|left| left < build) {
             return Ok(annealer.run(best, grouped.as_ref().map(Groups::len), slots));
         }
         annealer.phase = 2;
@@ -425,13 +454,17 @@ impl Annealer<'_> {
         if (until_fit && s.peak() <= self.budget) || self.at_floor(self.best_weight) {
             return Ok((Ended::Done, found, h));
         }
+        // A snapshot copies the whole sequence: the stop is polled after each as well
+        // (only the stop: the course of a run without a time limit stays as it was).
+        let mut snapshot_taken = false;
         let ended = loop {
             let i = self.iterations - first;
+            if std::mem::take(&mut snapshot_taken) && self.timed_out()? {
+                break Ended::TimeLimit;
+            }
             if i % POLL_EVERY == 0 {
-                match self.stop.poll() {
-                    Err(Stopped::Cancelled) => return Err(SolveError::Cancelled),
-                    Err(Stopped::TimeLimit) => break Ended::TimeLimit,
-                    Ok(()) => {}
+                if self.timed_out()? {
+                    break Ended::TimeLimit;
                 }
                 let elapsed = self.stop.elapsed();
                 let progress = match span {
@@ -460,14 +493,25 @@ impl Annealer<'_> {
             if delta <= 0.0 || (h > 0.0 && self.rng.random::<f64>() < (-delta / h).exp()) {
                 f = next;
                 self.accepted += 1;
+                let best_before = self.best_weight;
                 if self.observe(s, &mut found) && (until_fit || self.at_floor(self.best_weight)) {
                     break Ended::Done;
                 }
+                snapshot_taken = self.best_weight < best_before;
             } else {
                 s.undo(m);
             }
         };
         Ok((ended, found, h))
+    }
+
+    /// Whether the time limit has passed; the cancellation as an error.
+    fn timed_out(&self) -> Result<bool, SolveError> {
+        match self.stop.poll() {
+            Err(Stopped::Cancelled) => Err(SolveError::Cancelled),
+            Err(Stopped::TimeLimit) => Ok(true),
+            Ok(()) => Ok(false),
+        }
     }
 
     /// Notes the peak of `s` and takes a snapshot of it when it fits the budget and weighs

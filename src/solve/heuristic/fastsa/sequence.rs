@@ -143,11 +143,14 @@ impl<'m> Sequence<'m> {
 
     /// The bytes a sequence of `computes` computes over `model` allocates, about.
     pub(super) fn bytes(model: &Model, computes: usize) -> u64 {
-        let slots = Self::slots_for(computes);
         let edges: usize = model.preds.iter().map(Vec::len).sum();
-        PeakTree::bytes(slots)
-            + 8 * slots as u64
-            + 8 * (computes as u64 + 2 * model.len() as u64 + edges as u64) * 4
+        Self::bytes_for(model.len(), edges, computes)
+    }
+
+    /// [`Sequence::bytes`] of a model of `nodes` nodes and `edges` edges.
+    pub(super) fn bytes_for(nodes: usize, edges: usize, computes: usize) -> u64 {
+        let slots = Self::slots_for(computes);
+        PeakTree::bytes(slots) + 8 * slots as u64 + 8 * (computes + 2 * nodes + edges) as u64 * 4
     }
 
     /// S with the computes of `order` spread evenly over T slots (compute `i` at slot

@@ -73,6 +73,7 @@ use crate::solve::details::{Details, SethiUllmanDetails};
 use crate::solve::{
     fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop, Stopped,
 };
+use crate::solve::{footprint, Footprint};
 mod cache;
 mod needs;
 
@@ -95,6 +96,12 @@ impl Solver for SethiUllman {
             scope: Scope::Heuristic,
             accepts: "any graph",
         }
+    }
+
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        // A construction stops at the memory limit (its work cap); the estimate is a
+        // schedule that recomputes about every node once.
+        Footprint::recomputing_once(instance.graph)
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
@@ -287,7 +294,15 @@ pub(crate) fn construct(
         });
     };
     let stop = Stop::start(options);
-    let work = WORK_PER_NODE.saturating_mul(graph.len()).max(MIN_WORK);
+    // The work cap, and at most the computes whose schedule fits the memory limit.
+    let fits = options.memory_limit.map_or(usize::MAX, |limit| {
+        let room = limit.saturating_sub(footprint::linear_bytes(graph));
+        usize::try_from(room / footprint::BYTES_PER_COMPUTE).unwrap_or(usize::MAX)
+    });
+    let work = WORK_PER_NODE
+        .saturating_mul(graph.len())
+        .max(MIN_WORK)
+        .min(fits);
     let attempt = |variant: usize, work: usize| {
         let mut cache = Cache::new(graph, capacity, options.seed, VARIANTS[variant]);
         let mut run = Run {

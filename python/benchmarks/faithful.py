@@ -1,0 +1,328 @@
+"""Issue 25's acceptance table: what PyTorch runs under each way of saving activation memory.
+
+For each model family (`families.py`) and activation fraction (0.8, 0.5, 0.3 and the tightest one
+remat accepts), one training step (forward, loss, backward) of a fresh copy of the model under:
+
+- `none`: no checkpointing (the baseline: loss, gradients, buffers, FLOPs and time compare to it);
+- `per-block`: `torch.utils.checkpoint` (non-reentrant) around every block;
+- `torch-budget`: PyTorch's `activation_memory_budget` (min-cut partitioner,
+  `aot_eager_decomp_partition`);
+- `remat-eager`: `remat.export` + `solve_local` + `remat.apply.plan`/`applied` (SAC policies);
+- `remat-compiled`: `remat.compiled.compile` (model and loss in one joint graph, aot_eager);
+- `remat-inductor`: the same partitioner inside Inductor (`--inductor`; C++ compile, slow).
+
+Columns: budget = bytes of activations (the compiled joint graph's fraction: `fixed_memory +
+f * (checkpoint_all_peak - fixed_memory)` less `fixed_memory`; the eager path gets the same bytes over
+its own graph's fixed memory); measured = peak live op outputs (`CompiledLiveBytes`; Inductor rows:
+`AllocatorBytes` without ops' scratch), parameters, buffers, inputs and gradients excluded; met =
+measured <= budget; predicted = remat's simulator on what runs; error = (predicted - measured) /
+measured; FLOPs = FLOPs dispatched (matmul, convolution, attention: torch's flop registry) over the
+baseline's; time = fastest of `--repeats` untracked steps over the baseline's; equal = loss and
+gradients (rtol 1e-4) and buffers equal to the baseline's.
+
+    python3 python/benchmarks/faithful.py --models llama,unet --time-limit 10 [--inductor] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.utils.checkpoint
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package, when not installed
+import families
+
+import remat
+from remat.compiled import compile as remat_compile
+from remat.measure_compiled import measure_compiled
+
+
+class Flops(TorchDispatchMode):
+    """FLOPs of the ops dispatched while open (torch's flop registry), compiled graphs included."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        count = flop_registry.get(func.overloadpacket)
+        if count is not None:
+            self.total += int(count(*args, **(kwargs or {}), out_val=out))
+        return out
+
+
+Row = dict[str, Any]
+
+
+def run_row(
+    name: str,
+    model: torch.nn.Module,
+    step: Callable[..., Any],
+    args: Sequence[Any],
+    base: Row | None,
+    repeats: int,
+    *,
+    allocator: bool = False,
+) -> Row:
+    params = list(model.parameters())
+    state = copy.deepcopy(list(model.buffers()))
+    m = measure_compiled(step, args, params, repeats=repeats)
+    for b, s in zip(model.buffers(), state, strict=True):  # one step's buffer update, as the baseline
+        b.copy_(s)
+    for p in params:
+        p.grad = None
+    step(*args)
+    buffers = [b.detach().clone() for b in model.buffers()]
+    for p in params:
+        p.grad = None
+    with Flops() as fl:
+        step(*args)
+    row: Row = {
+        "row": name,
+        "measured": m.buffers if allocator else m.activations,
+        "loss": m.loss,
+        "seconds": m.seconds,
+        "flops": fl.total,
+        "grads": m.grads,
+        "buffers": buffers,
+    }
+    if base is not None:
+        same = math.isclose(m.loss, base["loss"], rel_tol=1e-4) and all(
+            (g is None) == (g0 is None) and (g is None or torch.allclose(g, g0, rtol=1e-4, atol=1e-5))
+            for g, g0 in zip(m.grads, base["grads"], strict=True)
+        )
+        same = same and all(
+            torch.equal(b, b0) if not b.dtype.is_floating_point else torch.allclose(b, b0, rtol=1e-5, atol=1e-6)
+            for b, b0 in zip(buffers, base["buffers"], strict=True)
+        )
+        row["equal"] = same
+    return row
+
+
+def make_step(model: torch.nn.Module, loss_fn: Callable[..., Any], n_inputs: int) -> Callable[..., Any]:
+    def step(*args: Any) -> torch.Tensor:
+        loss: torch.Tensor = loss_fn(model(*args[:n_inputs]), *args[n_inputs:])
+        loss.backward()
+        return loss.detach()
+
+    return step
+
+
+def per_block(blocks: Sequence[torch.nn.Module]) -> Callable[[], None]:
+    """Wrap every block's forward in non-reentrant torch.utils.checkpoint; returns the undo."""
+    for b in blocks:
+        forward = b.forward
+
+        def wrapped(*a: Any, _f: Any = forward, **k: Any) -> Any:
+            return torch.utils.checkpoint.checkpoint(_f, *a, use_reentrant=False, **k)
+
+        b.forward = wrapped
+
+    def undo() -> None:
+        for b in blocks:
+            del b.forward
+
+    return undo
+
+
+def fresh(make: Callable[[], families.Family]) -> families.Family:
+    torch.manual_seed(0)
+    return make()
+
+
+def rows_for(name: str, args: argparse.Namespace, backend: remat.Local) -> list[Row]:
+    make = families.FAMILIES[name]
+    model0, _, inputs, targets, loss_fn = fresh(make)
+    pristine = copy.deepcopy(model0)
+    step_args = (*inputs, *targets)
+    n_in = len(inputs)
+
+    def model_copy() -> tuple[torch.nn.Module, list[torch.nn.Module]]:
+        torch.manual_seed(0)
+        m, blocks, *_ = make()
+        m.load_state_dict(pristine.state_dict())
+        return m, blocks
+
+    out: list[Row] = []
+    m, _ = model_copy()
+    base = run_row("none", m, make_step(m, loss_fn, n_in), step_args, None, args.repeats)
+    base["equal"] = True
+    out.append(base)
+    m, blocks = model_copy()
+    undo = per_block(blocks)
+    out.append(run_row("per-block", m, make_step(m, loss_fn, n_in), step_args, base, args.repeats))
+    undo()
+
+    fractions: list[float | str] = [0.8, 0.5, 0.3, "tightest"]
+    for f in fractions:
+        if f == "tightest":
+            m, _ = model_copy()
+            step = remat_compile(m, loss_fn, 0.8, backend=backend, time_limit=args.time_limit, on_overrun="warn")
+            fraction = tightest(step, step_args, backend)
+        else:
+            fraction = float(f)
+        rows = rows_at(name, fraction, args, backend, model_copy, loss_fn, step_args, n_in, base)
+        # the tightest budget the solver finds a schedule for within its time limit: step up
+        while f == "tightest" and "error" in rows[0] and fraction < 0.95:
+            fraction = min(1.0, fraction + 0.03)
+            rows = rows_at(name, fraction, args, backend, model_copy, loss_fn, step_args, n_in, base)
+        out += rows
+    for r in out:
+        r["model"] = name
+    return out
+
+
+def tightest(step: Any, step_args: Sequence[Any], backend: remat.Local) -> float:
+    """The smallest activation fraction remat's graph admits (inspect's minimum feasible budget)."""
+    step(*step_args)
+    graph = step.last.graph
+    report = backend.inspect(graph)
+    fixed, peak = int(report["fixed_memory"]), int(report["checkpoint_all_peak"])
+    return min(1.0, (int(report["min_feasible_budget"]) - fixed) / max(peak - fixed, 1) + 0.02)
+
+
+def rows_at(
+    name: str,
+    fraction: float,
+    args: argparse.Namespace,
+    backend: remat.Local,
+    model_copy: Callable[[], tuple[torch.nn.Module, list[torch.nn.Module]]],
+    loss_fn: Callable[..., Any],
+    step_args: Sequence[Any],
+    n_in: int,
+    base: Row,
+) -> list[Row]:
+    out: list[Row] = []
+    tag = f"{fraction:.2f}"
+    # remat compiled (aot_eager): also fixes the budget's bytes for the other rows
+    m, _ = model_copy()
+    step = remat_compile(m, loss_fn, fraction, backend=backend, time_limit=args.time_limit, on_overrun="warn")
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            row = run_row("remat-compiled", m, step, step_args, base, args.repeats)
+    except remat.RematError as e:
+        return [{"row": "remat-compiled", "fraction": tag, "error": str(e)[:160]}]
+    last = step.last
+    assert last is not None
+    fixed = int(last.graph["fixed_memory"])
+    budget = last.budget - fixed
+    row.update(fraction=tag, budget=budget, predicted=last.predicted_activations, fits=last.fits)
+    row["solve_s"] = time.perf_counter() - t0
+    out.append(row)
+
+    # PyTorch's knob
+    m, _ = model_copy()
+    with torch._functorch.config.patch(activation_memory_budget=fraction):
+        torch._dynamo.reset()
+        module = torch.compile(make_step(m, loss_fn, n_in), backend="aot_eager_decomp_partition", dynamic=False)
+        row = run_row("torch-budget", m, module, step_args, base, args.repeats)
+    row.update(fraction=tag, budget=budget)
+    out.append(row)
+
+    # remat eager (SAC)
+    m, blocks = model_copy()
+    try:
+        from remat.apply import applied, plan
+
+        graph = remat.export(m, step_args[:n_in], lambda o: loss_fn(o, *step_args[n_in:]), regions=blocks)
+        result = remat.solve_local(
+            graph, int(graph["fixed_memory"]) + budget, binary=backend.binary, time_limit=args.time_limit
+        )
+        p = plan(graph, result, backend)
+        plain = make_step(m, loss_fn, n_in)
+
+        def eager(*a: Any) -> Any:
+            with applied(blocks, p):
+                return plain(*a)
+
+        row = run_row("remat-eager", m, eager, step_args, base, args.repeats)
+        row.update(predicted=p.predicted_activations, fits=p.fits)
+    except Exception as e:  # the eager path as it stands: report what it raises
+        row = {"row": "remat-eager", "error": f"{type(e).__name__}: {str(e)[:140]}"}
+    row.update(fraction=tag, budget=budget)
+    out.append(row)
+
+    if args.inductor and (not args.inductor_fractions or tag in args.inductor_fractions.split(",")):
+        m, _ = model_copy()
+        torch._dynamo.reset()
+        step = remat_compile(
+            m, loss_fn, fraction, backend=backend, compiler="inductor", time_limit=args.time_limit, on_overrun="warn"
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            row = run_row("remat-inductor", m, step, step_args, base, args.repeats, allocator=True)
+        last = step.last
+        assert last is not None
+        row.update(fraction=tag, budget=budget, predicted=last.predicted_activations, fits=last.fits)
+        out.append(row)
+    return out
+
+
+def table(rows: list[Row], bases: dict[str, Row]) -> str:
+    head = "| model | f | row | budget | measured | met | predicted | error % | FLOPs / base | time / base | equal |"
+    lines = [head, "|" + "---|" * 11]
+    for r in rows:
+        base = bases[r["model"]]
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r.get('fraction', '')} | {r['row']} | | {r['error']} | | | | | | |")
+            continue
+        budget = r.get("budget")
+        met = "" if budget is None else ("yes" if r["measured"] <= budget else "NO")
+        pred = r.get("predicted")
+        err = "" if pred is None else f"{100 * (pred - r['measured']) / max(r['measured'], 1):+.2f}"
+        lines.append(
+            f"| {r['model']} | {r.get('fraction', '-')} | {r['row']} | {budget if budget is not None else '-'} | "
+            f"{r['measured']} | {met} | {pred if pred is not None else '-'} | {err} | "
+            f"{r['flops'] / max(base['flops'], 1):.3f} | {r['seconds'] / base['seconds']:.2f} | "
+            f"{'yes' if r.get('equal') else 'NO'} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default=",".join(families.FAMILIES))
+    ap.add_argument("--time-limit", type=float, default=10.0, help="remat solve time limit (s)")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--inductor", action="store_true", help="add remat-inductor rows (slow C++ compiles)")
+    ap.add_argument("--inductor-fractions", default="", help="only these fractions for Inductor, e.g. 0.50")
+    ap.add_argument("--binary", default=None, help="the remat binary ($REMAT_BIN, PATH)")
+    ap.add_argument("--json", default=None, help="also write the rows here")
+    args = ap.parse_args()
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    backend = remat.Local(args.binary)
+    rows: list[Row] = []
+    bases: dict[str, Row] = {}
+    for name in args.models.split(","):
+        got = rows_for(name, args, backend)
+        bases[name] = got[0]
+        rows += got
+        print(table(got, bases), flush=True)
+    print("\n" + table(rows, bases))
+    if args.json:
+        keep = [{k: v for k, v in r.items() if k not in ("grads", "buffers")} for r in rows]
+        Path(args.json).write_text(json.dumps(keep, indent=1))
+
+
+if __name__ == "__main__":
+    main()

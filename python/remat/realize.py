@@ -1,0 +1,442 @@
+"""A remat schedule realized as the forward and backward graphs AOTAutograd runs.
+
+remat's schedule over a joint graph's remat graph (`remat.compiled.joint_graph`) is a list of
+events `compute(v)` / `free(v)`. `realize` rewrites the joint fx graph so that its node order *is*
+the schedule, then splits it at the schedule's forward/backward boundary:
+
+- **Phases.** The forward graph holds every event before the first computation of a node that
+  reads a tangent (directly or not); the backward graph every event from there on. A forward
+  output the schedule has not computed by then is computed at the end of the forward phase.
+- **One copy per compute event.** Each `compute(v)` emits a fresh copy of `v`'s fx node whose
+  arguments are the *current* copies of its inputs (a value computed twice appears twice; the
+  second copy reads whatever the schedule holds at that point). Views, aliases and other nodes
+  that are no remat node (their output shares a node's storage or is no tensor) are re-emitted on
+  demand in each phase, reading the current copies.
+- **Saved = kept across the boundary.** The forward graph returns (saves for backward) exactly the
+  forward-phase copies, and the primal inputs, that backward-phase nodes read.
+- **Frees.** The generated code drops each local after its last use (fx's codegen; boxed
+  arguments are cleared by the boxed calling convention), so every copy is released right after
+  its last use, which is never later than the schedule's `free`.
+
+What cannot be recomputed is not: random ops (tag `nondeterministic_seeded`: dropout's mask would
+differ) and forward outputs (the caller holds them anyway) keep their first copy, which later
+reads share. BatchNorm in training (`_native_batch_norm_legit_functional`) recomputed is emitted as
+`_native_batch_norm_legit.no_stats`: the same output and batch statistics, without reading or
+producing running statistics, so buffers are updated once, by the forward. Any other op whose
+outputs are forward outputs (input mutations) is never recomputed either.
+
+`realized_events` reads the two graphs back as a remat schedule (each copy computed where it is,
+freed after the last use of it or of any view of it, outputs held): what PyTorch will run, which
+remat's simulator judges (`Partitioner.last.predicted`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import fx
+
+from .errors import ApplyError
+from .export import _FIXED, _Builder
+
+# meta keys on the rewritten joint's nodes (copied into the forward and backward graphs)
+NODE = "remat_node"  # the remat node id a copy computes
+ALIAS = "remat_alias"  # names of the copies whose storage a re-emitted view shares
+PHASE = "remat_phase"  # "forward" or "backward": the graph a copy runs in
+
+_BN_FUNCTIONAL = torch.ops.aten._native_batch_norm_legit_functional.default
+_BN_NO_STATS = torch.ops.aten._native_batch_norm_legit.no_stats
+_BN_BACKWARD = torch.ops.aten.native_batch_norm_backward.default
+# ops whose 0-dim loss keeps the unreduced buffer (the input's size) as its storage (CPU kernels)
+UNREDUCED_STORAGE = (torch.ops.aten.mse_loss.default, torch.ops.aten.smooth_l1_loss.default)
+
+
+def unread_args(n: fx.Node) -> tuple[int, ...]:
+    """Positions of `n`'s arguments its kernel does not read: BatchNorm's backward in training
+    takes the running statistics but uses the batch statistics (they are not kept for it)."""
+    if n.target is _BN_BACKWARD and len(n.args) > 7 and n.args[7] is True:
+        return (3, 4)
+    return ()
+
+
+def is_tangent(n: fx.Node) -> bool:
+    return n.op == "placeholder" and "tangents" in n.name
+
+
+def is_random(n: fx.Node) -> bool:
+    """Ops whose recomputation would draw other random numbers (dropout)."""
+    tags = getattr(n.target, "tags", ())
+    if torch.Tag.nondeterministic_seeded not in tags:
+        return False
+    # attention kernels are tagged for their dropout: without dropout they draw nothing
+    schema = n.target._schema  # type: ignore[union-attr]
+    for i, arg in enumerate(schema.arguments):
+        if arg.name == "dropout_p":
+            value = n.args[i] if i < len(n.args) else n.kwargs.get(arg.name, arg.default_value)
+            return not (isinstance(value, (int, float)) and value == 0)
+    return True
+
+
+@dataclasses.dataclass
+class Realization:
+    """The rewritten joint graph and what its forward graph saves."""
+
+    joint: fx.GraphModule
+    saved: list[fx.Node]
+    saved_sym: list[fx.Node]
+    # compute events of the schedule the rewrite could not follow, with the reason
+    deviations: list[str]
+
+
+class _Rewriter:
+    def __init__(self, joint: fx.GraphModule, built: _Builder, num_fwd_outputs: int) -> None:
+        self.joint = joint
+        self.built = built
+        self.nodes = list(joint.graph.nodes)
+        self.by_name = {n.name: n for n in self.nodes}
+        outputs = list(self.nodes[-1].args[0])
+        self.outputs = outputs
+        self.fwd_outputs = [o for o in outputs[:num_fwd_outputs] if isinstance(o, fx.Node)]
+        self.graph = fx.Graph()
+        self.placeholders: dict[fx.Node, fx.Node] = {}
+        for n in self.nodes:
+            if n.op == "placeholder":
+                p = self.graph.placeholder(n.name)
+                p.meta = n.meta
+                self.placeholders[n] = p
+        # remat node id -> its current copy
+        self.current: dict[str, fx.Node] = {}
+        self.derived: dict[tuple[Any, ...], fx.Node] = {}
+        self.phase = "forward"
+        self.forward_set: set[fx.Node] = set()
+        self.elements: dict[tuple[fx.Node, Any], fx.Node] = {}
+        self.deviations: list[str] = []
+        self.random: set[str] = set()
+        self.pinned = self._pinned(outputs)
+        self.tangent_dependent = self._tangent_dependent()
+        self.mutations = self._mutations()
+
+    def _pinned(self, outputs: list[Any]) -> set[str]:
+        """Nodes never recomputed: outputs (forward outputs, gradients), random ops, and ops
+        producing forward outputs (input mutations), BatchNorm excepted (recomputed as no_stats)."""
+        owners = {self.owner(o) for o in self.fwd_outputs}
+        pinned = {o for o in (self.owner(o) for o in outputs if isinstance(o, fx.Node)) if o is not None}
+        self.random = set()
+        for name, nd in self.built.nodes.items():
+            fxn = self.by_name.get(nd.source)
+            if fxn is None:
+                continue
+            if is_random(fxn):
+                self.random.add(name)
+            elif nd.parent is None and fxn.target is not _BN_FUNCTIONAL and any(u.name in owners for u in fxn.users):
+                pinned.add(name)
+        return pinned | self.random
+
+    def _mutations(self) -> dict[str, list[fx.Node]]:
+        """In-place writes into inputs (a buffer's new running statistics, kept in the graph), by
+        the remat node they wait for: run in the forward as soon as what they write exists, so that
+        it is not held until the end of the forward."""
+        found: dict[str, list[fx.Node]] = defaultdict(list)
+        for n in self.nodes:
+            schema = getattr(n.target, "_schema", None)
+            if n.op != "call_function" or schema is None or not schema.is_mutable or n.name in self.built.nodes:
+                continue
+            if n.name not in self.tangent_dependent:
+                owners = [o for o in (self.owner(a) for a in n.all_input_nodes) if o is not None]
+                found[owners[-1] if owners else ""].append(n)
+        return found
+
+    def owner(self, n: fx.Node) -> str | None:
+        """The remat node holding fx node `n`'s value (None: fixed memory or no tensor)."""
+        if n.name in self.built.nodes:
+            return n.name
+        key = self.built.key.get(n)
+        held = self.built.current.get(key) if key is not None else None
+        return None if held in (None, _FIXED) else held
+
+    def _tangent_dependent(self) -> set[str]:
+        dep: set[fx.Node] = set()
+        for n in self.nodes:
+            if is_tangent(n) or any(a in dep for a in n.all_input_nodes):
+                dep.add(n)
+        return {n.name for n in dep}
+
+    def _storages(self, n: fx.Node) -> set[int]:
+        """The storage keys `n`'s output holds (a tuple of views: those of its elements)."""
+        b = self.built
+        if n in b.key:
+            return {b.key[n]}
+        return {e[1] for e in b.elements.get(n, []) if e is not None and e[0] == "alias"}
+
+    def _alias_sources(self, n: fx.Node) -> list[fx.Node]:
+        """The inputs of `n` whose storage `n`'s output shares (views, aliases)."""
+        mine = self._storages(n)
+        return [x for x in n.all_input_nodes if mine & self._storages(x)]
+
+    def value(self, n: fx.Node) -> fx.Node:
+        """The copy of `n` the node being emitted reads."""
+        if n.op == "placeholder":
+            return self.placeholders[n]
+        if n.name in self.built.nodes:
+            found = self.current.get(n.name)
+            if found is None:
+                # the schedule reads a value it does not hold: recompute it here
+                self.deviations.append(f"{n.name} read while not resident: recomputed")
+                found = self.compute(n.name)
+            return found
+        args = tuple(self.value(a) for a in n.all_input_nodes)
+        key = (self.phase, n, args)
+        found = self.derived.get(key)
+        if found is None:
+            found = self.graph.node_copy(n, self.value)
+            found.meta[ALIAS] = [self.value(a).name for a in self._alias_sources(n)]
+            found.meta.pop(NODE, None)
+            self.derived[key] = found
+        return found
+
+    def compute(self, v: str) -> fx.Node:
+        """Emit a copy of remat node `v` (or reuse the copy of a node that is never recomputed)."""
+        if v in self.pinned and v in self.current:
+            return self.current[v]
+        n = self.by_name[v]
+        if n.target is _BN_FUNCTIONAL and v in self.seen and n.args[5] is True:
+            # recomputed BatchNorm: the batch statistics again, running statistics untouched
+            x, w, b = (self.value(a) if isinstance(a, fx.Node) else a for a in n.args[:3])
+            copy = self.graph.call_function(_BN_NO_STATS, (x, w, b, True, n.args[6], n.args[7]))
+            copy.meta = dict(n.meta)
+            val = n.meta.get("val")
+            if isinstance(val, (tuple, list)):
+                copy.meta["val"] = tuple(val[:3])
+        elif n.target is operator.getitem:
+            copy = self.element(n)
+        else:
+            unread = unread_args(n)
+            if unread:
+                args = tuple(None if i in unread else fx.node.map_arg(a, self.value) for i, a in enumerate(n.args))
+                copy = self.graph.call_function(n.target, args, fx.node.map_arg(n.kwargs, self.value))
+                copy.meta = dict(n.meta)
+            else:
+                copy = self.graph.node_copy(n, self.value)
+        copy.meta[NODE] = v
+        copy.meta[PHASE] = "forward" if copy in self.forward_set else self.phase
+        copy.meta.pop(ALIAS, None)
+        self.current[v] = copy
+        self.seen.add(v)
+        if self.phase == "forward":
+            self.flush_mutations(v)
+        return copy
+
+    def flush_mutations(self, v: str) -> None:
+        """Emit the in-place writes whose last-computed input is `v` once all their inputs exist."""
+        for m in list(self.mutations.get(v, [])):
+            if all(o is None or o in self.current for o in (self.owner(a) for a in m.all_input_nodes)):
+                self.graph.node_copy(m, self.value)
+                self.mutations[v].remove(m)
+
+    def element(self, n: fx.Node) -> fx.Node:
+        """A copy of getitem `n` on the current copy of its tuple: one per tuple copy (the tuple holds
+        its elements anyway). A tuple does not cross the boundary: an element the backward takes
+        from a forward tuple is taken in the forward, right after the tuple, and saved."""
+        tup = self.value(n.args[0])  # type: ignore[arg-type]
+        key = (tup, n.args[1])
+        if key not in self.elements:
+            if self.phase == "backward" and tup in self.forward_set:
+                with self.graph.inserting_after(tup):
+                    self.elements[key] = self.graph.node_copy(n, self.value)
+                self.forward_set.add(self.elements[key])
+            else:
+                self.elements[key] = self.graph.node_copy(n, self.value)
+        return self.elements[key]
+
+    def run(self, events: Sequence[dict[str, str]]) -> tuple[fx.GraphModule, list[fx.Node], list[fx.Node]]:
+        self.seen: set[str] = set()
+        for e in events:
+            v = e["node"]
+            if v not in self.built.nodes:
+                raise ApplyError(f"the schedule names node {v!r}, which the joint graph does not have")
+            if e["op"] == "compute":
+                if self.phase == "forward" and v in self.tangent_dependent:
+                    self.finish_forward()
+                if v in self.pinned and v in self.current:
+                    if v in self.random and self.current[v].meta.get(PHASE) != self.phase:
+                        self.deviations.append(f"{v} (random) kept from the forward rather than recomputed")
+                    continue
+                self.compute(v)
+            elif e["op"] == "free" and v not in self.pinned:
+                self.current.pop(v, None)
+            else:
+                continue
+        if self.phase == "forward":
+            self.finish_forward()
+        outs = tuple(self.forward_values.get(o) or self.value(o) if isinstance(o, fx.Node) else o for o in self.outputs)
+        out = self.graph.output(outs)
+        out.meta = dict(self.nodes[-1].meta)
+        self.graph.eliminate_dead_code()
+        gm = fx.GraphModule(self.joint, self.graph)
+        return gm, *self.boundary(gm)
+
+    def finish_forward(self) -> None:
+        self.forward_values = {o: self.value(o) for o in self.fwd_outputs}
+        for pending in self.mutations.values():
+            for m in pending:
+                self.graph.node_copy(m, self.value)
+        self.mutations.clear()
+        self.forward_set.update(self.graph.nodes)
+        self.phase = "backward"
+
+    def boundary(self, gm: fx.GraphModule) -> tuple[list[fx.Node], list[fx.Node]]:
+        """The forward-phase copies (and primal inputs) that backward-phase nodes read."""
+        forward = {n.name for n in self.forward_set}
+        saved: dict[fx.Node, None] = {}
+        for n in gm.graph.nodes:
+            if n.op == "output" or n.name in forward:
+                continue
+            for a in n.all_input_nodes:
+                if a.name in forward and not is_tangent(a):
+                    saved[a] = None
+        tensors = [n for n in saved if isinstance(n.meta.get("val"), torch.Tensor)]
+        syms = [n for n in saved if isinstance(n.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool))]
+        return tensors, syms
+
+
+def realize(
+    joint: fx.GraphModule, built: _Builder, events: Sequence[dict[str, str]], num_fwd_outputs: int
+) -> Realization:
+    """The joint graph rewritten in the schedule's order, with the values its forward saves."""
+    rw = _Rewriter(joint, built, num_fwd_outputs)
+    gm, saved, syms = rw.run(events)
+    return Realization(gm, saved, syms, rw.deviations)
+
+
+def _holders(gm: fx.GraphModule, held: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Per node of `gm`, the copies (by name) whose storage it keeps alive."""
+    for n in gm.graph.nodes:
+        if n.op == "output":
+            continue
+        if NODE in n.meta:
+            held[n.name] = {n.name}
+        elif n.name not in held:
+            held[n.name] = set().union(*(held.get(a, set()) for a in n.meta.get(ALIAS, [])))
+    return held
+
+
+def _outputs(gm: fx.GraphModule) -> list[Any]:
+    args = gm.graph.output_node().args[0]
+    return list(args) if isinstance(args, (tuple, list)) else [args]
+
+
+def _elements(graph: dict[str, Any]) -> dict[str, list[tuple[int, str]]]:
+    """Per tuple node of `graph`, its element nodes (index, id)."""
+    found: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for n in graph["nodes"]:
+        meta = n.get("meta") or {}
+        if "element" in meta and n.get("inputs"):
+            found[n["inputs"][0]].append((int(meta["element"]), n["id"]))
+    return found
+
+
+def realized_events(
+    graph: dict[str, Any], fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_outputs: int
+) -> list[dict[str, str]]:
+    """What the forward and backward graphs run, as a remat schedule: each copy computed where it
+    is and freed after the last use of it or of a view of it; forward outputs held to the end. An
+    op's outputs are all allocated by the op: each element of a tuple is computed right after it
+    (the graph's element node; an element no getitem takes lives as long as the tuple)."""
+    elements = _elements(graph)
+    events: list[dict[str, str]] = []
+    node_of: dict[str, str] = {}
+    resident: set[str] = set()  # copies (by name) and untaken elements ("tuple#id")
+    untaken: dict[str, list[str]] = defaultdict(list)
+
+    def compute(name: str, v: str) -> None:
+        node_of[name] = v
+        events.append({"op": "compute", "node": v})
+        resident.add(name)
+
+    def free(name: str) -> None:
+        events.append({"op": "free", "node": node_of[name]})
+        resident.discard(name)
+        for phantom in untaken.pop(name, []):
+            free(phantom)
+
+    def run(gm: fx.GraphModule, held: dict[str, set[str]], hold_at_end: set[str]) -> None:
+        nodes = list(gm.graph.nodes)
+        last: dict[str, int] = {}
+        for i, n in enumerate(nodes):
+            for h in held.get(n.name, ()):
+                last[h] = i
+            for a in n.all_input_nodes:
+                for h in held.get(a.name, ()):
+                    last[h] = i
+        for i, n in enumerate(nodes):
+            if n.op == "call_function" and NODE in n.meta and n.name not in node_of:
+                v = str(n.meta[NODE])
+                compute(n.name, v)
+                taken = {str(u.meta.get(NODE)): u for u in n.users if NODE in u.meta}
+                count = len(n.meta["val"]) if isinstance(n.meta.get("val"), (tuple, list)) else 0
+                ids = {node_of[r] for r in resident}
+                for index, c in sorted(elements.get(v, [])):
+                    if c in taken:
+                        compute(taken[c].name, c)
+                    elif index < count and c not in ids:
+                        compute(f"{n.name}#{c}", c)
+                        untaken[n.name].append(f"{n.name}#{c}")
+            for h in sorted(h for h, at in last.items() if at == i):
+                if h in resident and h not in hold_at_end:
+                    free(h)
+
+    fw_held = _holders(fw, {})
+    fw_out = _outputs(fw)
+    descs = fw.graph.output_node().meta.get("desc") or []
+    # the new values of mutated inputs (running statistics) are copied into the inputs and
+    # dropped when the forward returns; the caller holds the other outputs (the loss)
+    mutation = {i for i, d in enumerate(descs[:num_fwd_outputs]) if type(d).__name__ == "InputMutationAOTOutput"}
+
+    def holding(outputs: list[tuple[int, Any]]) -> set[str]:
+        return set().union(*(fw_held.get(o.name, set()) for _, o in outputs if isinstance(o, fx.Node)))
+
+    user = list(enumerate(fw_out[:num_fwd_outputs]))
+    returned = holding([(i, o) for i, o in user if i not in mutation])
+    mutated = holding([(i, o) for i, o in user if i in mutation])
+    saved = holding(list(enumerate(fw_out[num_fwd_outputs:])))
+    run(fw, fw_held, returned | saved | mutated)
+    for h in sorted(mutated - saved - returned):
+        if h in resident:
+            free(h)
+    # backward: the saved values arrive as placeholders of the same names
+    bw_held: dict[str, set[str]] = {
+        n.name: {n.name} for n in bw.graph.nodes if n.op == "placeholder" and n.name in node_of
+    }
+    bw_held = _holders(bw, bw_held)
+    for n in bw.graph.nodes:
+        if n.op == "placeholder" and n.name not in node_of:
+            bw_held[n.name] = set()
+    leftover = saved - {n.name for n in bw.graph.nodes if n.op == "placeholder"}
+    for h in sorted(leftover - returned):
+        if h in resident:
+            free(h)
+    grads = set().union(*(bw_held.get(o.name, set()) for o in _outputs(bw) if isinstance(o, fx.Node)))
+    run(bw, bw_held, returned | grads)
+    return events
+
+
+def prediction_graph(graph: dict[str, Any], events: Sequence[dict[str, str]]) -> dict[str, Any]:
+    """`graph` as `realized_events` counts it: without the nodes never computed (dead code the
+    partition dropped), and each tuple's memory without its elements' (they are nodes of their own,
+    computed with it), so that an op's outputs are counted once."""
+    computed = {e["node"] for e in events if e["op"] == "compute"}
+    taken: dict[str, int] = defaultdict(int)
+    for tup, items in _elements(graph).items():
+        memory = {n["id"]: int(n["memory"]) for n in graph["nodes"] if n["id"] in {c for _, c in items}}
+        taken[tup] = sum(memory.values())
+    nodes = [
+        {**n, "memory": max(int(n["memory"]) - taken[n["id"]], 0)} if n["id"] in taken else n
+        for n in graph["nodes"]
+        if n["id"] in computed
+    ]
+    return {**graph, "nodes": nodes}

@@ -1,0 +1,165 @@
+"""The eager path's guarantees (issues 25 and 30): buffers updated once per step, regions whose
+input is a growing list (DenseNet), an overrun raised (or warned), never worse than per-block
+checkpointing, and the prediction within 2% of the measured activation peak."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import families
+import pytest
+import torch
+import torch.nn.functional as F
+from models import resnet18_setup
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+from torch.utils.flop_counter import FlopCounterMode
+
+import remat
+from remat.apply import applied, plan
+from remat.measure import measure_step
+
+
+@contextmanager
+def per_block(regions: list[nn.Module]) -> Iterator[None]:
+    """Plain `torch.utils.checkpoint` (non-reentrant) around every region."""
+    for m in regions:
+        f = m.forward
+        m.forward = lambda *a, _f=f, **k: checkpoint(_f, *a, use_reentrant=False, **k)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for m in regions:
+            del m.forward
+
+
+def step_flops(model: nn.Module, inputs: tuple[Any, ...], loss_fn: Any) -> int:
+    with FlopCounterMode(display=False) as fc:
+        loss_fn(model(*inputs)).backward()
+    model.zero_grad(set_to_none=True)
+    return int(fc.get_total_flops())
+
+
+def one_step(model: nn.Module, inputs: tuple[Any, ...], loss_fn: Any) -> tuple[float, list[torch.Tensor]]:
+    model.zero_grad(set_to_none=True)
+    loss = loss_fn(model(*inputs))
+    loss.backward()
+    return float(loss.item()), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+
+def densenet_setup(batch: int, resolution: int) -> Any:
+    """torchvision's DenseNet-121 unmodified, its dense layers the regions."""
+    return families.as_setup(families.densenet121(batch, resolution, regions="layers"))
+
+
+@pytest.mark.parametrize("make", [resnet18_setup, densenet_setup], ids=["resnet18", "densenet121"])
+def test_batchnorm_buffers_are_updated_once(make: Any, binary: str) -> None:
+    """After one step under the plan, every buffer (running statistics, num_batches_tracked)
+    equals the plain step's, as do loss and gradients; torchvision's DenseNet-121 unmodified."""
+    torch.manual_seed(0)
+    model, regions, inputs, loss_fn = make(batch=2, resolution=32)
+    backend = remat.Local(binary)
+    graph = remat.export(model, inputs, loss_fn, regions=regions)
+    plain = copy.deepcopy(model)
+    loss0, grads0 = one_step(plain, inputs, loss_fn)
+    # a tight budget: most regions checkpointed and replayed in backward
+    result = backend.solve(graph, 0.6, time_limit=2)
+    p = plan(graph, result, backend, on_overrun="warn")
+    assert sum(t is not None for t in p.policies) >= len(regions) // 2, "too few regions replayed to test"
+    with applied(regions, p):
+        loss1, grads1 = one_step(model, inputs, loss_fn)
+    assert loss1 == pytest.approx(loss0, rel=1e-6)
+    for g0, g1 in zip(grads0, grads1, strict=True):
+        torch.testing.assert_close(g1, g0, rtol=1e-4, atol=1e-5)
+    buffers0 = dict(plain.named_buffers())
+    for name, b in model.named_buffers():
+        if b.is_floating_point():
+            torch.testing.assert_close(b, buffers0[name], rtol=1e-5, atol=1e-7, msg=name)
+        else:
+            assert torch.equal(b, buffers0[name]), (name, b, buffers0[name])
+
+
+def test_region_reading_a_growing_list_replays_its_input_as_called(binary: str) -> None:
+    """DenseNet's dense layers read the list of features their block keeps appending to."""
+    torch.manual_seed(0)
+    model, regions, inputs, loss_fn = densenet_setup(batch=2, resolution=32)
+    backend = remat.Local(binary)
+    graph = remat.export(model, inputs, loss_fn, regions=regions)
+    result = backend.solve(graph, 0.5, time_limit=2)
+    p = plan(graph, result, backend, on_overrun="warn")
+    assert all(t is not None for t in p.policies[:6]), "the first block's layers must be replayed"
+    plain = copy.deepcopy(model)
+    loss0, grads0 = one_step(plain, inputs, loss_fn)
+    with applied(regions, p):
+        loss1, grads1 = one_step(model, inputs, loss_fn)
+    assert loss1 == pytest.approx(loss0, rel=1e-6)
+    for g0, g1 in zip(grads0, grads1, strict=True):
+        torch.testing.assert_close(g1, g0, rtol=1e-4, atol=1e-5)
+
+
+def small_unet() -> tuple[nn.Module, list[nn.Module], tuple[torch.Tensor, ...], Any]:
+    model = families.UNet(width=16)
+    x = torch.randn(2, 3, 32, 32)
+    target = torch.randn(2, 3, 32, 32)
+    return model, model.blocks(), (x,), lambda out: F.l1_loss(out, target)
+
+
+def test_overrun_raises_by_default_and_warns_on_request(binary: str) -> None:
+    torch.manual_seed(0)
+    model, regions, inputs, loss_fn = small_unet()
+    backend = remat.Local(binary)
+    graph = remat.export(model, inputs, loss_fn, regions=regions)
+    result = backend.solve(graph, 0.3, time_limit=2)  # below per-block checkpointing's 0.5-0.6
+    budget = int(result["budget"])
+    with pytest.raises(remat.OverBudget) as caught:
+        plan(graph, result, backend)
+    assert caught.value.budget == budget and caught.value.predicted > budget
+    assert str(budget) in str(caught.value) and str(caught.value.predicted) in str(caught.value)
+    assert "on_overrun='warn'" in str(caught.value)
+    with pytest.warns(remat.OverBudgetWarning, match=str(budget)):
+        p = plan(graph, result, backend, on_overrun="warn")
+    assert not p.fits and p.predicted_peak == caught.value.predicted
+    with applied(regions, p):
+        step = measure_step(model, inputs, loss_fn)
+    assert step.loss > 0
+    with pytest.raises(remat.ApplyError, match="on_overrun"):
+        plan(graph, result, backend, on_overrun="ignore")  # type: ignore[arg-type]
+
+
+def test_unet_fits_at_per_block_memory_with_no_more_flops(binary: str) -> None:
+    """At the activation memory plain per-block checkpointing measures, the plan fits (measured)
+    and executes no more FLOPs than per-block checkpointing."""
+    torch.manual_seed(0)
+    model, regions, inputs, loss_fn = small_unet()
+    backend = remat.Local(binary)
+    graph = remat.export(model, inputs, loss_fn, regions=regions)
+    with per_block(regions):
+        pb = measure_step(model, inputs, loss_fn)
+        pb_flops = step_flops(model, inputs, loss_fn)
+    budget = int(graph["fixed_memory"]) + pb.activations
+    result = backend.solve(graph, budget, time_limit=2)
+    p = plan(graph, result, backend)
+    assert p.fits
+    with applied(regions, p):
+        step = measure_step(model, inputs, loss_fn)
+        flops = step_flops(model, inputs, loss_fn)
+    assert step.activations <= pb.activations, (step.activations, pb.activations)
+    assert flops <= pb_flops, (flops, pb_flops)
+
+
+@pytest.mark.parametrize("fraction", [0.8, 0.5])
+@pytest.mark.parametrize("make", [small_unet, resnet18_setup], ids=["unet", "resnet18"])
+def test_prediction_within_two_percent(make: Any, fraction: float, binary: str) -> None:
+    torch.manual_seed(0)
+    model, regions, inputs, loss_fn = make()
+    backend = remat.Local(binary)
+    graph = remat.export(model, inputs, loss_fn, regions=regions)
+    result = backend.solve(graph, fraction, time_limit=2)
+    p = plan(graph, result, backend, on_overrun="warn")
+    with applied(regions, p):
+        step = measure_step(model, inputs, loss_fn)
+    error = (p.predicted_activations - step.activations) / step.activations
+    assert abs(error) <= 0.02, (p.predicted_activations, step.activations, f"{100 * error:+.2f}%")

@@ -1,0 +1,151 @@
+//! Issue 26's reproducers for the solvers, scaled down so that they run in seconds in a
+//! debug build (the full-size runs, 20,000 to 1,000,000 nodes in release, are the table of
+//! `docs/performance.md`):
+//!
+//! * item 1, memory: every solver states its footprint before it allocates, and a solve
+//!   over `SolveOptions::memory_limit` is refused with `SolveError::TooLarge` naming the
+//!   solver and its estimate (every solver at a 1-byte limit; recompute-all's quadratic
+//!   schedule and chain-dp's quadratic table on a 20,000-node chain at 64 MiB, where
+//!   today's main allocated them); Chen's and recompute-all's stage schedules are built
+//!   in memory linear in the schedule (chen-sqrt on a 100,001-node chain: its dense
+//!   matrices would be 2.5 GB).
+//! * item 3, time: `auto`, dtr, knapsack, fastsa and chen-greedy on a 5,000-node random
+//!   layered graph and a 100,001-node chain end by their time limit plus a margin (the
+//!   margin covers a loaded debug build; on today's main, auto took 23-25 s at 20,000
+//!   nodes with a 5 s limit in release).
+
+use remat::graph::generate::{linear, random_layered};
+use remat::graph::Graph;
+use remat::schedule::checkpoint_all_peak;
+use remat::solve::{self, registry, Instance, SolveError, SolveOptions, Status};
+use std::time::{Duration, Instant};
+
+fn options(time_limit: Option<f64>, memory_limit: Option<u64>) -> SolveOptions {
+    SolveOptions {
+        time_limit: time_limit.map(Duration::from_secs_f64),
+        memory_limit,
+        ..SolveOptions::default()
+    }
+}
+
+fn at_percent(graph: &Graph, percent: u64) -> Instance<'_> {
+    Instance {
+        graph,
+        budget: checkpoint_all_peak(graph) * percent / 100,
+    }
+}
+
+/// A refusal of `solver` naming it and an estimate above `limit`.
+fn assert_too_large(result: Result<solve::SolveResult, SolveError>, solver: &str, limit: u64) {
+    match result {
+        Err(e @ SolveError::TooLarge { .. }) => {
+            let SolveError::TooLarge {
+                solver: named,
+                needed,
+                limit: l,
+                ..
+            } = &e
+            else {
+                unreachable!()
+            };
+            assert_eq!(*named, solver, "{e}");
+            assert_eq!(*l, limit, "{e}");
+            assert!(*needed > limit, "{e}");
+            let message = e.to_string();
+            assert!(
+                message.contains(solver) && message.contains(&needed.to_string()),
+                "{message}"
+            );
+        }
+        Err(e) => panic!("{solver}: expected a refusal, got the error {e}"),
+        Ok(r) => panic!("{solver}: expected a refusal, got {:?}", r.status),
+    }
+}
+
+#[test]
+fn every_solver_refuses_a_solve_over_the_memory_limit_before_running() {
+    let chain = linear(30);
+    let dag = random_layered(40, 1);
+    for solver in registry() {
+        let name = solver.info().name;
+        for graph in [&chain, &dag] {
+            let instance = at_percent(graph, 80);
+            let footprint = solver.footprint(&instance);
+            assert!(footprint.bytes > 1, "{name}: {footprint:?}");
+            let result = solve::solve(&instance, name, &options(Some(5.0), Some(1)));
+            assert_too_large(result, name, 1);
+        }
+    }
+}
+
+#[test]
+fn quadratic_schedules_and_tables_are_refused_at_once() {
+    let g = linear(10_000); // 20,001 nodes
+    let instance = at_percent(&g, 80);
+    let limit = 64 << 20;
+    for name in [
+        "recompute-all",
+        "chain-dp",
+        "bptt-msm",
+        "equiv-chain",
+        "join-dp",
+    ] {
+        let started = Instant::now();
+        let result = solve::solve(&instance, name, &options(Some(60.0), Some(limit)));
+        assert_too_large(result, name, limit);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{name}: refused after {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[test]
+fn chen_schedules_are_linear_in_the_graph() {
+    let g = linear(50_000); // 100,001 nodes: dense R and S would take 2.5 GB
+    let instance = at_percent(&g, 60);
+    let r = solve::solve(&instance, "chen-sqrt", &options(Some(120.0), Some(1 << 30))).unwrap();
+    assert_eq!(r.status, Status::Feasible, "{:?}", r.message);
+    let stats = r.stats.unwrap();
+    assert!(stats.peak_memory <= instance.budget);
+    // Each forward segment recomputed once: at most twice the forward cost in all.
+    assert!(
+        stats.total_cost < 1.6 * g.total_cost(),
+        "{}",
+        stats.total_cost
+    );
+    // Past the dense form's size the schedule carries its events alone.
+    assert!(r.schedule.unwrap().stages.is_none());
+}
+
+/// Solves with a time limit and returns the wall time.
+fn timed(graph: &Graph, percent: u64, name: &str, limit: f64) -> (Duration, Status) {
+    let instance = at_percent(graph, percent);
+    let started = Instant::now();
+    let status = match solve::solve(&instance, name, &options(Some(limit), None)) {
+        Ok(r) => r.status,
+        Err(e) => panic!("{name}: {e}"),
+    };
+    (started.elapsed(), status)
+}
+
+/// The slack over the limit a loaded debug build may need to write the answer.
+const MARGIN: Duration = Duration::from_secs(3);
+
+#[test]
+fn time_limits_hold_on_large_graphs() {
+    let dag = random_layered(5_000, 1);
+    let chain = linear(50_000);
+    for (graph, what) in [(&dag, "random layered 5,000"), (&chain, "chain 100,001")] {
+        for name in ["auto", "dtr", "knapsack", "fastsa", "chen-greedy"] {
+            let limit = 1.0;
+            let (wall, status) = timed(graph, 70, name, limit);
+            eprintln!("{what}: {name} {wall:?} {status:?}");
+            assert!(
+                wall <= Duration::from_secs_f64(limit) + MARGIN,
+                "{what}: {name} took {wall:?} with a {limit} s limit ({status:?})"
+            );
+        }
+    }
+}
