@@ -40,11 +40,14 @@ def _checked(result: Result) -> Result:
 
 
 class SolveOptions(TypedDict, total=False):
-    """Options of a solve: `solver` (default "auto"), `time_limit` (seconds), `seed`."""
+    """Options of a solve: `solver` (default "auto"), `time_limit` (seconds), `seed`, and `effort`:
+    `auto`'s work as a multiple of its default (deterministic: the same schedule on any machine,
+    the time limit only a safety cap) or "time" (spend the time limit; not reproducible)."""
 
     solver: str
     time_limit: float | None
     seed: int | None
+    effort: float | str | None
 
 
 class Backend(Protocol):
@@ -107,6 +110,8 @@ class Client:
             body["time_limit_s"] = options["time_limit"]
         if options.get("seed") is not None:
             body["seed"] = options["seed"]
+        if options.get("effort") is not None:
+            body["effort"] = options["effort"]
         return body
 
     def solve(self, graph: Graph, budget: _budget.Budget, **options: Unpack[SolveOptions]) -> Result:
@@ -212,6 +217,8 @@ class Local:
             args += ["--time-limit", str(options["time_limit"])]
         if options.get("seed") is not None:
             args += ["--seed", str(options["seed"])]
+        if options.get("effort") is not None:
+            args += ["--effort", str(options["effort"])]
         limit = self.timeout + (options.get("time_limit") or 120.0)
         _, out, _ = self._run(args, {"graph.json": graph}, limit)
         return _checked(json.loads(out))

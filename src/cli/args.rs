@@ -149,9 +149,15 @@ pub(super) struct SolveArgs {
     /// Seed for randomised steps.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Threads for the MILP solver (1 to 1024).
+    /// Threads for the MILP solver (1 to 1024). `auto` runs HiGHS on one thread unless
+    /// set.
     #[arg(long, value_parser = threads)]
     pub threads: Option<u32>,
+    /// `auto`'s effort: a multiple of its default work (1; deterministic: the same
+    /// schedule on any machine, the time limit only a safety cap), or `time` to spend the
+    /// whole time limit (not reproducible).
+    #[arg(long, value_parser = parse_effort)]
+    pub effort: Option<crate::solve::Effort>,
     /// Memory the solve may use for its model: bytes, a size (2GiB) or a share of the
     /// machine's memory (50%; the cgroup limit in a container). Default: 75%. A larger
     /// model is refused (exit 2) before it is allocated.
@@ -264,6 +270,9 @@ pub(super) struct BenchArgs {
     /// Time limit per case, in seconds.
     #[arg(long, allow_negative_numbers = true)]
     pub time_limit: Option<f64>,
+    /// `auto`'s effort: a multiple of its default work, or `time` (see `remat solve`).
+    #[arg(long, value_parser = parse_effort)]
+    pub effort: Option<crate::solve::Effort>,
     /// Threads for the MILP solver (1 to 1024).
     #[arg(long, value_parser = threads)]
     pub threads: Option<u32>,
@@ -328,6 +337,10 @@ pub(super) struct BatchArgs {
 pub(super) struct Shard {
     pub k: usize,
     pub n: usize,
+}
+
+fn parse_effort(s: &str) -> Result<crate::solve::Effort, String> {
+    crate::front::parse_effort(s)
 }
 
 fn parse_solve_memory(s: &str) -> Result<crate::front::SolveMemory, String> {

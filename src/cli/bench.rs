@@ -1,7 +1,7 @@
 //! `remat bench`: runs one solver over graphs and budgets and prints one row per case:
 //! graph size, model size, build time, the time to the first verified schedule and the
 //! whole solve time, the solver that produced the schedule, status, cost and its increase
-//! over `Σ_v c_v`, lower bound, gap and peak/budget. Model figures come from the result's `details` when the solver reports
+//! over `Σ_v c_v`, lower bound, gap, peak/budget and what ended an `auto` search. Model figures come from the result's `details` when the solver reports
 //! them (the MILP and LP solvers do).
 
 use super::args::BenchArgs;
@@ -100,6 +100,7 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32, CliError> {
         time_limit_s: args.time_limit,
         threads: args.threads,
         seed: args.seed,
+        effort: args.effort,
         ..OptionsInput::default()
     }
     .validate()?;
@@ -108,7 +109,7 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32, CliError> {
     let files = graph_files(&args.paths)?;
     if !args.json {
         println!(
-            "{:<30} {:>5} {:>5} {:>8} {:>8} {:>7} {:>7} {:>7} {:<14} {:<16} {:>14} {:>8} {:>14} {:>7} {:>6}",
+            "{:<30} {:>5} {:>5} {:>8} {:>8} {:>7} {:>7} {:>7} {:<14} {:<16} {:>14} {:>8} {:>14} {:>7} {:>6} {:<10}",
             "graph@budget",
             "nodes",
             "edges",
@@ -123,7 +124,8 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32, CliError> {
             "increase",
             "lower_bound",
             "gap",
-            "peak/B"
+            "peak/B",
+            "ended_by"
         );
     }
     for file in files {
@@ -155,7 +157,7 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32, CliError> {
                 .as_ref()
                 .map(|s| s.peak_memory as f64 / budget as f64);
             println!(
-                "{:<30} {:>5} {:>5} {:>8} {:>8} {:>7} {:>7} {:>7} {:<14} {:<16} {:>14} {:>8} {:>14} {:>7} {:>6}",
+                "{:<30} {:>5} {:>5} {:>8} {:>8} {:>7} {:>7} {:>7} {:<14} {:<16} {:>14} {:>8} {:>14} {:>7} {:>6} {:<10}",
                 format!("{}@{label}", short_name(&file)),
                 graph.len(),
                 graph.edge_count(),
@@ -179,6 +181,7 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32, CliError> {
                     .gap
                     .map_or("-".into(), |g| format!("{:.2}%", 100.0 * g)),
                 cell(peak_ratio, 3),
+                result.ended_by.map_or("-", |e| e.as_str()),
             );
         }
     }

@@ -83,6 +83,7 @@ pub(super) fn run(args: &MaxBatchArgs) -> Result<i32, CliError> {
         seed: args.seed,
         threads: None,
         memory_limit: Some(solve_memory_limit(None, 1)),
+        effort: None,
     }
     .validate()?;
     options.progress = Some(Arc::new(|p: Progress| {

@@ -72,6 +72,7 @@ pub(super) fn run(args: &PlotArgs) -> Result<i32, CliError> {
         seed: args.seed,
         threads: None,
         memory_limit: Some(crate::front::solve_memory_limit(None, 1)),
+        effort: None,
     }
     .validate()?;
     let svg = match args.kind {

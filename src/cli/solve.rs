@@ -7,7 +7,7 @@ use super::{deliver, load, resolve_budget, CliError};
 use crate::front::{solve_memory_limit, OptionsInput};
 use crate::graph::Graph;
 use crate::schedule::checkpoint_all_peak;
-use crate::solve::{self, Instance, Scope, SolveOptions, SolveResult, Status};
+use crate::solve::{self, EndedBy, Instance, Scope, SolveOptions, SolveResult, Status};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +22,7 @@ pub(super) fn run(args: &SolveArgs) -> Result<Status, CliError> {
         seed: args.seed,
         threads: args.threads,
         memory_limit: Some(solve_memory_limit(args.solve_memory, 1)),
+        effort: args.effort,
     }
     .validate()?;
     let result = solve_with_progress(&g, budget, &args.solver, options)?;
@@ -127,7 +128,20 @@ fn print_result(g: &Graph, r: &SolveResult) {
     if let Some(m) = &r.message {
         println!("note       {m}");
     }
+    if let Some(e) = r.ended_by {
+        println!("ended by   {}", ended_phrase(e));
+    }
     println!("time       {:.3} s", r.solve_time_s);
+}
+
+/// What ended an `auto` search, in words.
+fn ended_phrase(e: EndedBy) -> &'static str {
+    match e {
+        EndedBy::Converged => "converged (within the MIP gap of the bound)",
+        EndedBy::Stall => "stall (a polishing round found nothing cheaper)",
+        EndedBy::WorkLimit => "work limit (the effort was spent)",
+        EndedBy::TimeLimit => "time limit (the answer may differ on another machine or load)",
+    }
 }
 
 /// The set of schedules a scope names, in words.

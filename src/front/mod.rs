@@ -30,7 +30,7 @@ pub mod simulate;
 
 pub use files::{graph_files, GraphFilesError};
 pub use memory::{solve_memory_limit, SolveMemory};
-pub use options::{InvalidOption, OptionName, OptionsInput};
+pub use options::{parse_effort, InvalidOption, OptionName, OptionsInput};
 pub use report::{report, GraphReport, KindCounts, StorageTier};
 pub use simulate::{read_schedule, simulate_report, ScheduleInputError, SimulateReport};
 

@@ -6,12 +6,14 @@
 //!   as every other duration the program reads, such as `remat serve --grace`, see
 //!   [`seconds`]);
 //! - a MIP gap: a finite number `>= 0`;
-//! - threads: `1..=MAX_THREADS` (1024).
+//! - threads: `1..=MAX_THREADS` (1024);
+//! - `auto`'s effort: a multiple of its default work in `(0, MAX_EFFORT]`, or `time`
+//!   ([`parse_effort`]).
 //!
 //! An [`InvalidOption`] says which option and value; each shell names the option its own
 //! way ([`OptionName::flag`] on the command line, [`OptionName::field`] in a request body).
 
-use crate::solve::SolveOptions;
+use crate::solve::{Effort, SolveOptions};
 use std::fmt;
 use std::time::Duration;
 
@@ -21,6 +23,21 @@ pub const MAX_SECONDS: f64 = 1e6;
 
 /// The most threads one solve may use.
 pub const MAX_THREADS: u32 = 1024;
+
+/// The largest multiple of `auto`'s default work one solve may ask for.
+pub const MAX_EFFORT: f64 = 1e4;
+
+/// `auto`'s effort as a caller writes it: a multiple of its default work (`2`, `0.5`:
+/// deterministic), or `time` (spend the time limit; not reproducible). The range is
+/// checked by [`OptionsInput::validate`].
+pub fn parse_effort(text: &str) -> Result<Effort, String> {
+    match text.trim() {
+        "time" => Ok(Effort::Time),
+        t => t.parse::<f64>().map(Effort::Work).map_err(|_| {
+            format!("expected a multiple of the default work (1, 0.5, 4) or 'time', got '{text}'")
+        }),
+    }
+}
 
 /// A flag's number of seconds within [`seconds`]' range, so that every duration built from
 /// it (deadlines, the grace period, job lifetimes, a probe's timeout) is representable.
@@ -61,6 +78,8 @@ pub struct OptionsInput {
     pub threads: Option<u32>,
     /// Bytes one solve may use for its model (`super::memory`).
     pub memory_limit: Option<u64>,
+    /// `auto`'s effort (default: its default work, deterministic).
+    pub effort: Option<Effort>,
 }
 
 /// An option that has a value to validate.
@@ -69,6 +88,7 @@ pub enum OptionName {
     TimeLimit,
     MipGap,
     Threads,
+    Effort,
 }
 
 impl OptionName {
@@ -78,6 +98,7 @@ impl OptionName {
             OptionName::TimeLimit => "--time-limit",
             OptionName::MipGap => "--mip-gap",
             OptionName::Threads => "--threads",
+            OptionName::Effort => "--effort",
         }
     }
 
@@ -87,6 +108,7 @@ impl OptionName {
             OptionName::TimeLimit => "time_limit_s",
             OptionName::MipGap => "mip_gap",
             OptionName::Threads => "threads",
+            OptionName::Effort => "effort",
         }
     }
 }
@@ -110,6 +132,10 @@ impl InvalidOption {
             OptionName::Threads => {
                 format!("{name} must be an integer from 1 to {MAX_THREADS}, got {value}")
             }
+            OptionName::Effort => format!(
+                "{name} must be 'time' or a number greater than 0 and at most {MAX_EFFORT:e}, \
+                 got {value}"
+            ),
         }
     }
 }
@@ -148,12 +174,21 @@ impl OptionsInput {
                 value: t.into(),
             });
         }
+        if let Some(Effort::Work(e)) = self.effort {
+            if !(e > 0.0 && e <= MAX_EFFORT) {
+                return Err(InvalidOption {
+                    option: OptionName::Effort,
+                    value: e,
+                });
+            }
+        }
         Ok(SolveOptions {
             time_limit,
             mip_gap: self.mip_gap,
             seed: self.seed,
             threads: self.threads,
             memory_limit: self.memory_limit,
+            effort: self.effort.unwrap_or_default(),
             ..SolveOptions::default()
         })
     }
@@ -214,6 +249,22 @@ mod tests {
                 OptionName::Threads,
                 "4000000000",
             ),
+            (
+                OptionsInput {
+                    effort: Some(Effort::Work(0.0)),
+                    ..OptionsInput::default()
+                },
+                OptionName::Effort,
+                "0",
+            ),
+            (
+                OptionsInput {
+                    effort: Some(Effort::Work(f64::NAN)),
+                    ..OptionsInput::default()
+                },
+                OptionName::Effort,
+                "NaN",
+            ),
         ] {
             let Err(e) = input.validate() else {
                 panic!("{input:?} passed")
@@ -233,11 +284,23 @@ mod tests {
             seed: 7,
             threads: Some(2),
             memory_limit: Some(1 << 30),
+            effort: Some(Effort::Time),
         }
         .validate()
         .unwrap();
         assert_eq!(o.time_limit, Some(Duration::from_millis(1500)));
         assert_eq!((o.mip_gap, o.seed, o.threads), (Some(0.0), 7, Some(2)));
         assert_eq!(o.memory_limit, Some(1 << 30));
+        assert_eq!(o.effort, Effort::Time);
+        let default = OptionsInput::default().validate().unwrap();
+        assert_eq!(default.effort, Effort::Work(1.0));
+    }
+
+    #[test]
+    fn effort_reads_a_multiple_or_time() {
+        assert_eq!(parse_effort("time"), Ok(Effort::Time));
+        assert_eq!(parse_effort(" 2.5"), Ok(Effort::Work(2.5)));
+        let e = parse_effort("fast").unwrap_err();
+        assert!(e.contains("'fast'"), "{e}");
     }
 }

@@ -10,7 +10,7 @@
 //! least recently used entries go.
 
 use crate::graph::Graph;
-use crate::solve::{SolveResult, Status};
+use crate::solve::{Effort, SolveResult, Status};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,6 +25,7 @@ pub struct KeyParts<'a> {
     pub time_limit_s: f64,
     pub mip_gap: Option<f64>,
     pub seed: u64,
+    pub effort: Effort,
 }
 
 impl KeyParts<'_> {
@@ -39,6 +40,7 @@ impl KeyParts<'_> {
             time_limit_s: f64,
             mip_gap: Option<f64>,
             seed: u64,
+            effort: Effort,
         }
         let bytes = serde_json::to_vec(&Canonical {
             version: env!("CARGO_PKG_VERSION"),
@@ -49,6 +51,7 @@ impl KeyParts<'_> {
             time_limit_s: self.time_limit_s,
             mip_gap: self.mip_gap,
             seed: self.seed,
+            effort: self.effort,
         })
         .expect("keys serialise");
         *blake3::hash(&bytes).as_bytes()
@@ -189,6 +192,7 @@ mod tests {
             time_limit_s: 10.0,
             mip_gap: None,
             seed: 0,
+            effort: Effort::default(),
         }
         .key()
     }
@@ -213,6 +217,17 @@ mod tests {
             }
         }
         assert_eq!(key(&g, 100, "auto"), ks[0]);
+        let timed = KeyParts {
+            graph: &g,
+            budget: 100,
+            solver: "auto",
+            time_limit_s: 10.0,
+            mip_gap: None,
+            seed: 0,
+            effort: Effort::Time,
+        }
+        .key();
+        assert!(!ks.contains(&timed), "the effort is part of the key");
         let c = Cache::new(2, usize::MAX);
         let r = result(&g, 1 << 20);
         c.put(ks[0], r.clone());

@@ -196,6 +196,27 @@ impl<'a> Body<'a> {
     }
 }
 
+/// `auto`'s `effort` as a request writes it: a number (a multiple of the default work) or
+/// the word `time`.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum EffortField {
+    Multiple(f64),
+    Word(String),
+}
+
+impl EffortField {
+    fn effort(self) -> Result<solve::Effort, ApiProblem> {
+        match self {
+            EffortField::Multiple(m) => Ok(solve::Effort::Work(m)),
+            EffortField::Word(w) => crate::front::parse_effort(&w).map_err(|e| {
+                ApiProblem::new(Kind::InvalidRequest, format!("field 'effort': {e}"))
+                    .with_field("effort")
+            }),
+        }
+    }
+}
+
 /// The solver and its options, shared by solve, jobs and sweep.
 pub(super) struct Options {
     pub solver: String,
@@ -222,7 +243,7 @@ impl Options {
         })
     }
 
-    /// The options every solve takes (`time_limit_s`, `mip_gap`, `seed`) with the server's
+    /// The options every solve takes (`time_limit_s`, `mip_gap`, `seed`, `effort`) with the server's
     /// threads and memory; the time limit is `default` when none is given, and never above
     /// the server's.
     pub fn limits(
@@ -236,6 +257,10 @@ impl Options {
             seed: body.optional("seed", Kind::InvalidRequest)?.unwrap_or(0),
             threads: config.solver_threads,
             memory_limit: Some(config.solve_memory_limit()),
+            effort: body
+                .optional::<EffortField>("effort", Kind::InvalidRequest)?
+                .map(EffortField::effort)
+                .transpose()?,
         }
         .validate()?;
         let time_limit = options
@@ -255,6 +280,7 @@ impl Options {
             time_limit_s: self.time_limit.as_secs_f64(),
             mip_gap: self.options.mip_gap,
             seed: self.options.seed,
+            effort: self.options.effort,
         }
         .key()
     }

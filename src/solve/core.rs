@@ -2,7 +2,9 @@
 //! names a solver. A [`Solver`] turns an [`Instance`] (graph + budget in bytes) into an
 //! [`Outcome`]: a [`Plan`] (a schedule and what the solver claims of it), a statement of
 //! infeasibility, or no solution within the time limit. [`Stop`] is the one way a solver
-//! learns that its time is up or that the caller cancelled.
+//! learns that its time is up or that the caller cancelled, and it records when a time
+//! limit ended part of a solve (so that `auto` can say that its answer depended on the
+//! clock).
 
 use super::details::Details;
 use super::footprint::Footprint;
@@ -35,8 +37,15 @@ pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 /// Options common to every solver; each uses what applies to it.
 #[derive(Clone, Default)]
 pub struct SolveOptions {
-    /// Wall-clock limit for the solve.
+    /// Wall-clock limit for the solve. With a [`SolveOptions::work_limit`], or under
+    /// `auto`'s [`Effort::Work`], it is only a safety cap.
     pub time_limit: Option<Duration>,
+    /// How much `auto` searches: work units (deterministic) or the whole time limit.
+    pub effort: Effort,
+    /// The effort of one solver run in the work units that solver counts (FastSA:
+    /// annealing iterations; the MILP: HiGHS's branch-and-bound nodes). A run that stops
+    /// at it gives the same answer on any machine under any load.
+    pub work_limit: Option<u64>,
     /// Relative MIP gap at which a MILP may stop.
     pub mip_gap: Option<f64>,
     /// Seed for randomised steps.
@@ -49,7 +58,57 @@ pub struct SolveOptions {
     pub memory_limit: Option<u64>,
     /// Set from another thread to stop the solve.
     pub cancel: Arc<AtomicBool>,
+    /// Raised by [`Stop::poll`] (and by a solver that a time limit stopped in a library,
+    /// [`Stop::note_time_limit`]) when a time limit ended part of the solve: its answer
+    /// may then depend on the machine's speed and load.
+    pub timed_out: Arc<AtomicBool>,
     pub progress: Option<ProgressSink>,
+}
+
+/// How much `auto` searches.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effort {
+    /// Work units the solvers count, this multiple of `auto`'s default: the same graph,
+    /// budget and options give the same schedule on any machine under any load, unless
+    /// the time limit (a safety cap) ends the solve first, which the result says.
+    Work(f64),
+    /// The whole time limit, shared among the candidates: more search on a faster or idle
+    /// machine, so not reproducible.
+    Time,
+}
+
+impl Default for Effort {
+    fn default() -> Effort {
+        Effort::Work(1.0)
+    }
+}
+
+/// What ended an `auto` solve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndedBy {
+    /// The best schedule meets a bound on every schedule (within the MIP gap), or a
+    /// solver proved it globally optimal, or proved that no schedule fits.
+    Converged,
+    /// The work budget was spent.
+    WorkLimit,
+    /// The search stopped improving for a stall window (in work units).
+    Stall,
+    /// A time limit ended part of the solve (the safety cap under [`Effort::Work`], the
+    /// time itself under [`Effort::Time`]): the answer may depend on the machine.
+    TimeLimit,
+}
+
+impl EndedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndedBy::Converged => "converged",
+            EndedBy::WorkLimit => "work_limit",
+            EndedBy::Stall => "stall",
+            EndedBy::TimeLimit => "time_limit",
+        }
+    }
 }
 
 impl SolveOptions {
@@ -71,6 +130,7 @@ pub struct Stop {
     started: Instant,
     deadline: Option<Instant>,
     cancel: Arc<AtomicBool>,
+    timed_out: Arc<AtomicBool>,
 }
 
 /// Why a solve must end now.
@@ -90,18 +150,32 @@ impl Stop {
             started,
             deadline: options.time_limit.and_then(|d| started.checked_add(d)),
             cancel: options.cancel.clone(),
+            timed_out: options.timed_out.clone(),
         }
     }
 
-    /// `Ok` while the solve may go on; the reason to stop once cancelled or past the deadline.
+    /// `Ok` while the solve may go on; the reason to stop once cancelled or past the
+    /// deadline (which is recorded: [`SolveOptions::timed_out`]).
     pub fn poll(&self) -> Result<(), Stopped> {
         if self.cancelled() {
             Err(Stopped::Cancelled)
         } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            self.note_time_limit();
             Err(Stopped::TimeLimit)
         } else {
             Ok(())
         }
+    }
+
+    /// Records that a time limit ended part of the solve (a library's own timer, such as
+    /// HiGHS's `time_limit`, stopped it without a poll).
+    pub fn note_time_limit(&self) {
+        self.timed_out.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a time limit ended part of the solve so far.
+    pub fn timed_out(&self) -> bool {
+        self.timed_out.load(Ordering::Relaxed)
     }
 
     /// Whether [`Stop::poll`] says stop.

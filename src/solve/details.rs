@@ -209,6 +209,8 @@ pub struct TwoLevelDetails {
 pub struct AutoDetails {
     /// Seconds from the start to the returned schedule.
     pub best_found_s: f64,
+    /// What ended the solve (also the result's `ended_by`).
+    pub ended_by: crate::solve::EndedBy,
     /// Seconds from the start to the first verified schedule.
     pub first_found_s: Option<f64>,
     /// The figures of the solver whose schedule is returned.

@@ -30,8 +30,8 @@ use exact::{checkmate, exhaustive};
 use heuristic::{baseline, chen, dtr, fastsa, knapsack, sethi_ullman};
 
 pub use self::core::{
-    Bound, BoundMethod, Claim, Instance, Outcome, Plan, Progress, ProgressSink, Scope, SolveError,
-    SolveOptions, Solver, SolverInfo, Stop, Stopped,
+    Bound, BoundMethod, Claim, Effort, EndedBy, Instance, Outcome, Plan, Progress, ProgressSink,
+    Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop, Stopped,
 };
 pub use details::Details;
 use dp::{chain_dp, revolve, two_level};

@@ -1,7 +1,7 @@
 //! The result of a solve, as `remat solve --json` prints it and `POST /solve` returns it.
 //! Every figure in it comes from the simulator.
 
-use super::{Bound, BoundMethod, Claim, Details, Instance, Outcome, Scope};
+use super::{Bound, BoundMethod, Claim, Details, EndedBy, Instance, Outcome, Scope};
 use crate::schedule::{simulate, ScheduleJson, SimStats};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -104,6 +104,9 @@ pub struct SolveResult {
     pub message: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub details: Option<Details>,
+    /// What ended the search, for `auto` (its `details.ended_by`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_by: Option<EndedBy>,
     pub solve_time_s: f64,
 }
 
@@ -139,6 +142,7 @@ impl SolveResult {
             proven_in_scope: None,
             message: None,
             details: None,
+            ended_by: None,
             solve_time_s,
         };
         let ran = match &outcome {
@@ -152,6 +156,9 @@ impl SolveResult {
         match outcome {
             Outcome::Plan(plan) => {
                 result.scope = Some(plan.scope);
+                if let Some(Details::Auto(auto)) = &plan.details {
+                    result.ended_by = Some(auto.ended_by);
+                }
                 result.details = plan.details;
                 if let Some(bound) = plan.lower_bound {
                     result.lower_bound = Some(bound.cost);

@@ -1,37 +1,52 @@
 //! `auto`, the default solver: a portfolio that returns the cheapest verified schedule it
-//! finds in the caller's time, and says which solver produced it.
+//! finds within its effort, says which solver produced it and what ended the search.
 //!
 //! 1. Graphs of at most [`MAX_NODES`] nodes go to the exhaustive oracle: the global
 //!    optimum, nothing else runs.
-//! 2. Chains go to the exact dynamic program their structure allows (Revolve on
-//!    homogeneous chains, the persistent chain DP on the others). A global optimum ends
-//!    the solve; any other plan joins the candidates.
-//! 3. The fast constructive solvers run next ([`FAST`]), so that a schedule exists within
+//! 2. The fast constructive solvers run first ([`FAST`]), so that a schedule exists within
 //!    a second or two at any feasible budget. They are the floor: each runs with all the
 //!    time left, so the answer is never worse than any of them that finished (on graphs
 //!    of thousands of nodes, all of them, in milliseconds to seconds); past the deadline
 //!    they do not start, and on graphs too large for them to finish in time they stop
 //!    without a schedule: the limit holds.
-//! 4. The stage-cut bound ([`checkmate`]'s relaxation around one stage) is proven with
-//!    [`BOUND_SHARE`] of the time left: a bound on every schedule that, unlike `Σ_v c_v`,
-//!    prices what the values still needed at a node's first computation cost to bring
-//!    back. A candidate that meets it is a global optimum and ends the solve. The LP of
+//! 3. Chains go to the exact dynamic program their structure allows (Revolve on
+//!    homogeneous chains, the persistent chain DP on the others). A global optimum ends
+//!    the solve; any other plan joins the candidates.
+//! 4. The stage-cut bound ([`checkmate`]'s relaxation around one stage): a bound on every
+//!    schedule that, unlike `Σ_v c_v`, prices what the values still needed at a node's
+//!    first computation cost to bring back. A candidate within the MIP gap of it (HiGHS's
+//!    1e-4 unless the caller sets one) is a global optimum and ends the solve. The LP of
 //!    its best cut also ranks `knapsack`'s candidates once more (least kept first).
-//! 5. The Checkmate MILP runs where it fits ([`MILP_MAX_NODES`], and its model within
-//!    `SolveOptions::memory_limit`: a model too large is refused before it is allocated),
-//!    with half of the time left. A proof that covers only the solver order is a reason to
-//!    go on, not to stop.
+//! 5. The Checkmate MILP runs where it fits ([`MILP_MAX_NODES`], [`MILP_MAX_NODES_BY_WORK`]
+//!    under [`Effort::Work`], and its model within
+//!    `SolveOptions::memory_limit`: a model too large is refused before it is allocated).
+//!    A proof that covers only the solver order is a reason to go on, not to stop.
 //! 6. FastSA's simulated annealing over compute sequences (which also reorders) searches
-//!    from the solver order for [`SEARCH_SHARE`] of the time left, then polishes the best
-//!    schedule of all candidates for the rest. After a proof within a scope both get
-//!    [`IMPROVER_SHARE_AFTER_PROOF`] of the time left.
+//!    from the solver order, then polishes the best schedule of all candidates. After a
+//!    proof within a scope both get [`IMPROVER_SHARE_AFTER_PROOF`] of their effort.
+//!
+//! # Effort, and what ends the solve
+//! Under [`Effort::Work`] (the default) every candidate's effort is counted in work units
+//! the solvers count, scaled by the effort: FastSA's search [`SEARCH_WORK`] iterations,
+//! each polishing round [`ROUND_WORK`] iterations (at most [`MAX_ROUNDS`] rounds, each
+//! from the best schedule so far with its own seed), the MILP at most [`MILP_NODES`]
+//! branch-and-bound nodes; the others run to their end. Polishing stops at the first
+//! round that finds nothing cheaper (the stall window, one round). HiGHS runs with one
+//! thread unless the caller sets `threads`. So the same graph, budget and options give
+//! the same schedule on any machine under any load, unless the time limit, here only a
+//! safety cap ([`DEFAULT_TIME_LIMIT`] when the caller sets none), ends some part first.
+//! Under [`Effort::Time`] the candidates share the time limit instead (the stage-cut
+//! bound [`BOUND_SHARE`] of the time left, the knapsack [`KEEP_SHARE`], the MILP
+//! [`MILP_SHARE`], FastSA's search [`SEARCH_SHARE`] and its polish the rest): more search
+//! on a faster machine, not reproducible. The result's `ended_by` says what ended the
+//! solve: `converged`, `stall`, `work_limit` or `time_limit` (any part of the solve ended
+//! by a clock, so the answer may depend on the machine).
 //!
 //! Every candidate's plan is replayed by the simulator before it counts: one that fails,
 //! overshoots the budget or produces an invalid schedule is recorded in `details.tried`
 //! and skipped, never returned. The answer is the cheapest verified candidate, so it is
 //! never worse than any candidate the portfolio computed. A candidate whose cost equals
-//! `Σ_v c_v` (no recomputation) is a global optimum and ends the solve at once. Without a
-//! caller's time limit the portfolio stops after [`DEFAULT_TIME_LIMIT`].
+//! `Σ_v c_v` (no recomputation) is a global optimum and ends the solve at once.
 
 mod portfolio;
 
@@ -40,12 +55,16 @@ use super::exhaustive::{Exhaustive, MAX_NODES};
 use super::fastsa::{self, FastSa};
 use super::heuristic::knapsack;
 use super::{
-    checkmate, Footprint, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo,
+    checkmate, Effort, Footprint, Instance, Outcome, Scope, SolveError, SolveOptions, Solver,
+    SolverInfo,
 };
 use portfolio::Portfolio;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// The time `auto` takes when the caller sets no limit.
+/// The time limit when the caller sets none: under [`Effort::Work`] a safety cap, under
+/// [`Effort::Time`] the time the candidates share.
 pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(60);
 
 /// The constructive solvers: Sethi–Ullman's recursive rematerialisation first (a schedule
@@ -59,31 +78,52 @@ const FAST: [&str; 5] = [
     "checkpoint-all",
 ];
 
-/// The share of the remaining time the stage-cut bound may take (its LPs take 0.1 to 0.3 s
-/// in all on the 300- to 900-node exported graphs).
+/// [`Effort::Time`]: the share of the remaining time the stage-cut bound may take (its LPs
+/// take 0.1 to 0.3 s in all on the 300- to 900-node exported graphs).
 const BOUND_SHARE: f64 = 0.1;
 
-/// The share of the remaining time the knapsack ranked by the stage-cut LP may take (not
-/// a floor candidate: on 10,000 nodes a knapsack takes 3 to 15 s).
+/// [`Effort::Time`]: the share of the remaining time the knapsack ranked by the stage-cut
+/// LP may take (not a floor candidate: on 10,000 nodes a knapsack takes 3 to 15 s).
 const KEEP_SHARE: f64 = 0.25;
 
 /// Graphs up to this size try the MILP (larger ones: its LP relaxation alone outlasts a
 /// minute on two cores, issue 9's measurements at 250-1000 nodes).
 const MILP_MAX_NODES: usize = 200;
 
-/// The share of the remaining time the MILP may take.
+/// [`Effort::Work`]: graphs up to this size try the MILP. HiGHS's node limit bounds its
+/// branch and bound but not the work at its root (cuts, heuristics) nor the LP rounding
+/// before it: on `graphs/resnet18.json` (63 nodes) a quarter of the way from the minimum
+/// budget to the peak, the MILP with a limit of 100 nodes ran past a 60 s cap, on a loaded
+/// machine, without beating DTR's start.
+const MILP_MAX_NODES_BY_WORK: usize = 40;
+
+/// [`Effort::Time`]: the share of the remaining time the MILP may take.
 const MILP_SHARE: f64 = 0.5;
 
-/// The share of the time left for FastSA's search from the solver order (both phases);
-/// the rest polishes the best schedule of all candidates (`fastsa::improve`, phase 2).
-/// From the solver order the search lowers memory at the least cost; polishing a poor
-/// start at phase 2's low temperature does not recover (random layered n1000 at 90%: a
-/// Chen greedy start at 24x stays above 20x).
+/// [`Effort::Work`]: the branch-and-bound nodes the MILP (and its RENS sub-MIP) may
+/// explore.
+const MILP_NODES: u64 = 5_000;
+
+/// [`Effort::Time`]: the share of the time left for FastSA's search from the solver order
+/// (both phases); the rest polishes the best schedule of all candidates
+/// (`fastsa::improve`, phase 2). From the solver order the search lowers memory at the
+/// least cost; polishing a poor start at phase 2's low temperature does not recover
+/// (random layered n1000 at 90%: a Chen greedy start at 24x stays above 20x).
 const SEARCH_SHARE: f64 = 0.75;
 
-/// The share of the remaining time FastSA takes when the best schedule is already
-/// proven optimal within its solver's scope (it looks for cheaper schedules outside it,
-/// in other orders, without making the caller wait the whole limit).
+/// [`Effort::Work`]: FastSA's iterations from the solver order (both phases).
+const SEARCH_WORK: u64 = 4_000_000;
+
+/// [`Effort::Work`]: FastSA's iterations in one polishing round; a round that finds
+/// nothing cheaper ends the polishing (the stall window).
+const ROUND_WORK: u64 = 1_000_000;
+
+/// [`Effort::Work`]: the most polishing rounds.
+const MAX_ROUNDS: u64 = 8;
+
+/// The share of the effort FastSA takes when the best schedule is already proven optimal
+/// within its solver's scope (it looks for cheaper schedules outside it, in other orders,
+/// without making the caller wait the whole limit).
 const IMPROVER_SHARE_AFTER_PROOF: f64 = 0.1;
 
 pub struct Auto;
@@ -92,13 +132,16 @@ impl Solver for Auto {
     fn info(&self) -> SolverInfo {
         SolverInfo {
             name: "auto",
-            description: "A portfolio: exhaustive search up to 12 nodes, the exact chain DP on \
-                          chains, then the constructive solvers (Sethi-Ullman, DTR, knapsack, Chen greedy, \
-                          checkpoint-all), the stage-cut bound (a bound on every schedule; its \
-                          LP also ranks one more knapsack), the MILP where its model \
-                          fits (graphs up to 200 nodes) and local search for the rest of the \
-                          time limit (60 s by default); returns the cheapest verified schedule \
-                          and names the solver that produced it.",
+            description: "A portfolio: exhaustive search up to 12 nodes, the constructive \
+                          solvers (Sethi-Ullman, DTR, knapsack, Chen greedy, checkpoint-all), \
+                          the exact chain DP on chains, the stage-cut bound (a bound on every \
+                          schedule; its LP also ranks one more knapsack), the MILP where its \
+                          model fits (graphs up to 40 nodes, 200 with effort 'time') and \
+                          local search until it \
+                          converges, stalls or spends its work budget (deterministic; the time \
+                          limit, 60 s by default, is a safety cap); returns the cheapest \
+                          verified schedule, names the solver that produced it and says what \
+                          ended the search.",
             scope: Scope::Heuristic,
             accepts: "any graph",
         }
@@ -121,32 +164,85 @@ impl Solver for Auto {
         }
         let mut options = options.clone();
         options.time_limit = Some(options.time_limit.unwrap_or(DEFAULT_TIME_LIMIT));
-        let mut portfolio = Portfolio::new(instance, &options);
-        if let Some(dp) = exact_solver_for(instance.graph) {
-            portfolio.run(dp.info().name, 1.0, |i, o| dp.solve(i, o))?;
+        // This solve's own record of a time limit ending any part of it.
+        options.timed_out = Arc::new(AtomicBool::new(false));
+        if let Effort::Work(_) = options.effort {
+            options.threads.get_or_insert(1);
         }
+        let mut portfolio = Portfolio::new(instance, &options);
         for name in FAST {
             let solver = super::find(name)?;
             portfolio.run_floor(name, |i, o| super::admitted(solver, i, o))?;
         }
+        if let Some(dp) = exact_solver_for(instance.graph) {
+            portfolio.run(dp.info().name, 1.0, None, |i, o| dp.solve(i, o))?;
+        }
         portfolio.prove_bound(BOUND_SHARE)?;
         if let Some(keep) = portfolio.stage_cut_keep().map(<[f64]>::to_vec) {
-            portfolio.run("knapsack", KEEP_SHARE, |i, o| {
+            portfolio.run("knapsack", KEEP_SHARE, None, |i, o| {
                 knapsack::solve_keeping(i, o, &keep)
             })?;
         }
-        if !portfolio.done() && instance.graph.len() <= MILP_MAX_NODES {
-            portfolio.run("milp", MILP_SHARE, checkmate::solve_milp)?;
+        let milp_max_nodes = match options.effort {
+            Effort::Work(_) => MILP_MAX_NODES_BY_WORK,
+            Effort::Time => MILP_MAX_NODES,
+        };
+        if !portfolio.done() && instance.graph.len() <= milp_max_nodes {
+            portfolio.run("milp", MILP_SHARE, Some(MILP_NODES), checkmate::solve_milp)?;
         }
         let share = if portfolio.best_is_optimal_in_scope() {
             IMPROVER_SHARE_AFTER_PROOF
         } else {
             1.0
         };
-        portfolio.run("fastsa", share * SEARCH_SHARE, |i, o| FastSa.solve(i, o))?;
-        if let Some(start) = portfolio.best_schedule() {
-            portfolio.run("fastsa", share, |i, o| fastsa::improve(i, o, &start))?;
+        let scaled = |work: u64| (work as f64 * share) as u64;
+        portfolio.run(
+            "fastsa",
+            share * SEARCH_SHARE,
+            Some(scaled(SEARCH_WORK)),
+            |i, o| FastSa.solve(i, o),
+        )?;
+        match options.effort {
+            Effort::Time => {
+                if let Some(start) = portfolio.best_schedule() {
+                    portfolio.run("fastsa", share, None, |i, o| fastsa::improve(i, o, &start))?;
+                }
+            }
+            Effort::Work(_) => polish(&mut portfolio, scaled(ROUND_WORK), options.seed)?,
         }
         Ok(portfolio.finish())
     }
+}
+
+/// [`Effort::Work`]'s polishing: rounds of `fastsa::improve` from the best schedule so
+/// far, `work` iterations each with a seed of its own, until a round finds nothing cheaper
+/// (a stall), the solve converges or stops, or [`MAX_ROUNDS`] rounds have run.
+fn polish(portfolio: &mut Portfolio, work: u64, seed: u64) -> Result<(), SolveError> {
+    for round in 1..=MAX_ROUNDS {
+        if portfolio.done() || portfolio.stopped() {
+            return Ok(());
+        }
+        let (Some(start), Some(before)) = (portfolio.best_schedule(), portfolio.best_cost()) else {
+            return Ok(());
+        };
+        portfolio.run("fastsa", 1.0, Some(work), |i, o| {
+            let mut o = o.clone();
+            o.seed = round_seed(seed, round);
+            fastsa::improve(i, &o, &start)
+        })?;
+        if portfolio.best_cost().is_some_and(|after| after >= before) {
+            portfolio.stall();
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// The seed of polishing round `round` (SplitMix64's finaliser of the caller's seed and
+/// the round: distinct rounds draw unrelated streams).
+fn round_seed(seed: u64, round: u64) -> u64 {
+    let mut z = seed ^ round.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }

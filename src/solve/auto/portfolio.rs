@@ -1,20 +1,29 @@
-//! The portfolio's bookkeeping: each candidate runs with a share of the time left, its
-//! plan is replayed by the simulator, the cheapest verified plan is kept, and every run is
-//! recorded for `details.tried`.
+//! The portfolio's bookkeeping: each candidate runs with its allotment (work units under
+//! [`Effort::Work`], with the time left as a safety cap; a share of the time left under
+//! [`Effort::Time`]), its plan is replayed by the simulator, the cheapest verified plan is
+//! kept, and every run is recorded for `details.tried`. At the end it says what ended the
+//! solve ([`EndedBy`]).
 
 use crate::schedule::{simulate, Schedule};
 use crate::solve::checkmate::stage_cut_bound;
 use crate::solve::details::{AutoDetails, Details, StageCutDetails, Tried, Verdict};
 use crate::solve::{
-    Bound, BoundMethod, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Stop,
+    Bound, BoundMethod, Claim, Effort, EndedBy, Instance, Outcome, Plan, Scope, SolveError,
+    SolveOptions, Stop,
 };
 use std::time::Duration;
+
+/// The relative gap to a bound on every schedule within which the best plan counts as
+/// converged, when the caller sets no MIP gap (HiGHS's default `mip_rel_gap`).
+const DEFAULT_GAP: f64 = 1e-4;
 
 /// The candidates run so far and the best verified plan among them.
 pub(super) struct Portfolio<'a> {
     instance: &'a Instance<'a>,
     options: &'a SolveOptions,
     stop: Stop,
+    /// The improvers stopped for a stall window without a cheaper plan.
+    stalled: bool,
     best: Option<Best>,
     tried: Vec<Tried>,
     /// A candidate's proof that no schedule at all fits.
@@ -39,6 +48,7 @@ impl<'a> Portfolio<'a> {
             instance,
             options,
             stop: Stop::start(options),
+            stalled: false,
             best: None,
             tried: Vec::new(),
             proven_infeasible: None,
@@ -64,14 +74,14 @@ impl<'a> Portfolio<'a> {
             })
     }
 
-    /// Proves the stage-cut bound with `share` of the time left. It is no candidate: a
-    /// failure of HiGHS is reported as progress and leaves `Σ_v c_v` as the bound.
+    /// Proves the stage-cut bound with `share` of the time left (under [`Effort::Work`]:
+    /// every cut, within the time left). It is no candidate: a failure of HiGHS is reported
+    /// as progress and leaves `Σ_v c_v` as the bound.
     pub(super) fn prove_bound(&mut self, share: f64) -> Result<(), SolveError> {
         if self.done() || self.stop.should_stop() {
             return Ok(());
         }
-        let mut options = self.options.clone();
-        options.time_limit = self.time_left().map(|t| t.mul_f64(share));
+        let options = self.allot(share, None);
         let started = self.stop.elapsed();
         match stage_cut_bound(self.instance.graph, self.instance.budget, &options) {
             Err(SolveError::Cancelled) => return Err(SolveError::Cancelled),
@@ -102,16 +112,56 @@ impl<'a> Portfolio<'a> {
         Ok(())
     }
 
-    /// Whether the solve is over: cancelled, no schedule can exist, or the best plan is a
-    /// global optimum (proven so, or meeting a bound on every schedule: `Σ_v c_v` or the
-    /// stage-cut bound). The deadline is not checked here: see [`Portfolio::run`].
+    /// Whether the solve is over: cancelled, or converged ([`Portfolio::converged`]). The
+    /// deadline is not checked here: see [`Portfolio::run`].
     pub(super) fn done(&self) -> bool {
-        self.stop.cancelled()
-            || self.proven_infeasible.is_some()
+        self.stop.cancelled() || self.converged()
+    }
+
+    /// Whether no search can do better: no schedule can exist, or the best plan is a
+    /// global optimum (proven so, or within the MIP gap of a bound on every schedule:
+    /// `Σ_v c_v` or the stage-cut bound).
+    fn converged(&self) -> bool {
+        let gap = self.options.mip_gap.unwrap_or(DEFAULT_GAP);
+        self.proven_infeasible.is_some()
             || self.best.as_ref().is_some_and(|b| {
+                let bound = self.global_bound();
                 (b.plan.claim == Claim::Optimal && b.plan.scope == Scope::GlobalOptimum)
-                    || self.global_bound().met_by(b.cost)
+                    || bound.met_by(b.cost)
+                    || b.cost - bound.cost <= gap * b.cost
             })
+    }
+
+    /// The cost of the best verified plan so far.
+    pub(super) fn best_cost(&self) -> Option<f64> {
+        self.best.as_ref().map(|b| b.cost)
+    }
+
+    /// Records that the improvers ran a stall window without finding a cheaper plan.
+    pub(super) fn stall(&mut self) {
+        self.stalled = true;
+    }
+
+    /// Whether the solve must end now: cancelled or past the time limit.
+    pub(super) fn stopped(&self) -> bool {
+        self.stop.should_stop()
+    }
+
+    /// What ended the solve: a time limit that ended any part of it first (the answer may
+    /// then depend on the machine), then convergence, then the improvers' stall; else
+    /// the work budget (under [`Effort::Time`]: the time).
+    fn ended_by(&self) -> EndedBy {
+        if self.stop.timed_out() {
+            EndedBy::TimeLimit
+        } else if self.converged() {
+            EndedBy::Converged
+        } else if self.stalled {
+            EndedBy::Stall
+        } else if self.options.effort == Effort::Time {
+            EndedBy::TimeLimit
+        } else {
+            EndedBy::WorkLimit
+        }
     }
 
     /// The schedule of the best verified plan so far.
@@ -126,19 +176,39 @@ impl<'a> Portfolio<'a> {
             .is_some_and(|b| b.plan.claim == Claim::Optimal && b.plan.scope != Scope::GlobalOptimum)
     }
 
-    /// Runs the candidate `name` with `share` of the time left and records what it found;
-    /// past the deadline it does not run. Only a cancellation ends the portfolio; any other
-    /// error is recorded and skipped.
+    /// Runs the candidate `name` with its allotment ([`Portfolio::allot`]) and records
+    /// what it found; past the deadline it does not run. Only a cancellation ends the
+    /// portfolio; any other error is recorded and skipped.
     pub(super) fn run(
         &mut self,
         name: &'static str,
         share: f64,
+        work: Option<u64>,
         solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
     ) -> Result<(), SolveError> {
         if self.stop.should_stop() {
             return Ok(());
         }
-        self.run_for(name, self.time_left().map(|t| t.mul_f64(share)), solve)
+        let options = self.allot(share, work);
+        self.run_with(name, options, solve)
+    }
+
+    /// A candidate's options. Under [`Effort::Work`]: `work` (scaled by the effort) as its
+    /// work limit, the time left as its safety cap; a candidate that counts no work runs to
+    /// its end within that cap. Under [`Effort::Time`]: `share` of the time left.
+    fn allot(&self, share: f64, work: Option<u64>) -> SolveOptions {
+        let mut options = self.options.clone();
+        match self.options.effort {
+            Effort::Work(scale) => {
+                options.time_limit = self.time_left();
+                options.work_limit = work.map(|w| (w as f64 * scale).ceil().max(1.0) as u64);
+            }
+            Effort::Time => {
+                options.time_limit = self.time_left().map(|t| t.mul_f64(share));
+                options.work_limit = None;
+            }
+        }
+        options
     }
 
     /// Runs a floor candidate, one every answer must be at least as good as: with all the
@@ -149,20 +219,18 @@ impl<'a> Portfolio<'a> {
         name: &'static str,
         solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
     ) -> Result<(), SolveError> {
-        self.run(name, 1.0, solve)
+        self.run(name, 1.0, None, solve)
     }
 
-    fn run_for(
+    fn run_with(
         &mut self,
         name: &'static str,
-        time_limit: Option<Duration>,
+        options: SolveOptions,
         solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
     ) -> Result<(), SolveError> {
         if self.done() {
             return Ok(());
         }
-        let mut options = self.options.clone();
-        options.time_limit = time_limit;
         let started = self.stop.elapsed();
         let outcome = solve(self.instance, &options);
         let mut tried = Tried {
@@ -244,7 +312,7 @@ impl<'a> Portfolio<'a> {
                 "auto: best {} by {} (bound {}), {found_s:.1} s",
                 stats.total_cost,
                 plan.solver,
-                self.instance.graph.total_cost()
+                self.global_bound().cost
             ),
             None,
         );
@@ -268,6 +336,7 @@ impl<'a> Portfolio<'a> {
         let graph = self.instance.graph;
         let first_found_s = self.first_found_s();
         let global_bound = self.global_bound();
+        let ended_by = self.ended_by();
         let Some(best) = self.best else {
             if let Some(proof) = self.proven_infeasible {
                 return proof;
@@ -325,8 +394,17 @@ impl<'a> Portfolio<'a> {
                 .take()
                 .map_or(String::new(), |m| format!("; {}: {m}", plan.solver))
         ));
+        self.options.report(
+            format!(
+                "auto: ended by {} after {:.1} s",
+                ended_by.as_str(),
+                self.stop.elapsed().as_secs_f64()
+            ),
+            None,
+        );
         plan.details = Some(Details::Auto(Box::new(AutoDetails {
             best_found_s: best.found_s,
+            ended_by,
             first_found_s,
             solver_details: plan.details.take(),
             stage_cut: self.stage_cut,
@@ -374,16 +452,18 @@ mod tests {
                 details: None,
             }))
         };
-        portfolio.run("checkpoint-all", 1.0, over).unwrap();
+        portfolio.run("checkpoint-all", 1.0, None, over).unwrap();
         let fail = |_: &Instance, _: &SolveOptions| {
             Err(SolveError::Failed {
                 solver: "milp",
                 reason: "HiGHS failed".into(),
             })
         };
-        portfolio.run("milp", 1.0, fail).unwrap();
+        portfolio.run("milp", 1.0, None, fail).unwrap();
         let dtr = find("dtr").unwrap();
-        portfolio.run("dtr", 1.0, |i, o| dtr.solve(i, o)).unwrap();
+        portfolio
+            .run("dtr", 1.0, None, |i, o| dtr.solve(i, o))
+            .unwrap();
         let Outcome::Plan(plan) = portfolio.finish() else {
             panic!("dtr's schedule fits")
         };
@@ -398,5 +478,48 @@ mod tests {
         );
         let peak = simulate(&g, &plan.schedule).unwrap().peak_memory;
         assert!(peak <= instance.budget);
+    }
+
+    /// What ended the solve: a time limit as soon as one stopped any part of it, else
+    /// convergence (a plan meets `Σ_v c_v`), else a stall, else the work budget (under
+    /// `Effort::Time`, the time).
+    #[test]
+    fn the_portfolio_says_what_ended_it() {
+        let g = linear(6);
+        let instance = Instance {
+            graph: &g,
+            budget: checkpoint_all_peak(&g),
+        };
+        let all = find("checkpoint-all").unwrap();
+        let options = SolveOptions::default();
+        let mut portfolio = Portfolio::new(&instance, &options);
+        assert_eq!(portfolio.ended_by(), EndedBy::WorkLimit);
+        portfolio.stall();
+        assert_eq!(portfolio.ended_by(), EndedBy::Stall);
+        portfolio
+            .run("checkpoint-all", 1.0, None, |i, o| all.solve(i, o))
+            .unwrap();
+        assert_eq!(portfolio.ended_by(), EndedBy::Converged);
+        let timed = SolveOptions {
+            effort: Effort::Time,
+            ..SolveOptions::default()
+        };
+        assert_eq!(
+            Portfolio::new(&instance, &timed).ended_by(),
+            EndedBy::TimeLimit
+        );
+        let past = SolveOptions {
+            time_limit: Some(Duration::ZERO),
+            ..SolveOptions::default()
+        };
+        let mut portfolio = Portfolio::new(&instance, &past);
+        portfolio
+            .run("checkpoint-all", 1.0, None, |i, o| all.solve(i, o))
+            .unwrap();
+        assert!(
+            portfolio.best_cost().is_none(),
+            "past the deadline nothing runs"
+        );
+        assert_eq!(portfolio.ended_by(), EndedBy::TimeLimit);
     }
 }

@@ -229,6 +229,9 @@ pub(crate) struct Controls {
     /// The caller's deadline and cancel flag, polled by HiGHS's interrupt callback.
     pub stop: Stop,
     pub mip_rel_gap: Option<f64>,
+    /// The most branch-and-bound nodes a MIP may explore (HiGHS's `mip_max_nodes`): a
+    /// limit in work, so that where it ends the search is the same on every machine.
+    pub max_nodes: Option<u64>,
     pub threads: Option<u32>,
     pub seed: u64,
     /// Use HiGHS's first-order method (PDLP, without presolve, to the relative tolerance
@@ -435,6 +438,7 @@ pub(crate) fn run(lp: Lp, start: Option<&[f64]>, controls: &Controls) -> Result<
                 status: if controls.stop.cancelled() {
                     RunStatus::Cancelled
                 } else {
+                    controls.stop.note_time_limit();
                     RunStatus::TimeLimit
                 },
                 columns: None,
@@ -492,6 +496,13 @@ fn solve_here(job: Job) -> Result<Run, HighsError> {
     if let Some(gap) = controls.mip_rel_gap {
         set(&mut model, "mip_rel_gap", gap)?;
     }
+    if let (Some(nodes), true) = (controls.max_nodes, integral) {
+        set(
+            &mut model,
+            "mip_max_nodes",
+            i32::try_from(nodes).unwrap_or(i32::MAX),
+        )?;
+    }
     if let Some(threads) = controls.threads {
         set(&mut model, "threads", threads as i32)?;
     }
@@ -541,6 +552,9 @@ fn solve_here(job: Job) -> Result<Run, HighsError> {
     let status = solved.status();
     let has_solution = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
     let run_status = run_status(status, controls.stop.cancelled())?;
+    if run_status == RunStatus::TimeLimit {
+        controls.stop.note_time_limit();
+    }
     let solution = solved.get_solution();
     let bound = match lagrangian {
         // Whatever HiGHS's status and tolerances, its row duals prove L(y).
@@ -579,6 +593,7 @@ mod tests {
             relax,
             stop: Stop::start(&SolveOptions::default()),
             mip_rel_gap: None,
+            max_nodes: None,
             threads: Some(1),
             seed: 0,
             first_order: false,

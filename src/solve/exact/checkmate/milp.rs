@@ -68,7 +68,8 @@ impl Solver for Milp {
 /// Solves the MILP: first the LP relaxation and its rounding (at most half of the time
 /// limit), which give the lower bound and, with the best baseline, a verified start; then
 /// branch and bound from that start for the rest of the time. Returns the cheaper of the
-/// start and HiGHS's incumbent.
+/// start and HiGHS's incumbent. With a work limit, branch and bound (and RENS's sub-MIP)
+/// explore at most that many nodes, and the time limit is only a cap on the whole.
 pub(crate) fn solve_milp(
     instance: &Instance,
     options: &SolveOptions,
@@ -79,7 +80,10 @@ pub(crate) fn solve_milp(
     let stop = Stop::start(options);
     let graph = instance.graph;
     let mut rounding_options = options.clone();
-    rounding_options.time_limit = options.time_limit.map(|d| d / 2);
+    // Under a work limit the time limit is a safety cap, not a share to split.
+    if options.work_limit.is_none() {
+        rounding_options.time_limit = options.time_limit.map(|d| d / 2);
+    }
     // `lp_solved`: the relaxation at the full budget reached its optimum (a plan without
     // a bound, or no solution, means the time limit or HiGHS stopped it, as `lp_note` says).
     let Rounded {

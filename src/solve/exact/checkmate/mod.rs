@@ -290,6 +290,7 @@ fn controls(options: &SolveOptions, relax: bool, stop: &Stop) -> Controls {
         relax,
         stop: stop.clone(),
         mip_rel_gap: options.mip_gap,
+        max_nodes: options.work_limit,
         threads: options.threads,
         seed: options.seed,
         first_order: relax,

@@ -12,8 +12,9 @@
 //!
 //! The sub-MIP runs only when at least half of the integer columns are fixed
 //! ([`MIN_FIXED`], Berthold's minimal fixing rate), for at most a share of the time that
-//! is left ([`TIME_SHARE`], [`TIME_CAP`]). Its solution is a schedule like any other:
-//! extracted from S and checked by the simulator.
+//! is left ([`TIME_SHARE`], [`TIME_CAP`]), or, under a work limit, for at most that many
+//! branch-and-bound nodes. Its solution is a schedule like any other: extracted from S
+//! and checked by the simulator.
 
 use super::milp::extract;
 use super::{backend, controls, failed, Candidate, StageModel};
@@ -47,7 +48,10 @@ pub(super) fn rens(
             d.saturating_duration_since(std::time::Instant::now()) / TIME_SHARE
         })
         .min(TIME_CAP);
-    let stop = stop.sooner(left);
+    let stop = match options.work_limit {
+        Some(_) => stop.clone(),
+        None => stop.sooner(left),
+    };
     let mut model = match StageModel::build(instance, &stop) {
         Ok(model) => model,
         Err(Stopped::Cancelled) => return Err(SolveError::Cancelled),

@@ -227,6 +227,7 @@ pub(crate) fn stage_cut_bound(
         relax: true,
         stop: stop.clone(),
         mip_rel_gap: None,
+        max_nodes: None,
         threads: options.threads,
         seed: options.seed,
         first_order: false,

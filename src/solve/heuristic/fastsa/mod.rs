@@ -28,12 +28,15 @@
 //!   sequence expands to the original nodes, and phase 2 anneals those for N₂ = 2 M
 //!   iterations from phase 1's last temperature down to `h_f`. [`improve`] starts from a
 //!   sequence of original nodes and runs phase 2 alone, from `h_i`.
-//! * **Time.** With a time limit the clock replaces the iteration counts: phase 1 may use
-//!   10/11 of the limit (the paper's 20 M : 2 M), phase 2 the rest, and `i / N` is the
+//! * **Effort.** With a work limit W (`SolveOptions::work_limit`, in iterations) phase 1
+//!   may run until iteration ⌊10 W / 11⌋ (the paper's 20 M : 2 M) and phase 2 until
+//!   iteration W, and `i / N` is the fraction of the phase's iterations; the time limit is
+//!   then only a safety cap. Otherwise, with a time limit, the clock replaces the iteration
+//!   counts: phase 1 may use 10/11 of the limit, phase 2 the rest, and `i / N` is the
 //!   elapsed fraction of the phase. `Stop` is polled every [`POLL_EVERY`] iterations and
 //!   after every snapshot of a new best sequence (a copy of the whole sequence),
-//!   progress reported about twice a second. Without a time limit a run is deterministic
-//!   for a given seed.
+//!   progress reported about twice a second. A run that no clock stops (a work limit, or
+//!   neither limit) is deterministic for a given seed.
 //! * **Answer.** The least-cost sequence that fit B by the tree (the grouped bound in
 //!   phase 1, never below the expanded sequence's peak), through `from_computes` and
 //!   `fit`. The search stops early once that cost is Σ_v c_v, which no schedule beats.
@@ -152,6 +155,8 @@ pub(crate) fn improve(
 #[derive(Clone, Copy, Debug)]
 enum Span {
     Iterations(u64),
+    /// Until the run's iteration count (all phases) reaches this.
+    UntilIteration(u64),
     /// Until this time since the solve started.
     Until(Duration),
 }
@@ -165,8 +170,15 @@ struct Course {
 }
 
 impl Course {
-    /// The paper's iteration counts, or the time limit split 10 : 1.
+    /// The work limit split 10 : 1, else the time limit split 10 : 1, else the paper's
+    /// iteration counts.
     fn of(options: &SolveOptions, grouped: bool) -> Course {
+        if let Some(work) = options.work_limit {
+            return Course {
+                grouped: grouped.then_some(Span::UntilIteration(work / 11 * 10)),
+                ungrouped: Span::UntilIteration(work),
+            };
+        }
         match options.time_limit {
             Some(limit) => Course {
                 grouped: grouped.then(|| Span::Until(limit.mul_f64(10.0 / 11.0))),
@@ -429,10 +441,12 @@ impl Annealer<'_> {
         } else {
             0.0
         };
-        let step = match span {
-            Span::Iterations(n) => (cooling / n.max(1) as f64).exp(),
-            Span::Until(_) => 1.0,
+        let iterations = match span {
+            Span::Iterations(n) => Some(n),
+            Span::UntilIteration(end) => Some(end.saturating_sub(first)),
+            Span::Until(_) => None,
         };
+        let step = iterations.map_or(1.0, |n| (cooling / n.max(1) as f64).exp());
         let mut h = from;
         let mut f = self.objective(s);
         let mut found = None;
@@ -454,11 +468,11 @@ impl Annealer<'_> {
                 }
                 let elapsed = self.stop.elapsed();
                 let progress = match span {
-                    Span::Iterations(n) => i as f64 / n.max(1) as f64,
                     Span::Until(end) => {
                         (elapsed - began).as_secs_f64()
                             / end.saturating_sub(began).as_secs_f64().max(1e-9)
                     }
+                    _ => i as f64 / iterations.unwrap_or(0).max(1) as f64,
                 };
                 if progress >= 1.0 {
                     break Ended::Done;
@@ -549,9 +563,12 @@ impl Annealer<'_> {
                 self.budget,
                 elapsed.as_secs_f64()
             ),
-            self.options
-                .time_limit
-                .map(|l| (elapsed.as_secs_f64() / l.as_secs_f64().max(1e-9)).min(1.0)),
+            match (self.options.work_limit, self.options.time_limit) {
+                (Some(w), _) => Some((self.iterations as f64 / w.max(1) as f64).min(1.0)),
+                (None, l) => {
+                    l.map(|l| (elapsed.as_secs_f64() / l.as_secs_f64().max(1e-9)).min(1.0))
+                }
+            },
         );
     }
 

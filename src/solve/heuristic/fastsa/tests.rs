@@ -313,3 +313,39 @@ fn without_a_fitting_sequence_it_names_the_lowest_peak() {
     }
     assert!(cost_of(&graph, 4, &anneal(&graph, 4, 0, course(2_000, 2_000))).is_some());
 }
+
+/// A work limit counts iterations: with it the time limit is only a cap, the run does that
+/// many iterations (a phase ends at the first poll past its share, every [`POLL_EVERY`]),
+/// and the same seed gives the same schedule.
+#[test]
+fn a_work_limit_counts_iterations_and_repeats() {
+    let graph = random_layered(80, 5);
+    let budget = checkpoint_all_peak(&graph) * 3 / 4;
+    let instance = Instance {
+        graph: &graph,
+        budget,
+    };
+    let with = |work: u64| SolveOptions {
+        work_limit: Some(work),
+        time_limit: Some(Duration::from_secs(600)),
+        seed: 11,
+        ..SolveOptions::default()
+    };
+    let iterations = |outcome: &Outcome| match outcome {
+        Outcome::Plan(crate::solve::Plan {
+            details: Some(Details::FastSa(d)),
+            ..
+        }) => d.iterations,
+        other => panic!("a FastSA plan, got {other:?}"),
+    };
+    let first = FastSa.solve(&instance, &with(30_000)).unwrap();
+    let again = FastSa.solve(&instance, &with(30_000)).unwrap();
+    let near = |got: u64, work: u64| got >= work && got <= work + 2 * POLL_EVERY;
+    assert!(near(iterations(&first), 30_000), "{}", iterations(&first));
+    let (Outcome::Plan(a), Outcome::Plan(b)) = (&first, &again) else {
+        unreachable!()
+    };
+    assert_eq!(a.schedule, b.schedule);
+    let more = FastSa.solve(&instance, &with(60_000)).unwrap();
+    assert!(near(iterations(&more), 60_000), "{}", iterations(&more));
+}
