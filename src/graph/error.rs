@@ -96,7 +96,7 @@ pub const SHOWN: usize = 20;
 /// counts the others).
 pub const KEPT: usize = 100;
 
-/// The problems of a graph as they are found: every one counted, the first [`KEPT`] kept.
+/// The problems of a graph as they are found: every one counted, the first `KEPT` kept.
 /// Derefs to the kept ones; [`Problems::len`] is the count of all.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Problems {

@@ -205,7 +205,7 @@ const RUNTIME_STOP: Duration = Duration::from_millis(100);
 
 /// Serves on `listener` until `shutdown` resolves, then drains: no new connections,
 /// in-flight requests and jobs get `config.grace` to finish, then their solves are
-/// cancelled, and [`ANSWER_AFTER_CANCEL`] later whatever is left is dropped (its
+/// cancelled, and `ANSWER_AFTER_CANCEL` later whatever is left is dropped (its
 /// connections closed), so that `serve` returns within the grace period plus that.
 pub async fn serve(
     config: Config,

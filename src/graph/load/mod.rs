@@ -1,7 +1,7 @@
 //! Loading graphs from JSON: the native format (`api/graph.schema.json`) and the networkx
 //! node-link format used by Checkmate's and Moccasin's benchmark graphs.
 //!
-//! The text is read within [`Limits`] on nodes and edges, node by node ([`raw`]): a graph
+//! The text is read within [`Limits`] on nodes and edges, node by node (`raw`): a graph
 //! over them is refused before anything in proportion to it is built. Each node is read
 //! into a small `serde_json::Value` rather than by typed deserialisation so that every bad
 //! field of every node is reported at once, by node and field, and a bad field does not
@@ -117,7 +117,7 @@ pub fn graph_from_value(value: &Value, format: Format) -> Result<Graph, GraphErr
 }
 
 /// Reads and validates a graph from JSON text within `limits`: a graph over them is
-/// [`GraphError::TooLarge`] before it is built (see [`raw`]).
+/// [`GraphError::TooLarge`] before it is built (see `raw`).
 pub fn read_graph(text: &[u8], format: Format, limits: Limits) -> Result<Graph, GraphError> {
     let raw = raw::fields(text)?.map_err(|value| {
         GraphError::Format(format!(

@@ -128,7 +128,7 @@ impl Solver for EquivChain {
 }
 
 /// The footprint of a chain DP over the branches of `graph` (a chain is a join of one
-/// branch): its table ([`table_bytes`], every branch's stages as one chain, an upper bound
+/// branch): its table (`table_bytes`, every branch's stages as one chain, an upper bound
 /// of the nested tables) and a schedule of about two computes a node. A graph of another
 /// shape has the footprint of its refusal.
 pub fn table_footprint(graph: &Graph) -> Footprint {
