@@ -160,3 +160,15 @@ def test_local_finds_the_installed_binary(monkeypatch: pytest.MonkeyPatch) -> No
     assert Path(local.binary).parent == Path(sysconfig.get_path("scripts"))
     result = local.solve(load("tiny-residual.json"), "90%", solver="dtr")
     assert result["stats"]["peak_memory"] <= result["budget"]
+
+
+def test_the_same_call_gives_the_same_schedule(server: str, binary: str) -> None:
+    """auto at its default settings is deterministic (effort counted in work units, seeded): five
+    solves by the binary, each its own process, give byte-identical schedules, the service gives
+    the same one, and the result says what ended the search."""
+    graph = load("unet-small.json")  # at 70% FastSA's search and polishing decide the answer
+    results = [Local(binary).solve(graph, "70%") for _ in range(5)]
+    results.append(Client(server).solve(graph, "70%"))
+    first = json.dumps(results[0]["schedule"], sort_keys=True)
+    assert all(json.dumps(r["schedule"], sort_keys=True) == first for r in results[1:])
+    assert results[0]["ended_by"] in {"converged", "stall", "work_limit"}

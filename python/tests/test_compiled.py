@@ -137,12 +137,21 @@ def test_remat_errors_reach_compile_users_unwrapped(binary: str) -> None:
         step(*inputs, *targets)
 
 
-def test_batchnorm_buffers_updated_once(binary: str) -> None:
-    """torchvision's DenseNet-121, unmodified: after one compiled step at a budget that recomputes
-    BatchNorm, every buffer equals the plain step's (num_batches_tracked 1, running statistics)."""
-    model, _, inputs, targets, loss_fn = families.densenet121(batch=2, resolution=32)
+@pytest.mark.parametrize(
+    ("make", "fraction"),
+    [
+        (lambda: families.densenet121(batch=2, resolution=32), 0.4),
+        (lambda: families.resnet18(batch=2, resolution=32), 0.5),
+    ],
+    ids=["densenet121", "resnet18"],
+)
+def test_batchnorm_buffers_updated_once(make: Any, fraction: float, binary: str) -> None:
+    """torchvision's DenseNet-121 (unmodified) and ResNet-18: after one compiled step at a budget
+    that recomputes BatchNorm, every buffer equals the plain step's (num_batches_tracked 1,
+    running statistics)."""
+    model, _, inputs, targets, loss_fn = make()
     plain = plain_step(model, inputs, targets, loss_fn)
-    step = remat_compile(model, loss_fn, 0.4, backend=remat.Local(binary), time_limit=2)
+    step = remat_compile(model, loss_fn, fraction, backend=remat.Local(binary), time_limit=2)
     loss = step(*inputs, *targets)
     last = step.last
     assert last is not None
