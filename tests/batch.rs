@@ -123,8 +123,8 @@ fn three_budgets_then_a_second_run_skips_everything(graphs: &Path, budgets: &str
     std::fs::remove_dir_all(&out).unwrap();
 }
 
-/// Two small graphs and one on which chen-greedy takes seconds, sorted so the slow one
-/// comes last.
+/// Two small graphs and one on which chen-greedy takes seconds (random layered, 40,000
+/// nodes: about 6 s a budget in a debug build), sorted so the slow one comes last.
 fn slow_inputs() -> PathBuf {
     let dir = tempdir("inputs");
     for (name, graph) in [
@@ -132,7 +132,7 @@ fn slow_inputs() -> PathBuf {
         ("b-linear6.json", remat::graph::generate::linear(6)),
         (
             "z-slow.json",
-            remat::graph::generate::random_layered(3_000, 3),
+            remat::graph::generate::random_layered(40_000, 3),
         ),
     ] {
         std::fs::write(
