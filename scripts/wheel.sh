@@ -46,9 +46,9 @@ python3 -m venv --system-site-packages --without-pip "$work/venv"
 t2=$(date +%s)
 echo "wheel: installed in a fresh venv in $((t2 - t1)) s"
 
-# outside the checkout: the tests, their example models and the bundled graphs they read
+# outside the checkout: the tests, their example and benchmark models and the bundled graphs they read
 mkdir -p "$work/repo/python"
-cp -r python/tests python/examples "$work/repo/python/"
+cp -r python/tests python/examples python/benchmarks "$work/repo/python/"
 cp -r graphs README.md "$work/repo/"
 find "$work/repo" -name __pycache__ -prune -exec rm -rf {} +
 # no cargo, no REMAT_BIN, not even the environment's bin/ on PATH
