@@ -123,12 +123,20 @@ impl<'a> Portfolio<'a> {
     /// `Σ_v c_v` or the stage-cut bound).
     fn converged(&self) -> bool {
         let gap = self.options.mip_gap.unwrap_or(DEFAULT_GAP);
+        self.proven_exact()
+            || self
+                .best
+                .as_ref()
+                .is_some_and(|b| b.cost - self.global_bound().cost <= gap * b.cost)
+    }
+
+    /// Whether nothing can do better at all: no schedule can exist, or the best plan is a
+    /// global optimum proven so or meeting a bound on every schedule (no gap allowed).
+    fn proven_exact(&self) -> bool {
         self.proven_infeasible.is_some()
             || self.best.as_ref().is_some_and(|b| {
-                let bound = self.global_bound();
                 (b.plan.claim == Claim::Optimal && b.plan.scope == Scope::GlobalOptimum)
-                    || bound.met_by(b.cost)
-                    || b.cost - bound.cost <= gap * b.cost
+                    || self.global_bound().met_by(b.cost)
             })
     }
 
@@ -186,7 +194,7 @@ impl<'a> Portfolio<'a> {
         work: Option<u64>,
         solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
     ) -> Result<(), SolveError> {
-        if self.stop.should_stop() {
+        if self.stop.should_stop() || self.done() {
             return Ok(());
         }
         let options = self.allot(share, work);
@@ -213,13 +221,19 @@ impl<'a> Portfolio<'a> {
 
     /// Runs a floor candidate, one every answer must be at least as good as: with all the
     /// time left, and not past the deadline (on graphs too large for it to finish in time
-    /// it stops without a schedule; the limit holds).
+    /// it stops without a schedule; the limit holds). A best plan within the MIP gap of the
+    /// bound does not skip it (only an exact proof does), so the answer is never costlier
+    /// than a floor candidate that finished.
     pub(super) fn run_floor(
         &mut self,
         name: &'static str,
         solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
     ) -> Result<(), SolveError> {
-        self.run(name, 1.0, None, solve)
+        if self.stop.should_stop() || self.stop.cancelled() || self.proven_exact() {
+            return Ok(());
+        }
+        let options = self.allot(1.0, None);
+        self.run_with(name, options, solve)
     }
 
     fn run_with(
@@ -228,9 +242,6 @@ impl<'a> Portfolio<'a> {
         options: SolveOptions,
         solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
     ) -> Result<(), SolveError> {
-        if self.done() {
-            return Ok(());
-        }
         let started = self.stop.elapsed();
         let outcome = solve(self.instance, &options);
         let mut tried = Tried {
