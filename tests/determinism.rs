@@ -96,17 +96,22 @@ fn five_times_alike(args: &[&str]) -> Value {
     first
 }
 
+/// The solvers `auto` ran, in the order it ran them (`details.tried`).
+fn tried(result: &Value) -> Vec<&str> {
+    result["details"]["tried"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["solver"].as_str())
+        .collect()
+}
+
 /// Default settings on a 29-node U-Net: the MILP (HiGHS on one thread, stopped by its node
 /// limit or its optimum), FastSA's search and its polishing rounds until a stall.
 #[test]
 fn default_auto_repeats_its_schedule_on_a_small_graph() {
     let first = five_times_alike(&["graphs/unet-small.json", "--budget", "90%"]);
-    let solvers: Vec<&str> = first["details"]["tried"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["solver"].as_str())
-        .collect();
+    let solvers = tried(&first);
     assert!(
         solvers.contains(&"milp") && solvers.contains(&"fastsa"),
         "{solvers:?}"
@@ -129,12 +134,7 @@ fn auto_with_a_seed_repeats_its_schedule_on_an_exported_graph() {
         "7",
     ];
     let first = five_times_alike(&args);
-    let solvers: Vec<&str> = first["details"]["tried"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["solver"].as_str())
-        .collect();
+    let solvers = tried(&first);
     assert!(solvers.contains(&"fastsa"), "{solvers:?}");
 }
 
