@@ -65,13 +65,14 @@ impl<'a> Portfolio<'a> {
 
     /// The best proven bound on every schedule: the stage-cut bound, else `Σ_v c_v`.
     fn global_bound(&self) -> Bound {
-        self.stage_cut
-            .as_ref()
-            .map_or(Bound::sum_of_costs(self.instance.graph), |cut| Bound {
+        self.stage_cut.as_ref().map_or_else(
+            || Bound::sum_of_costs(self.instance.graph),
+            |cut| Bound {
                 cost: cut.bound,
                 scope: Scope::GlobalOptimum,
                 method: BoundMethod::StageCut,
-            })
+            },
+        )
     }
 
     /// Proves the stage-cut bound with `share` of the time left (under [`Effort::Work`]:
