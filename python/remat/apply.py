@@ -51,17 +51,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from .client import Backend
-from .errors import ApplyError, OverBudget, OverBudgetWarning
+from .errors import ApplyError, OnOverrun, overrun
 
 Key = tuple[str, int]  # (op overload, occurrence in its region)
 
@@ -572,9 +571,6 @@ def sac_events(graph: dict[str, Any], pol: Sequence[dict[Key, CheckpointPolicy] 
     return sac.events(sac.run(_saves(pol)))
 
 
-OnOverrun = Literal["raise", "warn"]
-
-
 def plan(
     graph: dict[str, Any],
     result: dict[str, Any],
@@ -648,9 +644,7 @@ def _overrun(p: Plan, on_overrun: OnOverrun) -> None:
         f"{min(p.predicted_peak, p.per_block_peak)} bytes, export with smaller or more regions, or pass "
         "on_overrun='warn' to run over the budget"
     )
-    if on_overrun == "raise":
-        raise OverBudget(message, budget=p.budget, predicted=p.predicted_peak)
-    warnings.warn(OverBudgetWarning(message), stacklevel=3)
+    overrun(message, budget=p.budget, predicted=p.predicted_peak, on_overrun=on_overrun)
 
 
 class _Buffers:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import warnings
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -42,11 +41,9 @@ from torch.utils._ordered_set import OrderedSet
 from . import budget as _budget
 from ._trace import JointTrace
 from .client import Backend
-from .errors import ApplyError, OverBudget, OverBudgetWarning, RematError
+from .errors import ApplyError, OnOverrun, RematError, overrun
 from .export import _Builder, _fx_costs_flops, graph_dict, tensor_bytes
 from .realize import UNREDUCED_STORAGE, is_random, prediction_graph, realize, realized_events, unread_args
-
-Overrun = Literal["raise", "warn"]
 
 
 @dataclasses.dataclass
@@ -177,7 +174,7 @@ class Partitioner:
         solver: str = "auto",
         time_limit: float | None = 30,
         seed: int | None = None,
-        on_overrun: Overrun = "raise",
+        on_overrun: OnOverrun = "raise",
     ) -> None:
         if on_overrun not in ("raise", "warn"):
             raise ValueError(f"on_overrun must be 'raise' or 'warn', got {on_overrun!r}")
@@ -245,9 +242,7 @@ class Partitioner:
             + (f"; the partition deviates from it: {'; '.join(p.deviations[:5])}" if p.deviations else "")
             + ". Raise the budget, or pass on_overrun='warn' to run over it."
         )
-        if self.on_overrun == "raise":
-            raise OverBudget(message, budget=p.budget, predicted=p.predicted_peak)
-        warnings.warn(message, OverBudgetWarning, stacklevel=3)
+        overrun(message, budget=p.budget, predicted=p.predicted_peak, on_overrun=self.on_overrun)
 
 
 class _WithLoss(nn.Module):
@@ -299,7 +294,7 @@ def compile(
     solver: str = "auto",
     time_limit: float | None = 30,
     seed: int | None = None,
-    on_overrun: Overrun = "raise",
+    on_overrun: OnOverrun = "raise",
 ) -> Step:
     """A training step of `model` with `loss_fn(output, *targets)` compiled in one joint graph and
     partitioned by remat at `budget` (see `remat.budget`). `targets`: how many trailing arguments

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+import warnings
+from typing import Any, Literal
+
+OnOverrun = Literal["raise", "warn"]
+"""What to do when what will run does not fit: raise `OverBudget`, or warn and run."""
 
 
 class RematError(Exception):
@@ -59,6 +63,14 @@ class OverBudget(RematError):
 
 class OverBudgetWarning(UserWarning):
     """The opt-out form of `OverBudget` (`on_overrun="warn"`): the step runs over the budget."""
+
+
+def overrun(message: str, *, budget: int, predicted: int, on_overrun: OnOverrun) -> None:
+    """Raise `OverBudget`, or warn with `OverBudgetWarning` where the caller chose `"warn"`
+    (the warning names the caller's caller: the user's call into remat)."""
+    if on_overrun == "raise":
+        raise OverBudget(message, budget=budget, predicted=predicted)
+    warnings.warn(OverBudgetWarning(message), stacklevel=4)
 
 
 class ApplyError(RematError):
