@@ -50,9 +50,15 @@ impl Budget {
     /// Fractions round down, so the resolved budget never exceeds what was asked. A budget
     /// above `MAX_BYTES` (a percentage such as `1e308%`, or bytes built in code) is an error.
     pub fn resolve(self, graph: &Graph) -> Result<u64, BudgetError> {
+        self.resolve_with(|| checkpoint_all_peak(graph))
+    }
+
+    /// [`Budget::resolve`] with the checkpoint-all peak given by `peak` (called only for a
+    /// percentage).
+    pub fn resolve_with(self, peak: impl FnOnce() -> u64) -> Result<u64, BudgetError> {
         let bytes = match self {
             Budget::Bytes(b) => b as f64,
-            Budget::OfPeak(f) => (f * checkpoint_all_peak(graph) as f64).floor(),
+            Budget::OfPeak(f) => (f * peak() as f64).floor(),
         };
         if (0.0..=MAX_BYTES as f64).contains(&bytes) {
             // Exact: an integral float below 2^53.

@@ -27,8 +27,8 @@ use output::{deliver, write_file};
 
 use crate::budget::{Budget, BudgetError};
 use crate::front::{GraphFilesError, InvalidOption};
-use crate::graph::load::load_graph;
-use crate::graph::{Graph, Storage};
+use crate::graph::load::{load_graph_within, Limits};
+use crate::graph::{Graph, GraphError, Storage};
 use crate::solve::{SolveError, Status};
 use args::{Command, GraphArg};
 use clap::Parser;
@@ -40,11 +40,15 @@ pub enum CliError {
     BadInput(String),
     #[error("{0}")]
     Internal(String),
+    /// The time limit passed before there was anything to solve (reading the graph).
+    #[error("{0}")]
+    TimeLimit(String),
 }
 
 impl CliError {
     fn exit_code(&self) -> i32 {
         match self {
+            CliError::TimeLimit(_) => 1,
             CliError::BadInput(_) => 2,
             CliError::Internal(_) => 3,
         }
@@ -105,8 +109,18 @@ fn bad(e: impl std::fmt::Display) -> CliError {
 
 /// Loads the graph an argument names, with `--storage` replacing its tier.
 fn load(arg: &GraphArg) -> Result<Graph, CliError> {
-    let graph = load_graph(&arg.graph, arg.format)
-        .map_err(|e| bad(format!("{}: {e}", arg.graph.display())))?;
+    load_within(arg, Limits::NONE)
+}
+
+/// [`load`] within `limits` (a deadline): past it, [`CliError::TimeLimit`].
+fn load_within(arg: &GraphArg, limits: Limits) -> Result<Graph, CliError> {
+    let graph = load_graph_within(&arg.graph, arg.format, limits).map_err(|e| {
+        let message = format!("{}: {e}", arg.graph.display());
+        match e {
+            GraphError::TimeLimit { .. } => CliError::TimeLimit(message),
+            _ => bad(message),
+        }
+    })?;
     Ok(match &arg.storage {
         None => graph,
         Some(text) => graph.with_storage(Some(

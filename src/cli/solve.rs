@@ -3,20 +3,21 @@
 
 use super::args::SolveArgs;
 use super::render::{bytes, num, print_tiers, unit};
-use super::{deliver, load, resolve_budget, CliError};
-use crate::front::{solve_memory_limit, OptionsInput};
+use super::{deliver, load_within, CliError};
+use crate::budget::Budget;
+use crate::front::{answer_reserve, solve_memory_limit, timed_peak, Clock, OptionsInput};
+use crate::graph::load::Limits;
 use crate::graph::Graph;
-use crate::schedule::checkpoint_all_peak;
 use crate::solve::{self, EndedBy, Instance, Scope, SolveOptions, SolveResult, Status};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Solves, prints, writes; returns the result's status (the exit code follows from it).
+/// The time limit counts from here (`crate::front::clock`): reading the graph stops at
+/// it, and the solve gets what is left less the reserve for judging and printing.
 pub(super) fn run(args: &SolveArgs) -> Result<Status, CliError> {
-    let g = load(&args.graph)?;
-    let budget = resolve_budget(&args.budget, &g)?;
-    let options = OptionsInput {
+    let mut options = OptionsInput {
         time_limit_s: args.time_limit,
         mip_gap: args.mip_gap,
         seed: args.seed,
@@ -25,9 +26,18 @@ pub(super) fn run(args: &SolveArgs) -> Result<Status, CliError> {
         effort: args.effort,
     }
     .validate()?;
+    let clock = Clock::start(options.time_limit);
+    let limits = Limits {
+        deadline: clock.deadline(),
+        ..Limits::NONE
+    };
+    let g = load_within(&args.graph, limits)?;
+    let (peak, replay) = timed_peak(&g);
+    let budget = args.budget.parse::<Budget>()?.resolve_with(|| peak)?;
+    options.time_limit = clock.solve_limit(answer_reserve(replay));
     let result = solve_with_progress(&g, budget, &args.solver, options)?;
     deliver(&result, args.output.as_deref(), args.json, |r| {
-        print_result(&g, r)
+        print_result(&g, peak, r)
     })?;
     Ok(result.status)
 }
@@ -58,8 +68,7 @@ pub(super) fn solve_with_progress(
     Ok(result?)
 }
 
-fn print_result(g: &Graph, r: &SolveResult) {
-    let peak = checkpoint_all_peak(g);
+fn print_result(g: &Graph, peak: u64, r: &SolveResult) {
     println!(
         "graph      {} ({} nodes, {} edges)",
         g.name().unwrap_or("(unnamed)"),

@@ -9,6 +9,8 @@
 //!   event list, a solve result) and the report of its replay, which `remat simulate
 //!   --json` prints and `POST /v1/simulate` returns.
 //! - [`mod@report`]: the graph report of `remat inspect` and `POST /v1/inspect`.
+//! - [`clock`]: the time limit counted from the command's start or the request's
+//!   admission, shared by reading, solving and answering.
 //! - [`memory`]: the memory one solve may use (`--solve-memory`, the container's cgroup
 //!   limit), which sets `SolveOptions::memory_limit`.
 //! - [`files`]: the graph files named by paths and directories (`remat batch`,
@@ -21,6 +23,7 @@
 //! command-line syntax: it returns typed values and errors, and each shell turns them
 //! into its own output.
 
+pub mod clock;
 pub mod files;
 pub mod max_batch;
 pub mod memory;
@@ -28,6 +31,7 @@ pub mod options;
 pub mod report;
 pub mod simulate;
 
+pub use clock::{answer_reserve, timed_peak, Clock};
 pub use files::{graph_files, GraphFilesError};
 pub use memory::{solve_memory_limit, SolveMemory};
 pub use options::{parse_effort, InvalidOption, OptionName, OptionsInput};

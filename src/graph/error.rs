@@ -164,6 +164,10 @@ pub enum GraphError {
     /// was read and before the graph was built.
     #[error("the graph has more than {limit} {what}")]
     TooLarge { what: &'static str, limit: usize },
+    /// The reader's deadline (`crate::graph::load::Limits::deadline`, the caller's time
+    /// limit) passed before the graph was read.
+    #[error("the time limit passed while reading the graph ({nodes} nodes read)")]
+    TimeLimit { nodes: usize },
 }
 
 impl GraphError {

@@ -151,7 +151,8 @@ impl Graph {
             ));
             return Err(GraphError::Invalid(problems));
         }
-        let mut position: HashMap<&str, usize> = HashMap::new();
+        // Every id's file position; it becomes the graph's index once the order is known.
+        let mut position: HashMap<String, usize> = HashMap::with_capacity(spec.nodes.len());
         for (i, node) in spec.nodes.iter().enumerate() {
             if node.id.is_empty() {
                 problems.push(Problem::at_index(
@@ -161,7 +162,7 @@ impl Graph {
                     "the id is empty",
                 ));
             }
-            if position.insert(node.id.as_str(), i).is_some() {
+            if position.insert(node.id.clone(), i).is_some() {
                 problems.push(Problem::node(
                     ProblemKind::DuplicateId,
                     &node.id,
@@ -181,10 +182,11 @@ impl Graph {
         totals(&spec, &mut problems);
         // Edges, in file positions.
         let mut preds: Vec<Vec<usize>> = vec![Vec::new(); spec.nodes.len()];
+        let mut seen = HashSet::new();
         for (v, node) in spec.nodes.iter().enumerate() {
-            let mut seen = HashSet::new();
-            for input in &node.inputs {
-                if !seen.insert(input.as_str()) {
+            seen.clear();
+            for (k, input) in node.inputs.iter().enumerate() {
+                if repeated(&node.inputs, k, &mut seen) {
                     continue;
                 }
                 if input == &node.id {
@@ -226,32 +228,52 @@ impl Graph {
             return Err(GraphError::Invalid(problems));
         }
         let order = order.expect("no problems means an order was found");
-        Ok(Graph::from_order(spec, &preds, &order))
+        Ok(Graph::from_order(spec, preds, &order, position))
     }
 
-    fn from_order(spec: GraphSpec, file_preds: &[Vec<usize>], order: &[usize]) -> Graph {
+    /// The graph of `spec` in `order` (file positions), with `file_preds` in file
+    /// positions; `index` maps each id to its file position, and then to its place in
+    /// `order`.
+    fn from_order(
+        spec: GraphSpec,
+        mut file_preds: Vec<Vec<usize>>,
+        order: &[usize],
+        mut index: HashMap<String, usize>,
+    ) -> Graph {
         let n = order.len();
-        let mut rank = vec![0usize; n];
-        for (r, &file_pos) in order.iter().enumerate() {
-            rank[file_pos] = r;
-        }
-        let mut file_nodes: Vec<Option<NodeSpec>> = spec.nodes.into_iter().map(Some).collect();
-        let mut nodes = Vec::with_capacity(n);
-        let mut preds = Vec::with_capacity(n);
-        for &file_pos in order {
-            let spec = file_nodes[file_pos]
-                .take()
-                .expect("each position appears once");
-            nodes.push(Node {
-                id: spec.id,
-                cost: spec.cost,
-                memory: spec.memory,
-                kind: spec.kind,
-                op: spec.op,
-            });
-            let mut p: Vec<usize> = file_preds[file_pos].iter().map(|&u| rank[u]).collect();
+        let node = |s: NodeSpec| Node {
+            id: s.id,
+            cost: s.cost,
+            memory: s.memory,
+            kind: s.kind,
+            op: s.op,
+        };
+        let (nodes, mut preds): (Vec<Node>, Vec<Vec<usize>>) =
+            if order.iter().enumerate().all(|(r, &p)| r == p) {
+                (spec.nodes.into_iter().map(node).collect(), file_preds)
+            } else {
+                let mut rank = vec![0usize; n];
+                for (r, &file_pos) in order.iter().enumerate() {
+                    rank[file_pos] = r;
+                }
+                for v in index.values_mut() {
+                    *v = rank[*v];
+                }
+                let mut file_nodes: Vec<Option<NodeSpec>> =
+                    spec.nodes.into_iter().map(Some).collect();
+                order
+                    .iter()
+                    .map(|&file_pos| {
+                        let s = file_nodes[file_pos]
+                            .take()
+                            .expect("each position appears once");
+                        let p = std::mem::take(&mut file_preds[file_pos]);
+                        (node(s), p.into_iter().map(|u| rank[u]).collect())
+                    })
+                    .unzip()
+            };
+        for p in &mut preds {
             p.sort_unstable();
-            preds.push(p);
         }
         let mut succs = vec![Vec::new(); n];
         for (v, ps) in preds.iter().enumerate() {
@@ -259,11 +281,6 @@ impl Graph {
                 succs[u].push(v);
             }
         }
-        let index = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, node)| (node.id.clone(), i))
-            .collect();
         Graph {
             name: spec.name,
             fixed_memory: spec.fixed_memory,
@@ -391,6 +408,17 @@ impl Graph {
                 })
                 .collect(),
         }
+    }
+}
+
+/// Whether `inputs[k]` repeats an earlier input of the same node: a scan for the few
+/// inputs of most nodes, `seen` (cleared by the caller for each node) for many.
+fn repeated<'a>(inputs: &'a [String], k: usize, seen: &mut HashSet<&'a str>) -> bool {
+    const SCAN: usize = 16;
+    if inputs.len() <= SCAN {
+        inputs[..k].contains(&inputs[k])
+    } else {
+        !seen.insert(inputs[k].as_str())
     }
 }
 
@@ -536,6 +564,23 @@ mod tests {
     }
 
     #[test]
+    fn repeated_inputs_count_once_however_many_a_node_has() {
+        let many: Vec<String> = (0..40).map(|i| format!("s{}", i % 20)).collect();
+        let mut nodes: Vec<NodeSpec> = (0..20).map(|i| node(&format!("s{i}"), &[])).collect();
+        let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+        nodes.push(node("wide", &refs));
+        nodes.push(node("narrow", &["s1", "s0", "s1"]));
+        let g = Graph::new(GraphSpec {
+            nodes,
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(g.preds(20), (0..20).collect::<Vec<_>>());
+        assert_eq!(g.preds(21), &[0, 1]);
+        assert_eq!(g.index_of("narrow"), Some(21));
+    }
+
+    #[test]
     fn kahn_breaks_ties_by_file_position() {
         // file: c(a), b, a  -> b and a are sources; b comes first in the file.
         let g = Graph::new(GraphSpec {
@@ -545,5 +590,8 @@ mod tests {
         .unwrap();
         let ids: Vec<&str> = (0..3).map(|v| g.id(v)).collect();
         assert_eq!(ids, ["b", "a", "c"]);
+        let index = ["a", "b", "c"].map(|id| g.index_of(id));
+        assert_eq!(index, [Some(1), Some(0), Some(2)]);
+        assert_eq!(g.preds(2), &[1]);
     }
 }

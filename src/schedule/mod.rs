@@ -17,7 +17,7 @@ pub mod stages;
 pub mod timeline;
 
 pub use checkpoint_all::{checkpoint_all, checkpoint_all_peak};
-pub use simulate::{simulate, Rule, SimError, SimStats};
+pub use simulate::{simulate, simulate_polled, Rule, SimError, SimStats};
 pub use stages::Stages;
 pub use timeline::{Stall, TierStats};
 

@@ -27,6 +27,7 @@ use super::timeline::{replay, TierStats};
 use super::{Event, Schedule};
 use crate::graph::Graph;
 use serde::Serialize;
+use std::convert::Infallible;
 
 /// Which rule an invalid schedule breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -82,6 +83,47 @@ pub struct SimStats {
 
 /// Replays `schedule` against `graph`.
 pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError> {
+    match replay_polled(graph, schedule, || Ok::<(), Infallible>(())) {
+        Ok(stats) => Ok(stats),
+        Err(Ended::Invalid(e)) => Err(e),
+        Err(Ended::Stopped(never)) => match never {},
+    }
+}
+
+/// Events replayed between two calls of the poll of [`simulate_polled`].
+pub const POLL_EVERY: usize = 1 << 16;
+
+/// [`simulate`], calling `poll` every [`POLL_EVERY`] events: its error ends the replay
+/// (`Err`); otherwise the replay's answer (`Ok`). For callers that replay under a deadline.
+pub fn simulate_polled<E>(
+    graph: &Graph,
+    schedule: &Schedule,
+    poll: impl FnMut() -> Result<(), E>,
+) -> Result<Result<SimStats, SimError>, E> {
+    match replay_polled(graph, schedule, poll) {
+        Ok(stats) => Ok(Ok(stats)),
+        Err(Ended::Invalid(e)) => Ok(Err(e)),
+        Err(Ended::Stopped(e)) => Err(e),
+    }
+}
+
+/// Why a replay ended without stats.
+enum Ended<E> {
+    Invalid(SimError),
+    Stopped(E),
+}
+
+impl<E> From<SimError> for Ended<E> {
+    fn from(e: SimError) -> Ended<E> {
+        Ended::Invalid(e)
+    }
+}
+
+fn replay_polled<E>(
+    graph: &Graph,
+    schedule: &Schedule,
+    mut poll: impl FnMut() -> Result<(), E>,
+) -> Result<SimStats, Ended<E>> {
     let n = graph.len();
     let mut resident = vec![false; n];
     let mut stored = vec![false; n];
@@ -98,19 +140,22 @@ pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError
         message,
     };
     for (index, &event) in schedule.events.iter().enumerate() {
+        if index % POLL_EVERY == 0 {
+            poll().map_err(Ended::Stopped)?;
+        }
         let v = event.node();
         if v >= n {
-            return Err(SimError {
+            return Err(Ended::Invalid(SimError {
                 event: Some(index),
                 node: None,
                 rule: Rule::UnknownNode,
                 message: format!("event {index} names node #{v}, but the graph has {n} nodes"),
-            });
+            }));
         }
         match event {
             Event::Compute(v) => {
                 if resident[v] {
-                    return Err(fail(
+                    return Err(Ended::Invalid(fail(
                         index,
                         v,
                         Rule::AlreadyResident,
@@ -118,10 +163,10 @@ pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError
                             "event {index} computes '{}', which is already resident",
                             graph.id(v)
                         ),
-                    ));
+                    )));
                 }
                 if let Some(&u) = graph.preds(v).iter().find(|&&u| !resident[u]) {
-                    return Err(fail(
+                    return Err(Ended::Invalid(fail(
                         index,
                         v,
                         Rule::MissingInput,
@@ -130,7 +175,7 @@ pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError
                             graph.id(v),
                             graph.id(u)
                         ),
-                    ));
+                    )));
                 }
                 resident[v] = true;
                 computes[v] += 1;
@@ -143,7 +188,7 @@ pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError
             }
             Event::Free(v) => {
                 if !resident[v] {
-                    return Err(fail(
+                    return Err(Ended::Invalid(fail(
                         index,
                         v,
                         Rule::FreeNotResident,
@@ -151,13 +196,13 @@ pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError
                             "event {index} frees '{}', which is not resident",
                             graph.id(v)
                         ),
-                    ));
+                    )));
                 }
                 resident[v] = false;
                 memory -= graph.memory(v);
             }
             Event::Store(v) | Event::Load(v) if graph.storage().is_none() => {
-                return Err(fail(
+                return Err(Ended::Invalid(fail(
                     index,
                     v,
                     Rule::NoStorage,
@@ -166,7 +211,7 @@ pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError
                          slow storage tier (add a `storage` object)",
                         graph.id(v)
                     ),
-                ));
+                )));
             }
             Event::Store(v) | Event::Load(v) => {
                 let load = matches!(event, Event::Load(_));
@@ -183,12 +228,12 @@ pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError
                 };
                 if let Some((rule, why)) = broken {
                     let verb = if load { "loads" } else { "stores" };
-                    return Err(fail(
+                    return Err(Ended::Invalid(fail(
                         index,
                         v,
                         rule,
                         format!("event {index} {verb} '{}', {why}", graph.id(v)),
-                    ));
+                    )));
                 }
                 if load {
                     resident[v] = true;
@@ -210,7 +255,7 @@ pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError
         .collect();
     if !missing.is_empty() {
         let shown: Vec<&str> = missing.iter().take(10).copied().collect();
-        return Err(SimError {
+        return Err(Ended::Invalid(SimError {
             event: None,
             node: Some(missing[0].to_string()),
             rule: Rule::NeverComputed,
@@ -224,7 +269,7 @@ pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError
                     ""
                 }
             ),
-        });
+        }));
     }
     let tiers = match graph.storage() {
         Some(storage) if schedule.events.iter().any(|e| e.is_transfer()) => {

@@ -159,6 +159,7 @@ impl<'a> Body<'a> {
         let limits = Limits {
             nodes: config.max_nodes,
             edges: config.max_edges,
+            deadline: None,
         };
         let graph = read_graph(raw.get().as_bytes(), format, limits).map_err(|e| match e {
             GraphError::TooLarge { what, limit } => super::limits::refuse_more(what, limit),

@@ -54,6 +54,7 @@ use std::str::FromStr;
 mod fields;
 mod node_link;
 pub(crate) mod raw;
+mod typed;
 
 pub(crate) use fields::unknown_field_message;
 use fields::{
@@ -63,6 +64,7 @@ use node_link::{infer_batch, node_link_spec};
 pub use raw::Limits;
 use raw::RawFields;
 use serde_json::value::RawValue;
+use typed::TypedNode;
 
 /// The input formats for a training graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,11 +94,17 @@ impl FromStr for Format {
 
 /// Reads and validates a graph file.
 pub fn load_graph(path: &Path, format: Format) -> Result<Graph, GraphError> {
+    load_graph_within(path, format, Limits::NONE)
+}
+
+/// Reads and validates a graph file within `limits` (see [`read_graph`]).
+pub fn load_graph_within(path: &Path, format: Format, limits: Limits) -> Result<Graph, GraphError> {
     let text = std::fs::read_to_string(path).map_err(|source| GraphError::Io {
         path: path.display().to_string(),
         source,
     })?;
-    parse_graph(&text, format)
+    limits.check_time(0)?;
+    read_graph(text.as_bytes(), format, limits)
 }
 
 /// Parses and validates a graph from JSON text.
@@ -125,6 +133,7 @@ pub fn read_graph(text: &[u8], format: Format, limits: Limits) -> Result<Graph, 
             type_name(&value)
         ))
     })?;
+    limits.check_time(0)?;
     let has = |k: &str| raw.contains_key(k);
     let format = match format {
         Format::Auto if has("links") || has("edges") => Format::NodeLink,
@@ -138,7 +147,9 @@ pub fn read_graph(text: &[u8], format: Format, limits: Limits) -> Result<Graph, 
         f => f,
     };
     if format == Format::Chain {
-        return chain_spec(&raw, limits)?.to_graph();
+        let spec = chain_spec(&raw, limits)?;
+        limits.check_time(0)?;
+        return spec.to_graph();
     }
     let root = small_fields(&raw, limits);
     let mut problems = Problems::default();
@@ -159,6 +170,7 @@ pub fn read_graph(text: &[u8], format: Format, limits: Limits) -> Result<Graph, 
         return Err(GraphError::Invalid(problems));
     }
     let storage = storage_field(&root, &mut problems);
+    limits.check_time(spec.nodes.len())?;
     match Graph::new(spec) {
         Ok(g) if problems.is_empty() => g.with_storage(storage).with_batch(batch),
         Ok(_) => Err(GraphError::Invalid(problems)),
@@ -200,7 +212,7 @@ fn graph_attributes(raw: &RawValue, limits: Limits) -> Value {
     }
     if let Some(Ok(Ok(order))) = fields
         .get("order")
-        .map(|v| raw::items(v, limits.nodes, "nodes"))
+        .map(|v| raw::items(v, limits.nodes, "nodes", limits.deadline))
     {
         let order = order.into_iter().map(raw::small).collect();
         attrs.insert("order".into(), Value::Array(order));
@@ -369,7 +381,7 @@ fn node_items<'a>(
         ));
         return Ok(Vec::new());
     };
-    match raw::items(nodes, limits.nodes, "nodes")? {
+    match raw::items(nodes, limits.nodes, "nodes", limits.deadline)? {
         Ok(items) => {
             if items.is_empty() {
                 problems.push(Problem::graph(
@@ -402,24 +414,39 @@ fn for_each_node(
 ) -> Result<(), GraphError> {
     let mut edges_left = limits.edges;
     for (index, item) in node_items(raw, limits, problems)?.into_iter().enumerate() {
-        let read = raw::node(item, &mut edges_left, limits.edges)?;
-        if read.too_many_fields {
-            problems.push(Problem::at_index(
-                ProblemKind::InvalidField,
-                index,
-                "nodes",
-                format!("a node has at most {} fields", raw::MAX_FIELDS),
-            ));
-        }
-        match &read.value {
-            Value::Object(obj) => each(index, obj, problems),
-            other => problems.push(Problem::at_index(
-                ProblemKind::InvalidField,
-                index,
-                "nodes",
-                format!("a node must be an object, got {}", type_name(other)),
-            )),
-        }
+        limits.check_time_at(index, index)?;
+        checked_node(item, index, &mut edges_left, limits, problems, &mut each)?;
+    }
+    Ok(())
+}
+
+/// Reads the node `item` at `index` into a small value (the checked path: every bad field
+/// is a problem) and hands it to `each`, counting its `inputs` against `edges_left`.
+fn checked_node(
+    item: &RawValue,
+    index: usize,
+    edges_left: &mut usize,
+    limits: Limits,
+    problems: &mut Problems,
+    each: &mut impl FnMut(usize, &Map<String, Value>, &mut Problems),
+) -> Result<(), GraphError> {
+    let read = raw::node(item, edges_left, limits.edges)?;
+    if read.too_many_fields {
+        problems.push(Problem::at_index(
+            ProblemKind::InvalidField,
+            index,
+            "nodes",
+            format!("a node has at most {} fields", raw::MAX_FIELDS),
+        ));
+    }
+    match &read.value {
+        Value::Object(obj) => each(index, obj, problems),
+        other => problems.push(Problem::at_index(
+            ProblemKind::InvalidField,
+            index,
+            "nodes",
+            format!("a node must be an object, got {}", type_name(other)),
+        )),
     }
     Ok(())
 }
@@ -572,99 +599,129 @@ fn native_spec(
         bytes_of,
         problems,
     );
-    for_each_node(raw, limits, problems, |index, obj, problems| {
-        let id = obj.get("id").and_then(id_of);
-        let at = At {
-            id: id.as_deref(),
-            index,
-        };
-        if id.is_none() {
-            let (kind, msg) = match obj.get("id") {
-                None => (
-                    ProblemKind::MissingField,
-                    "the node has no `id`".to_string(),
-                ),
-                Some(v) => (
-                    ProblemKind::InvalidField,
-                    format!("must be a string, got {}", type_name(v)),
-                ),
-            };
-            problems.push(at.problem(kind, "id", msg));
-        }
-        unknown_fields(obj.keys(), NATIVE_NODE_FIELDS, Some(&at), problems);
-        let cost = at.required(obj, &["cost"], ProblemKind::InvalidCost, cost_of, problems);
-        let memory = at.required(
-            obj,
-            &["memory"],
-            ProblemKind::InvalidMemory,
-            bytes_of,
-            problems,
-        );
-        let mut inputs = Vec::new();
-        match obj.get("inputs") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(a)) => {
-                for (k, input) in a.iter().enumerate() {
-                    match id_of(input) {
-                        Some(s) => inputs.push(s),
-                        None => problems.push(at.problem(
-                            ProblemKind::InvalidField,
-                            "inputs",
-                            format!(
-                                "input #{k} must be a node id (string), got {}",
-                                type_name(input)
-                            ),
-                        )),
-                    }
-                }
+    let mut edges_left = limits.edges;
+    for (index, item) in node_items(raw, limits, problems)?.into_iter().enumerate() {
+        limits.check_time_at(index, index)?;
+        let read = match typed::native_node(item, &mut edges_left) {
+            Some(typed) => Some(typed),
+            None => {
+                let mut read = None;
+                let mut each = |i, obj: &Map<String, Value>, p: &mut Problems| {
+                    read = checked_native(i, obj, p)
+                };
+                checked_node(item, index, &mut edges_left, limits, problems, &mut each)?;
+                read
             }
-            Some(other) => problems.push(at.problem(
-                ProblemKind::InvalidField,
-                "inputs",
-                format!("must be an array of node ids, got {}", type_name(other)),
-            )),
-        }
-        let kind = match obj.get("kind") {
-            None | Some(Value::Null) => None,
-            Some(v) => match serde_json::from_value::<NodeKind>(v.clone()) {
-                Ok(k) => Some(k),
-                Err(_) => {
-                    problems.push(at.problem(
-                        ProblemKind::InvalidField,
-                        "kind",
-                        format!(
-                            "must be \"forward\", \"loss\" or \"backward\", got {}",
-                            short(v)
-                        ),
-                    ));
-                    None
-                }
-            },
         };
-        let op = optional_string(obj, "op", &at, problems);
-        let per_sample = optional_field(
-            obj,
-            "memory_per_sample",
-            Some(&at),
-            ProblemKind::InvalidMemory,
-            bytes_of,
-            problems,
-        );
-        if let Some(id) = id {
-            if let Some(p) = per_sample {
-                batch.memory_per_sample.push((id.clone(), p));
+        if let Some(TypedNode {
+            node,
+            memory_per_sample,
+        }) = read
+        {
+            if let Some(p) = memory_per_sample {
+                batch.memory_per_sample.push((node.id.clone(), p));
             }
-            spec.nodes.push(NodeSpec {
-                id,
-                cost,
-                memory,
-                inputs,
-                kind,
-                op,
-            });
+            spec.nodes.push(node);
         }
-    })?;
+    }
     Ok(spec)
+}
+
+/// A native node read the checked way (`obj` is its small value): every bad field is a
+/// problem; the node when it has an id.
+fn checked_native(
+    index: usize,
+    obj: &Map<String, Value>,
+    problems: &mut Problems,
+) -> Option<TypedNode> {
+    let id = obj.get("id").and_then(id_of);
+    let at = At {
+        id: id.as_deref(),
+        index,
+    };
+    if id.is_none() {
+        let (kind, msg) = match obj.get("id") {
+            None => (
+                ProblemKind::MissingField,
+                "the node has no `id`".to_string(),
+            ),
+            Some(v) => (
+                ProblemKind::InvalidField,
+                format!("must be a string, got {}", type_name(v)),
+            ),
+        };
+        problems.push(at.problem(kind, "id", msg));
+    }
+    unknown_fields(obj.keys(), NATIVE_NODE_FIELDS, Some(&at), problems);
+    let cost = at.required(obj, &["cost"], ProblemKind::InvalidCost, cost_of, problems);
+    let memory = at.required(
+        obj,
+        &["memory"],
+        ProblemKind::InvalidMemory,
+        bytes_of,
+        problems,
+    );
+    let mut inputs = Vec::new();
+    match obj.get("inputs") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) => {
+            for (k, input) in a.iter().enumerate() {
+                match id_of(input) {
+                    Some(s) => inputs.push(s),
+                    None => problems.push(at.problem(
+                        ProblemKind::InvalidField,
+                        "inputs",
+                        format!(
+                            "input #{k} must be a node id (string), got {}",
+                            type_name(input)
+                        ),
+                    )),
+                }
+            }
+        }
+        Some(other) => problems.push(at.problem(
+            ProblemKind::InvalidField,
+            "inputs",
+            format!("must be an array of node ids, got {}", type_name(other)),
+        )),
+    }
+    let kind = match obj.get("kind") {
+        None | Some(Value::Null) => None,
+        Some(v) => match serde_json::from_value::<NodeKind>(v.clone()) {
+            Ok(k) => Some(k),
+            Err(_) => {
+                problems.push(at.problem(
+                    ProblemKind::InvalidField,
+                    "kind",
+                    format!(
+                        "must be \"forward\", \"loss\" or \"backward\", got {}",
+                        short(v)
+                    ),
+                ));
+                None
+            }
+        },
+    };
+    let op = optional_string(obj, "op", &at, problems);
+    let per_sample = optional_field(
+        obj,
+        "memory_per_sample",
+        Some(&at),
+        ProblemKind::InvalidMemory,
+        bytes_of,
+        problems,
+    );
+    id.map(|id| TypedNode {
+        node: NodeSpec {
+            id,
+            cost,
+            memory,
+            inputs,
+            kind,
+            op,
+        },
+        memory_per_sample: per_sample,
+    })
 }
 
 #[cfg(test)]
@@ -709,7 +766,11 @@ mod tests {
         let text = r#"{"meta": [[[]]], "nodes": [
             {"id": "a", "cost": 1, "memory": 1, "meta": {"x": [1, 2]}},
             {"id": "b", "cost": 1, "memory": 1, "inputs": ["a"]}]}"#;
-        let limits = |nodes, edges| Limits { nodes, edges };
+        let limits = |nodes, edges| Limits {
+            nodes,
+            edges,
+            deadline: None,
+        };
         assert!(read_graph(text.as_bytes(), Format::Auto, limits(2, 1)).is_ok());
         let e = read_graph(text.as_bytes(), Format::Auto, limits(1, 1)).unwrap_err();
         assert_eq!(e.to_string(), "the graph has more than 1 nodes");
@@ -719,6 +780,26 @@ mod tests {
             "links": [{"source": 0, "target": 1}]}"#;
         assert!(read_graph(links.as_bytes(), Format::Auto, limits(2, 1)).is_ok());
         assert!(read_graph(links.as_bytes(), Format::Auto, limits(2, 0)).is_err());
+    }
+
+    #[test]
+    fn a_deadline_that_has_passed_stops_the_reading() {
+        let g = crate::graph::generate::linear(3000);
+        let text = serde_json::to_string(&g.to_spec()).unwrap();
+        let limits = |deadline| Limits {
+            deadline,
+            ..Limits::NONE
+        };
+        let late = Some(std::time::Instant::now());
+        let e = read_graph(text.as_bytes(), Format::Auto, limits(late)).unwrap_err();
+        assert!(matches!(e, GraphError::TimeLimit { nodes: 0 }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "the time limit passed while reading the graph (0 nodes read)"
+        );
+        let later = std::time::Instant::now().checked_add(std::time::Duration::from_secs(600));
+        let read = read_graph(text.as_bytes(), Format::Auto, limits(later)).unwrap();
+        assert_eq!(read.len(), g.len());
     }
 
     #[test]

@@ -102,7 +102,7 @@ pub(super) fn node_link_spec(
         .map(|(i, n)| (n.id.clone(), i))
         .collect();
     let links = match raw.get("links").or_else(|| raw.get("edges")) {
-        Some(v) => match raw::items(v, limits.edges, "edges")? {
+        Some(v) => match raw::items(v, limits.edges, "edges", limits.deadline)? {
             Ok(items) => items,
             Err(other) => {
                 problems.push(Problem::graph(
@@ -116,6 +116,7 @@ pub(super) fn node_link_spec(
         None => Vec::new(),
     };
     for (k, link) in links.into_iter().map(raw::small).enumerate() {
+        limits.check_time_at(k, spec.nodes.len())?;
         let ends = link.as_object().map(|o| {
             let s = o.get("source").or_else(|| o.get("0")).and_then(id_of);
             let t = o.get("target").or_else(|| o.get("1")).and_then(id_of);

@@ -25,22 +25,48 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Number, Value};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Instant;
 
 /// Limits on a graph's JSON, checked while it is read: nodes (`nodes`, or `2L + 1` for a
-/// chain of `L` stages) and edges (every node's `inputs`, or `links`).
+/// chain of `L` stages), edges (every node's `inputs`, or `links`) and the instant by
+/// which it must be read (checked every [`TIME_CHECK_EVERY`] nodes or links and before the
+/// graph is built: [`GraphError::TimeLimit`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     pub nodes: usize,
     pub edges: usize,
+    pub deadline: Option<Instant>,
 }
 
 impl Limits {
-    /// No limit (files read by the command line).
+    /// No limit (files read by the command line without a time limit).
     pub const NONE: Limits = Limits {
         nodes: usize::MAX,
         edges: usize::MAX,
+        deadline: None,
     };
+
+    /// `Err(GraphError::TimeLimit)` once the deadline has passed, with `nodes` read.
+    pub fn check_time(&self, nodes: usize) -> Result<(), GraphError> {
+        match self.deadline {
+            Some(d) if Instant::now() >= d => Err(GraphError::TimeLimit { nodes }),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Limits::check_time`] for the `i`-th node or link read: every
+    /// [`TIME_CHECK_EVERY`]-th only.
+    pub fn check_time_at(&self, i: usize, nodes: usize) -> Result<(), GraphError> {
+        if i % TIME_CHECK_EVERY == 0 {
+            self.check_time(nodes)
+        } else {
+            Ok(())
+        }
+    }
 }
+
+/// Nodes or links read between two looks at the clock (a few milliseconds of reading).
+pub const TIME_CHECK_EVERY: usize = 4096;
 
 /// The most fields an object of a graph (the graph, its `graph` attributes, a node) may
 /// have; every format reads at most 9.
@@ -53,12 +79,18 @@ pub const SMALL_VALUES: usize = 128;
 /// Deserialisation errors raised here on purpose carry this text, so that the caller
 /// reports its own error instead of serde's.
 const STOPPED: &str = "remat: stopped reading";
+/// The same, for a reading stopped by the deadline.
+const TIMED_OUT: &str = "remat: out of time";
 
 /// `e` as the error to report: [`GraphError::TooLarge`] naming `what` when this module
-/// stopped the reading past `limit`, else the syntax error.
+/// stopped the reading past `limit`, [`GraphError::TimeLimit`] past the deadline, else the
+/// syntax error.
 fn stopped_or_json(e: &serde_json::Error, what: &'static str, limit: usize) -> GraphError {
-    if e.to_string().starts_with(STOPPED) {
+    let text = e.to_string();
+    if text.starts_with(STOPPED) {
         GraphError::TooLarge { what, limit }
+    } else if text.starts_with(TIMED_OUT) {
+        GraphError::TimeLimit { nodes: 0 }
     } else {
         json_error(e)
     }
@@ -128,23 +160,26 @@ pub(crate) fn small(raw: &RawValue) -> Value {
 
 /// The elements of the array `raw` as raw texts, at most `limit` of them: `Ok(Err(v))`
 /// with `raw` read small when it is not an array, [`GraphError::TooLarge`] naming `what`
-/// past the limit.
+/// past the limit, [`GraphError::TimeLimit`] past `deadline` (checked every
+/// [`TIME_CHECK_EVERY`] elements).
 pub(super) fn items<'a>(
     raw: &'a RawValue,
     limit: usize,
     what: &'static str,
+    deadline: Option<Instant>,
 ) -> Result<Result<Vec<&'a RawValue>, Value>, GraphError> {
     if !raw.get().starts_with('[') {
         return Ok(Err(small(raw)));
     }
     let mut de = serde_json::Deserializer::from_str(raw.get());
-    de.deserialize_seq(ItemsSeed { limit })
+    de.deserialize_seq(ItemsSeed { limit, deadline })
         .map(Ok)
         .map_err(|e| stopped_or_json(&e, what, limit))
 }
 
 struct ItemsSeed {
     limit: usize,
+    deadline: Option<Instant>,
 }
 
 impl<'de> Visitor<'de> for ItemsSeed {
@@ -157,6 +192,11 @@ impl<'de> Visitor<'de> for ItemsSeed {
         while let Some(item) = seq.next_element::<&RawValue>()? {
             if items.len() == self.limit {
                 return Err(de::Error::custom(STOPPED));
+            }
+            if items.len() % TIME_CHECK_EVERY == 0
+                && self.deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                return Err(de::Error::custom(TIMED_OUT));
             }
             items.push(item);
         }
@@ -390,20 +430,20 @@ mod tests {
     #[test]
     fn arrays_are_split_and_counted_within_their_limit() {
         let three = raw("[{}, {\"id\": 1}, []]");
-        let split = items(&three, 3, "nodes").unwrap().unwrap();
+        let split = items(&three, 3, "nodes", None).unwrap().unwrap();
         assert_eq!(
             split.iter().map(|r| r.get()).collect::<Vec<_>>(),
             ["{}", "{\"id\": 1}", "[]"]
         );
         assert!(matches!(
-            items(&three, 2, "nodes"),
+            items(&three, 2, "nodes", None),
             Err(GraphError::TooLarge {
                 what: "nodes",
                 limit: 2
             })
         ));
         assert_eq!(
-            items(&raw("7"), 2, "nodes").unwrap().unwrap_err(),
+            items(&raw("7"), 2, "nodes", None).unwrap().unwrap_err(),
             Value::from(7)
         );
         assert_eq!(count(&three, 3, "nodes").unwrap(), 3);

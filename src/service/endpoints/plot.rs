@@ -136,7 +136,7 @@ async fn solved(
         budget,
         options,
     };
-    let (result, _) = run_solve(state, request, cancel, None, || ()).await?;
+    let (result, _) = run_solve(state, request, None, cancel, None, || ()).await?;
     guard.disarm();
     if result.status == Status::NoSolution {
         return Err(ApiProblem::time_limit((*result).clone()));

@@ -17,6 +17,7 @@ use super::super::request::{Body, Options, SolveRequest};
 use super::super::AppState;
 use super::{json_response, read_body, ApiResult, Shared};
 use crate::budget::Budget;
+use crate::front::{answer_reserve, timed_peak, Clock};
 use crate::graph::Graph;
 use crate::solve::{self, Instance, SolveError, SolveResult, Status};
 use axum::body::Bytes;
@@ -31,10 +32,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Runs one solve in the pool (or answers it from the cache). `progress` receives the
-/// solver's reports. Returns the result and whether it came from the cache.
+/// solver's reports. The time limit counts from `admitted` (a synchronous solve: reading
+/// the body and waiting for a worker count), else from the moment a worker starts it (a
+/// job), and the solve gets it less the reserve for the answer, timed on its graph by the
+/// worker (`crate::front::clock`). Returns the result and whether it came from the cache.
 pub(super) async fn run_solve(
     state: &Arc<AppState>,
     request: SolveRequest,
+    admitted: Option<Instant>,
     cancel: Arc<AtomicBool>,
     progress: Option<solve::ProgressSink>,
     on_start: impl FnOnce() + Send + 'static,
@@ -48,12 +53,16 @@ pub(super) async fn run_solve(
     let mut options = request.options.solve_options(cancel);
     options.progress = progress;
     let solver = request.options.solver.clone();
+    let limit = request.options.time_limit;
     let SolveRequest { graph, budget, .. } = request;
     let worker_state = state.clone();
     let outcome = state
         .pool
         .run(options.cancel.clone(), move || {
             on_start();
+            let clock = Clock::since(admitted.unwrap_or_else(Instant::now), Some(limit));
+            let (_, replay) = timed_peak(&graph);
+            options.time_limit = clock.solve_limit(answer_reserve(replay));
             let result = solve::solve(
                 &Instance {
                     graph: &graph,
@@ -119,11 +128,12 @@ pub(super) async fn read_solve(
 /// from before the solve is queued until its answer is ready: a client that disconnects
 /// drops the future, which raises the flag (the solver's `Stop`) and frees the worker.
 pub async fn solve(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
+    let admitted = Instant::now();
     let request = read_solve(&state, bytes).await?;
     let cancel = Arc::new(AtomicBool::new(false));
     let guard = CancelOnDrop::new(cancel.clone());
     let events_only = request.options.events_only;
-    let (result, hit) = run_solve(&state, request, cancel, None, || ()).await?;
+    let (result, hit) = run_solve(&state, request, Some(admitted), cancel, None, || ()).await?;
     let result = Options::shape(events_only, result);
     guard.disarm();
     if result.status == Status::NoSolution {
@@ -159,9 +169,14 @@ pub async fn create_job(State(state): Shared, bytes: Result<Bytes, BytesRejectio
     let start_id = id.clone();
     let events_only = request.options.events_only;
     tokio::spawn(async move {
-        let outcome = run_solve(&job_state, request, cancel, Some(progress), move || {
-            start_state.jobs.started(&start_id)
-        })
+        let outcome = run_solve(
+            &job_state,
+            request,
+            None,
+            cancel,
+            Some(progress),
+            move || start_state.jobs.started(&start_id),
+        )
         .await
         .map(|(result, _)| {
             JobResult::Solve(Box::new((*Options::shape(events_only, result)).clone()))

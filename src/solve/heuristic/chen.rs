@@ -25,8 +25,9 @@
 //! [`StagePlan::new`] performs the recomputation, in memory linear in the schedule.
 
 use crate::graph::{Graph, NodeKind};
+use crate::schedule::stages::CHECK_EVERY;
 use crate::schedule::stages::{Keep, StagePlan};
-use crate::schedule::{simulate, Schedule};
+use crate::schedule::{simulate_polled, Schedule};
 use crate::solve::details::{ChenDetails, Details};
 use crate::solve::footprint::{Guard, Halt};
 use crate::solve::{
@@ -140,6 +141,9 @@ pub(crate) fn segment_stages(
     // First read of each segment in each later epoch: the ladder's start.
     let mut ladder: HashMap<(usize, usize), usize> = HashMap::new();
     for i in (0..n).filter(|&i| !is_ckpt[i]) {
+        if i % CHECK_EVERY == 0 {
+            guard.check(0)?;
+        }
         for &v in graph.succs(i) {
             if epoch[v] != epoch[i] {
                 ladder
@@ -195,6 +199,9 @@ impl Solver for ChenSqrt {
         let stop = Stop::start(options);
         let guard = Guard::new("chen-sqrt", graph, &stop, options);
         let (label, candidates) = candidate_sets(graph).swap_remove(0);
+        if let Err(stopped) = stop.poll() {
+            return stopped.outcome("chen-sqrt", "while choosing the checkpoints");
+        }
         let k = ((candidates.len() as f64).sqrt() as usize).max(1);
         let checkpoints: Vec<usize> = candidates
             .iter()
@@ -256,6 +263,7 @@ impl Solver for ChenGreedy {
     }
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         let graph = instance.graph;
+        let stop = Stop::start(options);
         let forward = forward_nodes(graph);
         let total: f64 = forward.iter().map(|&v| graph.memory(v) as f64).sum();
         let smallest = forward
@@ -270,7 +278,6 @@ impl Solver for ChenGreedy {
         let mut best: Option<Greedy> = None;
         let mut lowest_peak = u64::MAX;
         let steps = sets.len() * GREEDY_GRID;
-        let stop = Stop::start(options);
         let guard = Guard::new("chen-greedy", graph, &stop, options);
         let mut timed_out = false;
         'sweep: for (set_index, (label, candidates)) in sets.iter().enumerate() {
@@ -301,7 +308,14 @@ impl Solver for ChenGreedy {
                     }
                     Err(halt) => return halt.outcome("chen-greedy", "while sweeping"),
                 };
-                let stats = simulate(graph, &schedule).map_err(|e| internal("chen-greedy", e))?;
+                let stats = match simulate_polled(graph, &schedule, || stop.poll()) {
+                    Ok(replayed) => replayed.map_err(|e| internal("chen-greedy", e))?,
+                    Err(Stopped::TimeLimit) => {
+                        timed_out = true;
+                        break 'sweep;
+                    }
+                    Err(stopped) => return stopped.outcome("chen-greedy", "while sweeping"),
+                };
                 lowest_peak = lowest_peak.min(stats.peak_memory);
                 let better = best
                     .as_ref()
@@ -359,6 +373,7 @@ fn ids(graph: &Graph, nodes: &[usize]) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::graph::generate::linear;
+    use crate::schedule::simulate;
 
     #[test]
     fn every_forward_node_of_a_chain_is_an_articulation_point() {

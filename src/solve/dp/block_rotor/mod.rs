@@ -36,7 +36,7 @@ mod blocks;
 mod options;
 
 use crate::schedule::sequence::from_computes;
-use crate::schedule::{simulate, Schedule};
+use crate::schedule::{simulate_polled, Schedule};
 use crate::solve::Footprint;
 use crate::solve::{
     fit, internal, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
@@ -96,6 +96,9 @@ impl Solver for BlockRotor {
                 });
             }
         };
+        if let Err(stopped) = stop.poll() {
+            return stopped.outcome("block-rotor", "while cutting the graph into blocks");
+        }
         let mut dp_budget = instance.budget.saturating_sub(graph.fixed_memory());
         let mut lowest_peak = u64::MAX;
         let mut best: Option<(f64, Schedule)> = None;
@@ -115,7 +118,13 @@ impl Solver for BlockRotor {
                 break;
             };
             let schedule = from_computes(graph, &computes);
-            let stats = simulate(graph, &schedule).map_err(|e| internal("block-rotor", e))?;
+            let stats = match simulate_polled(graph, &schedule, || stop.poll()) {
+                Ok(replayed) => replayed.map_err(|e| internal("block-rotor", e))?,
+                Err(_) if best.is_some() => break,
+                Err(stopped) => {
+                    return stopped.outcome("block-rotor", "while fitting the DP's budget")
+                }
+            };
             lowest_peak = lowest_peak.min(stats.peak_memory);
             // Over the budget: lower the DP's by the excess; under: raise it by the slack.
             if stats.peak_memory <= instance.budget {

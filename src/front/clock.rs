@@ -1,0 +1,87 @@
+//! The clock of one solve as its caller sees it: the time limit counts from the moment the
+//! command started (or the request was admitted), so that reading the graph, resolving
+//! the budget, solving, judging the schedule and writing the answer all fit in it. The
+//! graph reader stops at the deadline (`crate::graph::load::Limits::deadline`); the solver
+//! gets what is left after reading, less a reserve for judging and writing its answer:
+//! [`ANSWER_REPLAYS`] times the replay of the checkpoint-all schedule on this graph, timed
+//! when the budget is resolved ([`timed_peak`]), so the reserve follows the graph's size
+//! and the machine's speed and load. With no time left the solver gets a zero limit and
+//! stops at its first poll (`no_solution`), at once.
+
+use crate::graph::Graph;
+use crate::schedule::checkpoint_all_peak;
+use std::time::{Duration, Instant};
+
+/// Replays of the checkpoint-all schedule the answer is given time for: the judge's
+/// replay of a schedule that may recompute (about twice as many events), naming its
+/// events for the answer, and writing it.
+pub const ANSWER_REPLAYS: u32 = 4;
+
+/// When a command or request started, and its time limit.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    started: Instant,
+    limit: Option<Duration>,
+}
+
+impl Clock {
+    /// Starts the clock of `limit` now.
+    pub fn start(limit: Option<Duration>) -> Clock {
+        Clock::since(Instant::now(), limit)
+    }
+
+    /// The clock of `limit` started at `started` (a request's admission).
+    pub fn since(started: Instant, limit: Option<Duration>) -> Clock {
+        Clock { started, limit }
+    }
+
+    /// The instant everything must be done by, if there is a time limit.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.limit.and_then(|l| self.started.checked_add(l))
+    }
+
+    /// The time limit of the solve: what is left of the limit, less `reserve` for the
+    /// answer; zero once nothing is left.
+    pub fn solve_limit(&self, reserve: Duration) -> Option<Duration> {
+        self.deadline().map(|d| {
+            d.saturating_duration_since(Instant::now())
+                .saturating_sub(reserve)
+        })
+    }
+
+    /// The time since the clock started.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+/// The checkpoint-all peak of `graph` (the 100% of percentage budgets) and the time its
+/// replay took.
+pub fn timed_peak(graph: &Graph) -> (u64, Duration) {
+    let start = Instant::now();
+    let peak = checkpoint_all_peak(graph);
+    (peak, start.elapsed())
+}
+
+/// The time the answer is given: [`ANSWER_REPLAYS`] times one replay.
+pub fn answer_reserve(replay: Duration) -> Duration {
+    replay * ANSWER_REPLAYS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_solve_gets_what_is_left_less_the_reserve_and_never_less_than_zero() {
+        let second = Duration::from_secs(1);
+        let clock = Clock::since(Instant::now() - 3 * second, Some(10 * second));
+        let left = clock.solve_limit(2 * second).unwrap();
+        assert!(left <= 5 * second && left > 4 * second, "{left:?}");
+        assert_eq!(clock.solve_limit(8 * second), Some(Duration::ZERO));
+        let late = Clock::since(Instant::now() - 3 * second, Some(second));
+        assert_eq!(late.solve_limit(Duration::ZERO), Some(Duration::ZERO));
+        assert_eq!(Clock::start(None).solve_limit(second), None);
+        assert_eq!(Clock::start(None).deadline(), None);
+    }
+}
