@@ -426,3 +426,41 @@ fn simulate_names_what_the_schedule_file_lacks() {
         stderr(&o)
     );
 }
+
+/// Issue 26, item 3: `--time-limit` counts from the command's start, reading included. A
+/// 20,000-node graph (scaled down from 1,000,000; about 3 MB) cannot be read in a
+/// millisecond: the command stops reading at the deadline and exits 1 (no schedule in
+/// time), naming what it was doing; with time to read it, the solve runs.
+#[test]
+fn the_time_limit_counts_the_reading_of_the_graph() {
+    let dir = temp_dir("deadline");
+    let graph = dir.join("rl.json");
+    let path = graph.to_str().unwrap();
+    let o = remat(&["gen", "random-layered", "--nodes", "20000", "-o", path]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let solve = |limit: &str| {
+        remat(&[
+            "solve",
+            path,
+            "-b",
+            "80%",
+            "--solver",
+            "chen-sqrt",
+            "--time-limit",
+            limit,
+        ])
+    };
+    let o = solve("0.001");
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the time limit passed while reading the graph"),
+        "{}",
+        stderr(&o)
+    );
+    let o = solve("600");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("solver     chen-sqrt"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -159,15 +159,51 @@ fn compose_kubernetes_and_dockerfiles_agree_with_the_binary() {
     );
     assert!(args.contains("remat batch"));
 
-    // One memory story (docker/README.md): 4 GiB everywhere, the per-solve share spelled
-    // out, two solves at a time.
-    assert_eq!(runtime["REMAT_SOLVE_MEMORY"], "75%");
+    // One memory story (docker/README.md, Memory): 4 GiB everywhere, two solves at a time,
+    // and what the server admits at once fits the limit (issue 26: the defaults, 1,000,000
+    // nodes, 2 readers and 32 queued solves, did not).
+    let admitted = admitted_bytes(&runtime);
+    assert!(
+        admitted <= 4 << 30,
+        "the flags admit {admitted} bytes at once"
+    );
     assert_eq!(sidecar["mem_limit"], "4g");
     assert_eq!(remat["resources"]["limits"]["memory"], "4Gi");
     assert_eq!(batch_container["resources"]["limits"]["memory"], "4Gi");
     assert_eq!(k8s_env(batch_container)["REMAT_SOLVE_MEMORY"], "75%");
     assert!(args.contains("--jobs 2"), "{args}");
     assert_eq!(runtime["REMAT_WORKERS"], "2");
+}
+
+/// Bytes a graph of `nodes` holds while it is read and built (docs/performance.md: 0.65 KB
+/// a node with one edge, 0.7 KB at four), and about what a solve result of it holds.
+const GRAPH_BYTES_PER_NODE: u64 = 700;
+
+/// What the server's settings `env` admit at once (docker/README.md, Memory): the solves at
+/// their memory limit, the bodies being read (each held twice while collected) with their
+/// graphs, the queued solves' graphs, the kept job results, the cache and the server.
+fn admitted_bytes(env: &BTreeMap<String, String>) -> u64 {
+    let get = |key: &str| env.get(key).unwrap_or_else(|| panic!("{key} is not set"));
+    let size = |key: &str| -> u64 {
+        let v = get(key);
+        match v.strip_suffix("GiB") {
+            Some(g) => g.parse::<u64>().unwrap() << 30,
+            None => v
+                .parse()
+                .unwrap_or_else(|_| panic!("{key}={v}: bytes or NGiB")),
+        }
+    };
+    let count = |key: &str| get(key).parse::<u64>().unwrap();
+    let graph = count("REMAT_MAX_NODES") * GRAPH_BYTES_PER_NODE;
+    let body = env
+        .get("REMAT_MAX_BODY")
+        .map_or(64 << 20, |_| size("REMAT_MAX_BODY"));
+    let cache_and_server = (64 << 20) + (64 << 20);
+    count("REMAT_WORKERS") * size("REMAT_SOLVE_MEMORY")
+        + count("REMAT_READERS") * (2 * body + graph)
+        + count("REMAT_QUEUE") * graph
+        + count("REMAT_MAX_JOBS") * graph
+        + cache_and_server
 }
 
 /// The container-level fields of the restricted Pod Security Standard.

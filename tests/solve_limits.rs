@@ -9,10 +9,11 @@
 //!   today's main allocated them); Chen's and recompute-all's stage schedules are built
 //!   in memory linear in the schedule (chen-sqrt on a 100,001-node chain: its dense
 //!   matrices would be 2.5 GB).
-//! * item 3, time: `auto`, dtr, knapsack, fastsa and chen-greedy on a 5,000-node random
-//!   layered graph and a 100,001-node chain end by their time limit plus a margin (the
-//!   margin covers a loaded debug build; on today's main, auto took 23-25 s at 20,000
-//!   nodes with a 5 s limit in release).
+//! * item 3, time: `auto`, dtr, knapsack, fastsa, chen-greedy, chen-sqrt and block-rotor on
+//!   a 5,000-node random layered graph and a 100,001-node chain end by their time limit
+//!   plus a margin (the margin covers a loaded debug build; on today's main, auto took
+//!   23-25 s at 20,000 nodes with a 5 s limit in release); with no time left (the caller
+//!   spent it reading the graph) every solver answers `no_solution` before its own set-up.
 
 use remat::graph::generate::{linear, random_layered};
 use remat::graph::Graph;
@@ -138,7 +139,15 @@ fn time_limits_hold_on_large_graphs() {
     let dag = random_layered(5_000, 1);
     let chain = linear(50_000);
     for (graph, what) in [(&dag, "random layered 5,000"), (&chain, "chain 100,001")] {
-        for name in ["auto", "dtr", "knapsack", "fastsa", "chen-greedy"] {
+        for name in [
+            "auto",
+            "dtr",
+            "knapsack",
+            "fastsa",
+            "chen-greedy",
+            "chen-sqrt",
+            "block-rotor",
+        ] {
             let limit = 1.0;
             let (wall, status) = timed(graph, 70, name, limit);
             eprintln!("{what}: {name} {wall:?} {status:?}");
@@ -147,5 +156,16 @@ fn time_limits_hold_on_large_graphs() {
                 "{what}: {name} took {wall:?} with a {limit} s limit ({status:?})"
             );
         }
+    }
+}
+
+#[test]
+fn with_no_time_left_every_solver_answers_before_its_set_up() {
+    let dag = random_layered(20_000, 1);
+    for solver in registry() {
+        let name = solver.info().name;
+        let (wall, status) = timed(&dag, 80, name, 0.0);
+        assert_eq!(status, Status::NoSolution, "{name}");
+        assert!(wall < MARGIN, "{name} took {wall:?} with no time left");
     }
 }

@@ -2,7 +2,7 @@
 //! through the simulator: [`solve`] runs a solver by name and [`SolveResult::judge`]s its
 //! outcome; solvers never report figures of their own.
 
-use super::core::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver};
+use super::core::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, Stop};
 use super::details::Details;
 use super::result::SolveResult;
 use super::{
@@ -67,6 +67,11 @@ pub fn solve(
 ) -> Result<SolveResult, SolveError> {
     let solver = find(solver_name)?;
     drive(instance, solver_name, solver.info().name, |i| {
+        // No time left (the caller spent it reading the graph): the answer at once,
+        // before the solver's own set-up (a class check, a footprint) runs.
+        if let Err(stopped) = Stop::start(options).poll() {
+            return stopped.outcome(solver.info().name, "before the solve started");
+        }
         admitted(solver, i, options)
     })
 }
