@@ -9,8 +9,7 @@ mod common;
 
 use remat::budget::Budget;
 use remat::graph::structure::chain;
-use remat::solve::dp::structured::exact_solver_for;
-use remat::solve::{self, Instance, Scope, SolveOptions, Status};
+use remat::solve::{self, exact_solver_for, Instance, Scope, SolveOptions, Status};
 
 #[test]
 #[ignore = "needs the MLSys set: REMAT_MLSYS=DIR"]

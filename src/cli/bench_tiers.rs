@@ -5,7 +5,7 @@ use super::args::BenchTiersArgs;
 use super::render::print_json;
 use super::CliError;
 use crate::front::solve_memory_limit;
-use crate::solve::dp::two_level::{figure3, simulated_factor};
+use crate::solve::{figure3, simulated_factor};
 use std::time::Instant;
 
 /// The default sequence lengths: 10 .. 10^4 in 1-2-5 steps.

@@ -51,12 +51,12 @@
 mod portfolio;
 
 use super::dp::structured::exact_solver_for;
-use super::exhaustive::{Exhaustive, MAX_NODES};
-use super::fastsa::{self, FastSa};
+use super::exact::checkmate;
+use super::exact::exhaustive::{Exhaustive, MAX_NODES};
+use super::heuristic::fastsa::{self, FastSa};
 use super::heuristic::knapsack;
 use super::{
-    checkmate, Effort, Footprint, Instance, Outcome, Scope, SolveError, SolveOptions, Solver,
-    SolverInfo,
+    Effort, Footprint, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo,
 };
 use portfolio::Portfolio;
 use std::sync::atomic::AtomicBool;

@@ -356,7 +356,7 @@ mod tests {
     use super::*;
     use crate::graph::generate;
     use crate::schedule::simulate;
-    use crate::solve::exhaustive::Exhaustive;
+    use crate::solve::exact::exhaustive::Exhaustive;
 
     /// A stop that never comes.
     fn never() -> Stop {

@@ -357,7 +357,7 @@ mod tests {
                 let budget = low + (peak - low) * step / 6;
                 let options = SolveOptions::default();
                 let Some(cut) =
-                    crate::solve::checkmate::stage_cut_bound(&g, budget, &options).unwrap()
+                    crate::solve::exact::checkmate::stage_cut_bound(&g, budget, &options).unwrap()
                 else {
                     continue;
                 };

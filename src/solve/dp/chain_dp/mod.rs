@@ -121,7 +121,7 @@ pub(crate) use solvers::solve_graph;
 pub use solvers::{
     solve_chain, stages_footprint, table_footprint, ChainAnswer, ChainDp, EquivChain,
 };
-pub use table::{Interrupted, Table};
+pub use table::Table;
 
 #[cfg(test)]
 mod tests;

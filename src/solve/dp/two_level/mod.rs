@@ -70,7 +70,7 @@
 //! when a load takes at most the time of one interval's reversal,
 //! `t(I, s)·T_A + I·T_B`; otherwise each of the stored bases' loads stalls the backward
 //! pass by `T_R − (t(I, s)·T_A + I·T_B)` (`T_R` the read time; the paper's choice of `I`
-//! ignores this side, digest §1.7 P2), which [`Assessment::predicted_stall`] adds up and
+//! ignores this side, digest §1.7 P2), which [`Assessment::predicted_stall`](crate::solve::details::Assessment::predicted_stall) adds up and
 //! the simulator reports stall by stall. Both of the paper's figures are reported next
 //! to the simulated makespan. On a chain whose stages differ, `T_A` and `T_B` are the mean
 //! stage costs, `T_T` is the time to store the largest state, and the model is an
@@ -78,9 +78,9 @@
 //!
 //! # Where things are
 //!
-//! * `model.rs`: the model above: `R(l, s)`, `I`, [`Intervals`], [`StepTimes`], `T_async`,
-//!   the slot model of the snapshots, and [`assess`] ([`Assessment`]).
-//! * `schedule.rs`: [`two_level_schedule`], the events of the scheme.
+//! * `model.rs`: the model above: `R(l, s)`, `I`, [`Intervals`](crate::solve::details::Intervals), [`StepTimes`](crate::solve::details::StepTimes), `T_async`,
+//!   the slot model of the snapshots, and [`assess`] ([`Assessment`](crate::solve::details::Assessment)).
+//! * `schedule.rs`: `two_level_schedule`, the events of the scheme.
 //! * `solver.rs`: [`TwoLevel`], which searches the snapshot count in the simulator and
 //!   compares with plain Revolve ([`super::revolve::Revolve::fit`]).
 //! * `figure3.rs`: the Figure 3 table ([`figure3`]) and the simulated factor.
@@ -93,8 +93,5 @@ mod solver;
 mod tests;
 
 pub use figure3::{figure3, simulated_factor, FactorRow};
-pub use model::{
-    assess, interval, least_budget, recompute_factor, t_async, Assessment, Intervals, StepTimes,
-};
-pub use schedule::two_level_schedule;
+pub use model::{assess, least_budget};
 pub use solver::TwoLevel;

@@ -2,7 +2,8 @@
 //! forward steps), the fallback to Revolve, the Figure 3 anchors, and the paper's claim
 //! `T_async <= T_revolve` as a property.
 
-use super::model::{paper_time, useful_snapshots};
+use super::model::{paper_time, recompute_factor, useful_snapshots};
+use super::schedule::two_level_schedule;
 use super::*;
 use crate::graph::generate::linear;
 use crate::graph::structure::chain;

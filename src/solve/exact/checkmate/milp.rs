@@ -24,16 +24,14 @@
 use super::lp_rounding::Rounded;
 use super::rens::rens;
 use super::{
-    backend, best_baseline, controls, failed, precheck, solve_rounding, without_spurious,
+    backend, best_baseline, controls, extract, failed, precheck, solve_rounding, without_spurious,
     Candidate, StageModel,
 };
-use crate::schedule::simulate;
-use crate::schedule::stages::Stages;
 use crate::solve::details::{CheckmateDetails, Details};
 use crate::solve::Footprint;
 use crate::solve::{
-    internal, Bound, BoundMethod, Claim, Instance, Outcome, Scope, SolveError, SolveOptions,
-    Solver, SolverInfo, Stop, Stopped,
+    Bound, BoundMethod, Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver,
+    SolverInfo, Stop, Stopped,
 };
 use backend::RunStatus;
 
@@ -256,27 +254,6 @@ pub(crate) fn solve_milp(
         _ => "the time limit passed before optimality was proved".to_string(),
     };
     Ok(plan(best, lower_bound, tolerance, Some(stopped), details))
-}
-
-/// The schedule of a MILP solution (S rounded at 0.5, the minimal R): `Ok` a candidate
-/// when the simulator finds it within `budget`, `Err` its peak when it is not.
-pub(super) fn extract(
-    graph: &crate::graph::Graph,
-    model: &StageModel,
-    columns: &[f64],
-    budget: u64,
-) -> Result<Result<Candidate, u64>, SolveError> {
-    let stages = Stages::from_s(graph, model.s_at(columns, 0.5));
-    let schedule = stages.into_schedule(graph);
-    let stats = simulate(graph, &schedule).map_err(|e| internal(NAME, e))?;
-    if stats.peak_memory > budget {
-        return Ok(Err(stats.peak_memory));
-    }
-    Ok(Ok(Candidate {
-        source: "branch and bound".into(),
-        schedule,
-        cost: stats.total_cost,
-    }))
 }
 
 /// HiGHS's default integrality tolerance (`mip_feasibility_tolerance`): a binary within it

@@ -146,7 +146,9 @@ use crate::solve::heuristic::baseline::recompute_all;
 use crate::solve::heuristic::chen::{ChenGreedy, ChenSqrt};
 use crate::solve::heuristic::dtr;
 use crate::solve::Footprint;
-use crate::solve::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, Stop};
+use crate::solve::{
+    internal, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, Stop,
+};
 use backend::Controls;
 use fixedbitset::FixedBitSet;
 
@@ -177,6 +179,28 @@ fn without_spurious(graph: &Graph, mut stages: Stages) -> Stages {
         }
         stages = Stages::from_s(graph, stages.s);
     }
+}
+
+/// The schedule of a MILP solution (S rounded at 0.5, the minimal R): `Ok` a candidate
+/// when the simulator finds it within `budget`, `Err` its peak when it is not. The MILP's
+/// branch and bound and its RENS start both read their solutions through it.
+fn extract(
+    graph: &Graph,
+    model: &StageModel,
+    columns: &[f64],
+    budget: u64,
+) -> Result<Result<Candidate, u64>, SolveError> {
+    let stages = Stages::from_s(graph, model.s_at(columns, 0.5));
+    let schedule = stages.into_schedule(graph);
+    let stats = simulate(graph, &schedule).map_err(|e| internal("milp", e))?;
+    if stats.peak_memory > budget {
+        return Ok(Err(stats.peak_memory));
+    }
+    Ok(Ok(Candidate {
+        source: "branch and bound".into(),
+        schedule,
+        cost: stats.total_cost,
+    }))
 }
 
 /// A stage schedule verified by the simulator to fit the budget.

@@ -1,5 +1,5 @@
 //! RENS, the relaxation enforced neighbourhood search (Berthold, "RENS: the optimal
-//! rounding", Math. Prog. Comp. 6, 2014), as a start for [`super::milp`].
+//! rounding", Math. Prog. Comp. 6, 2014), as a start for the MILP's branch and bound.
 //!
 //! Let `x̄` be the optimum of the LP relaxation and `F = {j integer : x̄_j ∉ ℤ}` its
 //! fractional integer columns. The RENS sub-MIP is the MILP with every other integer
@@ -16,8 +16,7 @@
 //! branch-and-bound nodes. Its solution is a schedule like any other: extracted from S
 //! and checked by the simulator.
 
-use super::milp::extract;
-use super::{backend, controls, failed, Candidate, StageModel};
+use super::{backend, controls, extract, failed, Candidate, StageModel};
 use crate::solve::{Instance, SolveError, SolveOptions, Stop, Stopped};
 use backend::RunStatus;
 use std::time::Duration;
