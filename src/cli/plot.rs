@@ -6,6 +6,7 @@
 use super::args::GraphArg;
 use super::solve::solve_with_progress;
 use super::{load, resolve_budget, write_file, CliError};
+use crate::budget::human_bytes;
 use crate::front::OptionsInput;
 use crate::graph::Graph;
 use crate::plot::{self, input, sweep, Kind};
@@ -159,11 +160,7 @@ fn tradeoff(g: &Graph, args: &PlotArgs, options: SolveOptions) -> Result<String,
         let cost = p.cost.map_or(p.status.to_string(), |c| {
             format!("{} {unit}", plot::svg::short(c))
         });
-        bar.set_message(format!(
-            "{} at {}: {cost}",
-            p.solver,
-            plot::svg::bytes(p.budget)
-        ));
+        bar.set_message(format!("{} at {}: {cost}", p.solver, human_bytes(p.budget)));
     });
     bar.finish_and_clear();
     let sweep = result.map_err(super::bad)?;

@@ -10,6 +10,7 @@
 use super::input::Drawn;
 use super::svg::{self, Frame, Scale, Svg};
 use super::PlotError;
+use crate::budget::{human_bytes, human_bytes_in};
 use crate::graph::Graph;
 use crate::schedule::{checkpoint_all_peak, simulate, Event};
 
@@ -85,7 +86,7 @@ pub fn render(graph: &Graph, drawn: &Drawn, caption: &str) -> Result<String, Plo
         "start",
         &format!(
             "peak {} · cost {}{unit} (overhead {:.3}×) · {} recomputation(s) · {} events",
-            svg::bytes(stats.peak_memory),
+            human_bytes(stats.peak_memory),
             svg::short(stats.total_cost),
             stats.overhead,
             recomputes.len(),
@@ -94,7 +95,7 @@ pub fn render(graph: &Graph, drawn: &Drawn, caption: &str) -> Result<String, Plo
         &[],
     );
     let ymax = top;
-    let bytes_label = |v: f64| svg::bytes_in(v, ymax);
+    let bytes_label = |v: f64| human_bytes_in(v, ymax);
     let event_label = |v: f64| format!("{v:.0}");
     FRAME.axes(
         &mut out,
@@ -160,7 +161,7 @@ pub fn render(graph: &Graph, drawn: &Drawn, caption: &str) -> Result<String, Plo
             "budget",
             svg::VERMILLION,
             "8 4",
-            format!("budget {}", svg::bytes(b)),
+            format!("budget {}", human_bytes(b)),
         );
     }
     hline(
@@ -168,7 +169,7 @@ pub fn render(graph: &Graph, drawn: &Drawn, caption: &str) -> Result<String, Plo
         "checkpoint-all",
         svg::GREY,
         "2 3",
-        format!("checkpoint-all peak {}", svg::bytes(peak_all)),
+        format!("checkpoint-all peak {}", human_bytes(peak_all)),
     );
     let (px, py) = (
         x.at(stats.peak_event as f64 + 0.5),
@@ -196,7 +197,7 @@ pub fn render(graph: &Graph, drawn: &Drawn, caption: &str) -> Result<String, Plo
         anchor,
         &format!(
             "peak {} computing {peak_node} (event {})",
-            svg::bytes(stats.peak_memory),
+            human_bytes(stats.peak_memory),
             stats.peak_event
         ),
         &[

@@ -11,6 +11,7 @@
 
 use super::svg::{self, Frame, Scale, Svg};
 use super::sweep::{Point, Sweep};
+use crate::budget::{human_bytes, human_bytes_in};
 use crate::graph::Graph;
 
 const WIDTH: f64 = 960.0;
@@ -86,14 +87,14 @@ pub fn render(graph: &Graph, sweep: &Sweep) -> String {
         &format!(
             "{} budgets from the minimum feasible {} to {} · no recomputation: {} {unit}",
             sweep.budgets.len(),
-            svg::bytes(blo as u64),
-            svg::bytes(bhi as u64),
+            human_bytes(blo as u64),
+            human_bytes(bhi as u64),
             svg::short(sweep.base_cost)
         ),
         &[],
     );
     let xmax = bhi;
-    let bytes_label = |v: f64| svg::bytes_in(v, xmax);
+    let bytes_label = |v: f64| human_bytes_in(v, xmax);
     let yticks = svg::ticks(ylo, yhi, 6);
     FRAME.axes(
         &mut out,
@@ -165,9 +166,9 @@ pub fn render(graph: &Graph, sweep: &Sweep) -> String {
                 "{}: cost {} {unit} at {} is above its {} at the smaller budget {}",
                 p.solver,
                 svg::short(p.cost.unwrap_or(0.0)),
-                svg::bytes(p.budget),
+                human_bytes(p.budget),
                 svg::short(cost_at(sweep, &p.solver, p.rises_over).unwrap_or(0.0)),
-                svg::bytes(p.rises_over.unwrap_or(0))
+                human_bytes(p.rises_over.unwrap_or(0))
             ),
             &[
                 ("class", "rise-note".into()),
@@ -220,16 +221,16 @@ fn series(out: &mut Svg, (x, y): (&Scale, &Scale), colour: &str, points: &[&Poin
                 format!(
                     "{} at {}: {} {unit} ({:.3}×, {}){}",
                     p.solver,
-                    svg::bytes(p.budget),
+                    human_bytes(p.budget),
                     svg::short(c),
                     p.overhead.unwrap_or(1.0),
                     p.answered_by,
                     p.carried_from
-                        .map(|b| format!(", schedule found at {}", svg::bytes(b)))
+                        .map(|b| format!(", schedule found at {}", human_bytes(b)))
                         .unwrap_or_default()
                 )
             }
-            None => format!("{} at {}: {}", p.solver, svg::bytes(p.budget), p.status),
+            None => format!("{} at {}: {}", p.solver, human_bytes(p.budget), p.status),
         };
         if let Some(b) = p.carried_from {
             attrs.push(("data-carried-from", b.to_string()));

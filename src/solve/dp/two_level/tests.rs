@@ -10,6 +10,7 @@ use crate::graph::structure::chain;
 use crate::graph::{Graph, Storage};
 use crate::graph::{GraphError, GraphSpec, NodeKind};
 use crate::schedule::simulate;
+use crate::solve::details::{Intervals, StepTimes};
 use crate::solve::{find, solve, SolveResult, Status};
 use crate::solve::{Instance, SolveError, SolveOptions};
 use proptest::prelude::*;
