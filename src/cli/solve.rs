@@ -3,8 +3,7 @@
 
 use super::args::SolveArgs;
 use super::render::{bytes, num, print_tiers, unit};
-use super::{deliver, load, resolve_budget, CliError};
-use crate::front::{solve_memory_limit, OptionsInput};
+use super::{deliver, load, resolve_budget, solve_options, CliError};
 use crate::graph::Graph;
 use crate::schedule::checkpoint_all_peak;
 use crate::solve::{self, EndedBy, Instance, Scope, SolveOptions, SolveResult, Status};
@@ -16,15 +15,7 @@ use std::time::Duration;
 pub(super) fn run(args: &SolveArgs) -> Result<Status, CliError> {
     let g = load(&args.graph)?;
     let budget = resolve_budget(&args.budget, &g)?;
-    let options = OptionsInput {
-        time_limit_s: args.time_limit,
-        mip_gap: args.mip_gap,
-        seed: args.seed,
-        threads: args.threads,
-        memory_limit: Some(solve_memory_limit(args.solve_memory, 1)),
-        effort: args.effort,
-    }
-    .validate()?;
+    let options = solve_options(&args.solver_flags, args.time_limit, 1)?;
     let result = solve_with_progress(&g, budget, &args.solver, options)?;
     deliver(&result, args.output.as_deref(), args.json, |r| {
         print_result(&g, r)
