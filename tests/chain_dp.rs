@@ -10,8 +10,9 @@ mod dp;
 
 use common::{check_fixture, subset};
 use dp::{above_exhaustive, against_exhaustive, feasible_budgets};
-use remat::graph::generate::{chain_graph_reading, next_reading_chain, random_chain, StageSpec};
+use remat::graph::generate::{chain_graph_reading, next_reading_chain, random_chain};
 use remat::graph::structure::chain;
+use remat::graph::structure::StageSpec;
 use serde::{Deserialize, Serialize};
 
 /// A pair where the persistent optimum is above the global optimum, as

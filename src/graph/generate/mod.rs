@@ -4,6 +4,7 @@
 //! the dynamic programs are tested on (unit tests, integration tests and benchmarks share
 //! them).
 
+use super::structure::StageSpec;
 use super::{Graph, GraphSpec, NodeKind, NodeSpec};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -50,20 +51,6 @@ pub fn linear(layers: usize) -> Graph {
     .expect("the linear graph is valid")
 }
 
-/// One stage of [`chain_graph`]: the costs of its forward op `f{j}` and backward op `g{j}`,
-/// the sizes of their outputs `x_j` and `δ_j`, and which forward values `g{j}` reads
-/// besides the incoming gradient: its input `x_{j−1}` (ignored for the first stage, whose
-/// input is nothing) and its output `x_j`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct StageSpec {
-    pub fw: f64,
-    pub bw: f64,
-    pub x: u64,
-    pub delta: u64,
-    pub reads_input: bool,
-    pub reads_output: bool,
-}
-
 /// A chain training graph: `f1..fL`, `loss` (cost and size `loss`), `gL..g1`, with
 /// `fixed_memory` `fixed`. `f{j}` reads `f{j−1}`; `g{j}` reads `g{j+1}` (the loss for
 /// `j = L`) and the forward values its [`StageSpec`] names.
@@ -79,6 +66,13 @@ pub fn chain_graph_reading(
     loss: (f64, u64),
     fixed: u64,
 ) -> Graph {
+    Graph::new(chain_spec(stages, next, loss, fixed)).expect("the chain graph is valid")
+}
+
+/// The graph [`chain_graph_reading`] builds, before it is checked: `f{j}` has cost `fw` and
+/// size `x`, `g{j}` cost `bw` and size `delta`, the loss cost and size `loss`. Also the
+/// conversion of rotor's chain format (`crate::graph::chain`), which checks it.
+pub fn chain_spec(stages: &[StageSpec], next: &[usize], loss: (f64, u64), fixed: u64) -> GraphSpec {
     let l = stages.len();
     let mut nodes = Vec::new();
     for (i, st) in stages.iter().enumerate() {
@@ -128,13 +122,12 @@ pub fn chain_graph_reading(
             op: None,
         });
     }
-    Graph::new(GraphSpec {
+    GraphSpec {
         name: None,
         fixed_memory: fixed,
         cost_unit: None,
         nodes,
-    })
-    .expect("the chain graph is valid")
+    }
 }
 
 /// A random heterogeneous chain from a seed: 1 to 5 stages with costs 1..=5, sizes 1..=4

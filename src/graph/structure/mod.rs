@@ -24,29 +24,46 @@ use super::{Graph, NodeKind};
 use fixedbitset::FixedBitSet;
 use serde::Serialize;
 
-/// One stage `j` of a chain or branch: the forward op `F_j` and its backward op `G_j`,
-/// with their costs and output sizes.
+/// One stage `j` of a chain or branch, as numbers: the costs of its forward op `F_j` and
+/// backward op `G_j`, the sizes of their outputs, and which forward values `G_j` reads
+/// besides the incoming gradient. What detection finds in a graph ([`Stage`]) and what
+/// the chain generators build one from (`crate::graph::generate::chain_graph`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct StageSpec {
+    /// Cost of `F_j`.
+    pub fw: f64,
+    /// Cost of `G_j`.
+    pub bw: f64,
+    /// Size of `x_j`, the output of `F_j`.
+    pub x: u64,
+    /// Size of `δ_j`, the output of `G_j`.
+    pub delta: u64,
+    /// `G_j` reads `x_{j−1}` (always false for `j = 1`, whose input is nothing).
+    pub reads_input: bool,
+    /// `G_j` reads `x_j`.
+    pub reads_output: bool,
+}
+
+/// A stage detected in a graph: its two ops' nodes, its [`StageSpec`] (read through
+/// `Deref`: `stage.fw`, `stage.x`), and whether `G_j` reads the next stage's output.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Stage {
     /// Node index of `F_j`, whose output is `x_j`.
     pub forward: usize,
     /// Node index of `G_j`, whose output is `δ_j`.
     pub backward: usize,
-    /// Cost of `F_j`.
-    pub fw: f64,
-    /// Cost of `G_j`.
-    pub bw: f64,
-    /// Size of `x_j`.
-    pub x: u64,
-    /// Size of `δ_j`.
-    pub delta: u64,
-    /// `G_j` reads `x_{j−1}` (always false for `j = 1`).
-    pub reads_input: bool,
-    /// `G_j` reads `x_j`.
-    pub reads_output: bool,
+    #[serde(flatten)]
+    pub spec: StageSpec,
     /// `G_j` reads `x_{j+1}`, the output of stage `j + 1` (always false for `j = L`,
     /// whose next output is the loss, read as the gradient `δ_{L+1}`).
     pub reads_next_output: bool,
+}
+
+impl std::ops::Deref for Stage {
+    type Target = StageSpec;
+    fn deref(&self) -> &StageSpec {
+        &self.spec
+    }
 }
 
 /// A chain training graph: stages `1..=L` (`stages[j−1]` is stage `j`) and the loss.
@@ -466,12 +483,14 @@ fn detect_branches(graph: &Graph) -> Result<(Vec<Vec<Stage>>, usize), NotStructu
             stages.push(Stage {
                 forward: output,
                 backward: g,
-                fw: graph.cost(output),
-                bw: graph.cost(g),
-                x: graph.memory(output),
-                delta: graph.memory(g),
-                reads_input,
-                reads_output,
+                spec: StageSpec {
+                    fw: graph.cost(output),
+                    bw: graph.cost(g),
+                    x: graph.memory(output),
+                    delta: graph.memory(g),
+                    reads_input,
+                    reads_output,
+                },
                 reads_next_output,
             });
         }

@@ -5,8 +5,9 @@
 use super::model::{capped_slots, MAX_TABLE_BYTES};
 use super::recurrence::Opt;
 use super::{DpChain, Policy, Table};
-use crate::graph::generate::{chain_graph, linear, StageSpec};
+use crate::graph::generate::{chain_graph, linear};
 use crate::graph::structure::chain;
+use crate::graph::structure::StageSpec;
 use crate::graph::Graph;
 use crate::schedule::simulate;
 use crate::solve::dp::revolve::revolve_steps;
