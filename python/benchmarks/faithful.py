@@ -20,6 +20,11 @@ measured; FLOPs = FLOPs dispatched (matmul, convolution, attention: torch's flop
 baseline's; time = fastest of `--repeats` untracked steps over the baseline's; equal = loss and
 gradients (rtol 1e-4) and buffers equal to the baseline's.
 
+With `--device cuda` the models run on the GPU and measured is the CUDA caching allocator's peak
+(`CudaBytes`: its recorded blocks, the final gradients left out, cuBLAS/cuDNN workspaces and the
+allocator's 512-byte rounding included); two more columns give `LiveBytes` (op outputs) and
+`torch.cuda.max_memory_allocated` above the step's start (the gradients included).
+
     python3 python/benchmarks/faithful.py --models llama,unet --time-limit 10 [--inductor] [--json out.json]
 """
 
@@ -95,9 +100,12 @@ def run_row(
         p.grad = None
     with Flops() as fl:
         step(*args)
+    cuda = any(p.is_cuda for p in params)
     row: Row = {
         "row": name,
-        "measured": m.buffers if allocator else m.activations,
+        "measured": m.allocated if cuda else m.buffers if allocator else m.activations,
+        "live": m.activations,
+        "max_allocated": m.max_allocated,
         "loss": m.loss,
         "seconds": m.seconds,
         "flops": fl.total,
@@ -143,13 +151,24 @@ def per_block(blocks: Sequence[torch.nn.Module]) -> Callable[[], None]:
     return undo
 
 
+def on(device: str, make: Callable[[], families.Family]) -> Callable[[], families.Family]:
+    """`make`, with the model and its tensors moved to `device` (in place: blocks stay valid)."""
+
+    def made() -> families.Family:
+        model, blocks, inputs, targets, loss_fn = make()
+        model.to(device)
+        return model, blocks, tuple(t.to(device) for t in inputs), tuple(t.to(device) for t in targets), loss_fn
+
+    return made
+
+
 def fresh(make: Callable[[], families.Family]) -> families.Family:
     torch.manual_seed(0)
     return make()
 
 
 def rows_for(name: str, args: argparse.Namespace, backend: remat.Local) -> list[Row]:
-    make = families.FAMILIES[name]
+    make = on(args.device, families.FAMILIES[name])
     model0, _, inputs, targets, loss_fn = fresh(make)
     pristine = copy.deepcopy(model0)
     step_args = (*inputs, *targets)
@@ -278,9 +297,10 @@ def rows_at(
     return out
 
 
-def table(rows: list[Row], bases: dict[str, Row]) -> str:
+def table(rows: list[Row], bases: dict[str, Row], cuda: bool = False) -> str:
     head = "| model | f | row | budget | measured | met | predicted | error % | FLOPs / base | time / base | equal |"
-    lines = [head, "|" + "---|" * 11]
+    head += " LiveBytes | max_memory_allocated |" if cuda else ""
+    lines = [head, "|" + "---|" * (13 if cuda else 11)]
     for r in rows:
         base = bases[r["model"]]
         if "error" in r:
@@ -294,7 +314,7 @@ def table(rows: list[Row], bases: dict[str, Row]) -> str:
             f"| {r['model']} | {r.get('fraction', '-')} | {r['row']} | {budget if budget is not None else '-'} | "
             f"{r['measured']} | {met} | {pred if pred is not None else '-'} | {err} | "
             f"{r['flops'] / max(base['flops'], 1):.3f} | {r['seconds'] / base['seconds']:.2f} | "
-            f"{'yes' if r.get('equal') else 'NO'} |"
+            f"{'yes' if r.get('equal') else 'NO'} |" + (f" {r['live']} | {r['max_allocated']} |" if cuda else "")
         )
     return "\n".join(lines)
 
@@ -308,6 +328,7 @@ def main() -> None:
     ap.add_argument("--inductor-fractions", default="", help="only these fractions for Inductor, e.g. 0.50")
     ap.add_argument("--binary", default=None, help="the remat binary ($REMAT_BIN, PATH)")
     ap.add_argument("--json", default=None, help="also write the rows here")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda: measured by the CUDA allocator (CudaBytes)")
     args = ap.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     backend = remat.Local(args.binary)
@@ -317,8 +338,8 @@ def main() -> None:
         got = rows_for(name, args, backend)
         bases[name] = got[0]
         rows += got
-        print(table(got, bases), flush=True)
-    print("\n" + table(rows, bases))
+        print(table(got, bases, args.device != "cpu"), flush=True)
+    print("\n" + table(rows, bases, args.device != "cpu"))
     if args.json:
         keep = [{k: v for k, v in r.items() if k not in ("grads", "buffers")} for r in rows]
         Path(args.json).write_text(json.dumps(keep, indent=1))
