@@ -239,8 +239,8 @@ def rows_at(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             row = run_row("remat-compiled", m, step, step_args, base, args.repeats)
-    except remat.RematError as e:
-        return [{"row": "remat-compiled", "fraction": tag, "error": str(e)[:160]}]
+    except Exception as e:  # remat's refusal (RematError), or what this torch version raises
+        return [{"row": "remat-compiled", "fraction": tag, "error": f"{type(e).__name__}: {str(e)[:160]}"}]
     last = step.last
     assert last is not None
     fixed = int(last.graph["fixed_memory"])
@@ -251,10 +251,13 @@ def rows_at(
 
     # PyTorch's knob
     m, _ = model_copy()
-    with torch._functorch.config.patch(activation_memory_budget=fraction):
-        torch._dynamo.reset()
-        module = torch.compile(make_step(m, loss_fn, n_in), backend="aot_eager_decomp_partition", dynamic=False)
-        row = run_row("torch-budget", m, module, step_args, base, args.repeats)
+    try:
+        with torch._functorch.config.patch(activation_memory_budget=fraction):
+            torch._dynamo.reset()
+            module = torch.compile(make_step(m, loss_fn, n_in), backend="aot_eager_decomp_partition", dynamic=False)
+            row = run_row("torch-budget", m, module, step_args, base, args.repeats)
+    except Exception as e:  # what this torch version raises
+        row = {"row": "torch-budget", "error": f"{type(e).__name__}: {str(e)[:140]}"}
     row.update(fraction=tag, budget=budget)
     out.append(row)
 
@@ -287,12 +290,16 @@ def rows_at(
         step = remat_compile(
             m, loss_fn, fraction, backend=backend, compiler="inductor", time_limit=args.time_limit, on_overrun="warn"
         )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            row = run_row("remat-inductor", m, step, step_args, base, args.repeats, allocator=True)
-        last = step.last
-        assert last is not None
-        row.update(fraction=tag, budget=budget, predicted=last.predicted_activations, fits=last.fits)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                row = run_row("remat-inductor", m, step, step_args, base, args.repeats, allocator=True)
+            last = step.last
+            assert last is not None
+            row.update(predicted=last.predicted_activations, fits=last.fits)
+        except Exception as e:  # what this torch version or its C++ compiler raises
+            row = {"row": "remat-inductor", "error": f"{type(e).__name__}: {str(e)[:140]}"}
+        row.update(fraction=tag, budget=budget)
         out.append(row)
     return out
 
@@ -331,6 +338,10 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="cpu, or cuda: measured by the CUDA allocator (CudaBytes)")
     args = ap.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
+    if args.device != "cpu":  # the same kernels in every row, so that "equal" compares like with like
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
     backend = remat.Local(args.binary)
     rows: list[Row] = []
     bases: dict[str, Row] = {}

@@ -129,7 +129,7 @@ class CudaBytes(AllocationTrace):
 
     def __enter__(self) -> CudaBytes:
         torch.cuda.synchronize()
-        torch.cuda.memory._record_memory_history(max_entries=10_000_000)
+        torch.cuda.memory._record_memory_history(context=None, max_entries=10_000_000)
         torch.cuda.reset_peak_memory_stats()
         self._start = torch.cuda.memory_allocated()
         return self
