@@ -21,9 +21,10 @@ baseline's; time = fastest of `--repeats` untracked steps over the baseline's; e
 gradients (rtol 1e-4) and buffers equal to the baseline's.
 
 With `--device cuda` the models run on the GPU and measured is the CUDA caching allocator's peak
-(`CudaBytes`: its recorded blocks, the final gradients left out, cuBLAS/cuDNN workspaces and the
-allocator's 512-byte rounding included); two more columns give `LiveBytes` (op outputs) and
-`torch.cuda.max_memory_allocated` above the step's start (the gradients included).
+(`AllocatorBytes("cuda")`: its blocks, rounded to 512 bytes, the final gradients and ops' scratch
+left out); three more columns give `LiveBytes` (op outputs), the allocator's peak with ops'
+scratch (cuDNN's workspaces) and `torch.cuda.max_memory_allocated` above the step's start (the
+gradients and workspaces included).
 
     python3 python/benchmarks/faithful.py --models llama,unet --time-limit 10 [--inductor] [--json out.json]
 """
@@ -103,8 +104,9 @@ def run_row(
     cuda = any(p.is_cuda for p in params)
     row: Row = {
         "row": name,
-        "measured": m.allocated if cuda else m.buffers if allocator else m.activations,
+        "measured": m.buffers if cuda or allocator else m.activations,
         "live": m.activations,
+        "with_scratch": m.allocated,
         "max_allocated": m.max_allocated,
         "loss": m.loss,
         "seconds": m.seconds,
@@ -306,8 +308,8 @@ def rows_at(
 
 def table(rows: list[Row], bases: dict[str, Row], cuda: bool = False) -> str:
     head = "| model | f | row | budget | measured | met | predicted | error % | FLOPs / base | time / base | equal |"
-    head += " LiveBytes | max_memory_allocated |" if cuda else ""
-    lines = [head, "|" + "---|" * (13 if cuda else 11)]
+    head += " LiveBytes | with scratch | max_memory_allocated |" if cuda else ""
+    lines = [head, "|" + "---|" * (14 if cuda else 11)]
     for r in rows:
         base = bases[r["model"]]
         if "error" in r:
@@ -321,7 +323,8 @@ def table(rows: list[Row], bases: dict[str, Row], cuda: bool = False) -> str:
             f"| {r['model']} | {r.get('fraction', '-')} | {r['row']} | {budget if budget is not None else '-'} | "
             f"{r['measured']} | {met} | {pred if pred is not None else '-'} | {err} | "
             f"{r['flops'] / max(base['flops'], 1):.3f} | {r['seconds'] / base['seconds']:.2f} | "
-            f"{'yes' if r.get('equal') else 'NO'} |" + (f" {r['live']} | {r['max_allocated']} |" if cuda else "")
+            f"{'yes' if r.get('equal') else 'NO'} |"
+            + (f" {r['live']} | {r['with_scratch']} | {r['max_allocated']} |" if cuda else "")
         )
     return "\n".join(lines)
 
@@ -335,7 +338,7 @@ def main() -> None:
     ap.add_argument("--inductor-fractions", default="", help="only these fractions for Inductor, e.g. 0.50")
     ap.add_argument("--binary", default=None, help="the remat binary ($REMAT_BIN, PATH)")
     ap.add_argument("--json", default=None, help="also write the rows here")
-    ap.add_argument("--device", default="cpu", help="cpu, or cuda: measured by the CUDA allocator (CudaBytes)")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda: measured by the CUDA caching allocator")
     args = ap.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     if args.device != "cpu":  # the same kernels in every row, so that "equal" compares like with like

@@ -6,14 +6,13 @@ Two trackers, both independent of what remat predicts:
   output's storage, its death by `weakref.finalize`) declared to ignore compile internals, so that
   Dynamo still runs the compiled graphs inside it (it runs a frame eagerly under any other dispatch
   mode). It sees every ATen op of an `aot_eager` graph: op outputs, not kernels' scratch.
-- `AllocatorBytes`: the CPU allocator's own events (`torch.profiler` with `profile_memory=True`:
-  every allocation and free, with its pointer and size). Inductor's generated code allocates its
-  buffers without the dispatcher (`empty_strided_cpu`) and fuses ops into C++ kernels, so no
-  dispatch mode sees them; the allocator sees every byte, scratch included.
-- `CudaBytes`: on a GPU, the CUDA caching allocator's own trace (`torch.cuda.memory`'s recorded
-  history: every block allocated and freed, rounded as the allocator rounds it) and its
-  `max_memory_allocated`. It sees what `AllocatorBytes` sees on the CPU, kernels' workspaces
-  included (cuBLAS, cuDNN), without telling them apart from op outputs.
+- `AllocatorBytes`: the allocator's own events (`torch.profiler` with `profile_memory=True`:
+  every allocation and free, with its pointer and size), of the CPU allocator or, on a GPU, of
+  the CUDA caching allocator (its blocks, rounded as it rounds them). Inductor's generated code
+  allocates its buffers without the dispatcher (`empty_strided_cpu`) and fuses ops into kernels,
+  so no dispatch mode sees them; the allocator sees every byte, scratch included (an op's
+  workspace, cuDNN's among them), and tells scratch apart: an allocation freed before the end of
+  the ATen op that made it.
 
 Both leave out what `remat` counts as fixed memory: storages that exist before the step
 (parameters, buffers, inputs) are never seen, and the gradients left in `.grad` at the end are
@@ -42,12 +41,15 @@ class CompiledLiveBytes(LiveBytes):
         return True
 
 
-class AllocationTrace:
-    """A record of allocations and frees: `events` in order, (time, ptr, +bytes / -bytes)."""
+class AllocatorBytes:
+    """Allocations and frees of the allocator of `device` ("cpu", "cuda") while the context is
+    open (`torch.profiler`)."""
 
-    def __init__(self) -> None:
-        self.events: list[tuple[int, int, int]] = []
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
+        self.events: list[tuple[int, int, int]] = []  # (time ns, ptr, +bytes / -bytes)
         self.scratch: set[int] = set()  # indices of the allocations that are an op's scratch
+        self._prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
 
     def peak(self, exclude: Iterable[torch.Tensor] = (), *, scratch: bool = True) -> int:
         """The largest sum of live allocations, leaving out the allocations still live at the end
@@ -74,14 +76,6 @@ class AllocationTrace:
             best = max(best, current)
         return best
 
-
-class AllocatorBytes(AllocationTrace):
-    """Allocations and frees of the CPU allocator while the context is open (`torch.profiler`)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-
     def __enter__(self) -> AllocatorBytes:
         self._prof.__enter__()
         return self
@@ -96,7 +90,7 @@ class AllocatorBytes(AllocationTrace):
         while stack:
             node, op_end = stack.pop()
             kind, fields = node.typed
-            if kind == _EventType.Allocation and str(fields.device) == "cpu":
+            if kind == _EventType.Allocation and str(fields.device).startswith(self.device):
                 found.append((int(node.start_time_ns), int(fields.ptr), int(fields.alloc_size), op_end))
             if op_end < 0 and node.name.startswith("aten::"):
                 op_end = int(node.end_time_ns)
@@ -117,41 +111,13 @@ class AllocatorBytes(AllocationTrace):
                 freed_at.pop(ptr, None)
 
 
-class CudaBytes(AllocationTrace):
-    """Blocks allocated and freed by the CUDA caching allocator while the context is open (its
-    recorded history), and `max_allocated`: `torch.cuda.max_memory_allocated` above what was
-    allocated at the start. Allocations that existed before the context are never seen."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.max_allocated = 0
-        self._start = 0
-
-    def __enter__(self) -> CudaBytes:
-        torch.cuda.synchronize()
-        torch.cuda.memory._record_memory_history(context=None, max_entries=10_000_000)
-        torch.cuda.reset_peak_memory_stats()
-        self._start = torch.cuda.memory_allocated()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        torch.cuda.synchronize()
-        self.max_allocated = torch.cuda.max_memory_allocated() - self._start
-        trace = torch.cuda.memory._snapshot()["device_traces"][torch.cuda.current_device()]
-        torch.cuda.memory._record_memory_history(enabled=None)
-        sign = {"alloc": 1, "free_completed": -1}
-        self.events = [
-            (i, int(e["addr"]), sign[e["action"]] * int(e["size"])) for i, e in enumerate(trace) if e["action"] in sign
-        ]
-
-
 @dataclasses.dataclass
 class CompiledStep(Step):
     """A measured compiled step: `activations` by `CompiledLiveBytes` (live op outputs, what
     aot_eager runs), and by `AllocatorBytes` the peak of live CPU allocations with (`allocated`)
-    and without (`buffers`, what Inductor runs) ops' scratch. On a GPU (`CudaBytes`) `allocated`
-    and `buffers` are both the CUDA allocator's peak, workspaces included, and `max_allocated`
-    is `torch.cuda.max_memory_allocated` above the start (the final gradients included)."""
+    and without (`buffers`, what Inductor runs) ops' scratch. On a GPU the same of the CUDA
+    caching allocator, and `max_allocated`: `torch.cuda.max_memory_allocated` above the start (the
+    final gradients and ops' workspaces included)."""
 
     allocated: int = 0
     buffers: int = 0
@@ -180,12 +146,17 @@ def measure_compiled(
         sync()
         times.append(time.perf_counter() - t0)
     clear()
-    alloc: AllocatorBytes | CudaBytes
-    with CudaBytes() if cuda else AllocatorBytes() as alloc:
+    start = 0
+    if cuda:
+        sync()
+        torch.cuda.reset_peak_memory_stats()
+        start = torch.cuda.memory_allocated()
+    with AllocatorBytes("cuda" if cuda else "cpu") as alloc:
         step(*args)
+        sync()
+    max_allocated = torch.cuda.max_memory_allocated() - start if cuda else 0
     grads = [p.grad for p in params if p.grad is not None]
     allocated, buffers = alloc.peak(grads), alloc.peak(grads, scratch=False)
-    max_allocated = alloc.max_allocated if isinstance(alloc, CudaBytes) else 0
     clear()
     with CompiledLiveBytes() as live:
         loss = step(*args)
