@@ -1,5 +1,5 @@
 //! A join-graph DP (after Beaumont, Herrmann, Pallez, Shilova, Phil. Trans. R. Soc. A
-//! 2020; seed digest §3): `k` branches meeting at the loss.
+//! 2020): `k` branches meeting at the loss.
 //!
 //! The paper's recurrence is not in the seed; this module derives a DP over a family of
 //! *nested persistent* schedules, built on the chain DP ([`super::chain_dp`]).
