@@ -73,7 +73,7 @@
 //! # Scope
 //! The optimum is over frontier-advancing stage schedules in the solver order
 //! ([`Scope::OptimalForOrder`]), not over every schedule: on Checkmate's chains it equals
-//! the exhaustive optimum at every budget, but on the 200 random DAGs of `tests/milp.rs`
+//! the exhaustive optimum at every budget, but on the 200 random DAGs of `tests/it/milp.rs`
 //! (759 graph/budget cases, many sinks) it is strictly worse in 331 cases, 18 of them
 //! infeasible where another order fits; `tests/fixtures/milp_above_exhaustive.json`
 //! lists them.

@@ -6,9 +6,9 @@
 //! `tests/fixtures/milp_above_exhaustive.json`, and where the LP rounding finds no schedule
 //! but the MILP does, in `tests/fixtures/rounding_without_schedule.json`; the test
 //! recomputes both lists (on a fast subset of the seeds unless `REMAT_FULL=1`) and compares.
-//! `REMAT_BLESS=1 cargo test --test milp` rewrites them.
+//! `REMAT_BLESS=1 cargo test --test it milp::` rewrites them.
 
-mod common;
+use crate::common;
 
 use remat::graph::generate::{linear, random_dag, random_layered, DagShape};
 use remat::graph::Graph;
@@ -280,7 +280,7 @@ fn time_limit_and_cancellation_are_respected() {
     let r = solve::solve(&Instance { graph: &g, budget }, "milp", &opts).unwrap();
     // HiGHS runs are abandoned one second past the deadline (README); the rest is the
     // slack a loaded debug build may need to simulate and write the answer, as in
-    // tests/solve_limits.rs.
+    // tests/it/solve_limits.rs.
     let promised = limit + Duration::from_secs(1);
     let margin = Duration::from_secs(3);
     assert!(

@@ -10,8 +10,8 @@
 //! Chromium and chromedriver, so it is ignored; CI runs it (`cargo test -- --ignored
 //! chromium_`), and it fails where they are missing.
 
-mod common;
-mod server;
+use crate::common;
+use crate::server;
 
 use serde_json::{json, Value};
 use server::Process;
