@@ -1,5 +1,5 @@
 //! `dtr`: Dynamic Tensor Rematerialization (Kirisame, Lyubomirsky, Haan, Brennan, He,
-//! Roesch, Chen, Tatlock, ICLR 2021; `reference/anchors.md` §9), run ahead of time on the
+//! Roesch, Chen, Tatlock, "Dynamic Tensor Rematerialization", ICLR 2021), run ahead of time on the
 //! graph instead of at run time in the framework.
 //!
 //! DTR is online and greedy. The ops run in solver order; before an op runs, each input

@@ -118,11 +118,11 @@ pub struct Assessment {
     pub snapshots: Option<u64>,
     /// The graph-exact `T_async` of the two-level schedule (see the module docs).
     pub t_async: Option<f64>,
-    /// The paper's `T_async` with `n = l` (SEED L98-L99).
+    /// The paper's `T_async` with `n = l`.
     pub t_async_paper: Option<f64>,
     /// The graph-exact time of plain Revolve.
     pub t_revolve: Option<f64>,
-    /// The paper's `T_revolve` with `n = l` (SEED L90).
+    /// The paper's `T_revolve` with `n = l`.
     pub t_revolve_paper: Option<f64>,
     pub times: StepTimes,
     /// `T_T`: the time to store the largest state.
@@ -131,7 +131,7 @@ pub struct Assessment {
     pub verdict: String,
 }
 
-/// The paper's `n·R·T_A + n·T_B` with `n = l` steps (SEED L90, L98-L99).
+/// The paper's `n·R·T_A + n·T_B` with `n = l` steps.
 pub(super) fn paper_time(times: &StepTimes, steps: u64, r: f64) -> f64 {
     let n = steps as f64;
     n * r * times.forward + n * times.backward

@@ -5,7 +5,7 @@
 use remat::graph::generate::{linear, random_layered};
 use remat::solve::{SolveResult, Status};
 
-mod common;
+use crate::common;
 
 use common::solve_on_one_thread as run;
 
