@@ -69,10 +69,12 @@ pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(60);
 
 /// The constructive solvers: Sethi–Ullman's recursive rematerialisation first (a schedule
 /// at every budget from its need bound, in about a second on 10,000 nodes), then the
-/// classic heuristics and the partitioner's saved-set knapsack.
-const FAST: [&str; 5] = [
+/// classic heuristics (DTR with its online eviction rule and with the next use known) and
+/// the partitioner's saved-set knapsack.
+const FAST: [&str; 6] = [
     "sethi-ullman",
     "dtr",
+    "dtr-ahead",
     "knapsack",
     "chen-greedy",
     "checkpoint-all",
@@ -133,7 +135,8 @@ impl Solver for Auto {
         SolverInfo {
             name: "auto",
             description: "A portfolio: exhaustive search up to 12 nodes, the constructive \
-                          solvers (Sethi-Ullman, DTR, knapsack, Chen greedy, checkpoint-all), \
+                          solvers (Sethi-Ullman, DTR and DTR-ahead, knapsack, Chen greedy, \
+                          checkpoint-all), \
                           the exact chain DP on chains, the stage-cut bound (a bound on every \
                           schedule; its LP also ranks one more knapsack), the MILP where its \
                           model fits (graphs up to 40 nodes, 200 with effort 'time') and \
