@@ -368,7 +368,7 @@ impl State<'_> {
             stack.extend_from_slice(graph.preds(u));
         }
         let spacing = match self.ahead {
-            Some(ahead) => ahead.distance(graph, t, self.stage, &self.computed),
+            Some(ahead) => ahead.distance(graph, t, self.stage, &self.computed, &self.resident),
             None => (self.clock - self.last_use[t] + 1) as f64,
         };
         cost / (graph.memory(t) as f64 * spacing)

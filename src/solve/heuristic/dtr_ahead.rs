@@ -17,9 +17,17 @@
 //! side of a U-Net's skip connection, a ResNet's stem) goes first, one read by the next
 //! few ops stays, and among equals the one cheapest to bring back per byte goes.
 //!
-//! The rules ([`RULES`]) are the two measures with `β = 1` and `β = 1/2`; each is one
-//! run of DTR's engine, and the answer is the cheapest schedule the simulator puts
-//! within the budget (ties: the first rule).
+//! A tensor is also read when an evicted descendant is rematerialised from it, which a
+//! direct consumer does not show (a block's input, evicted after its forward, is needed
+//! again as soon as the block's backward recomputes the block). So a rule may take
+//! `next(t)` as the least next use over `t` and its evicted descendants reachable through
+//! evicted tensors (the downstream half of the paper's `e*`, at most [`NEIGHBOURHOOD`]
+//! of them): a lower estimate of the next read, never later than the direct one.
+//!
+//! The rules are the two measures with `β = 1` and `β = 1/2` ([`RULES`]), each with the
+//! direct and with the downstream `next(t)`; each is one run of DTR's engine, and the
+//! answer is the cheapest schedule the simulator puts within the budget (ties: the first
+//! rule).
 //!
 //! Scope: a heuristic (Theorem 3.2 of the DTR paper holds for any such deterministic
 //! rule); a few DTR runs, milliseconds on graphs of thousands of nodes, each with DTR's
@@ -44,7 +52,8 @@ enum Measure {
     Cost,
 }
 
-/// The rules tried, in order: the measure of `d(t)` and its exponent `β`.
+/// The distances tried, each with and without the evicted descendants, in order: the
+/// measure of `d(t)` and its exponent `β`.
 const RULES: [(Measure, f64); 4] = [
     (Measure::Ops, 1.0),
     (Measure::Ops, 0.5),
@@ -52,10 +61,15 @@ const RULES: [(Measure, f64); 4] = [
     (Measure::Cost, 0.5),
 ];
 
+/// The most evicted descendants `next(t)` visits (as DTR's `e*`).
+const NEIGHBOURHOOD: usize = 64;
+
 /// One eviction rule: the distance `d(t)^β` that divides `h`.
 pub(crate) struct Lookahead {
     measure: Measure,
     exponent: f64,
+    /// Whether `next(t)` also counts the next use of `t`'s evicted descendants.
+    downstream: bool,
     /// `prefix[v]`: `Σ_{u < v} c_u`, in solver order.
     prefix: Vec<f64>,
     /// `ε`, so that a distance in cost is never zero.
@@ -63,7 +77,7 @@ pub(crate) struct Lookahead {
 }
 
 impl Lookahead {
-    fn new(graph: &Graph, measure: Measure, exponent: f64) -> Lookahead {
+    fn new(graph: &Graph, measure: Measure, exponent: f64, downstream: bool) -> Lookahead {
         let mut prefix = Vec::with_capacity(graph.len() + 1);
         prefix.push(0.0);
         for v in 0..graph.len() {
@@ -76,22 +90,49 @@ impl Lookahead {
         Lookahead {
             measure,
             exponent,
+            downstream,
             prefix,
             unit,
         }
     }
 
     /// `d(t)^β` while op `stage` is being run, `computed` flagging the ops computed at
-    /// least once (all those before `stage`).
-    pub(crate) fn distance(&self, graph: &Graph, t: usize, stage: usize, computed: &[bool]) -> f64 {
-        let next = graph
-            .succs(t)
-            .iter()
-            .copied()
-            .filter(|&u| !computed[u])
-            .min()
-            .unwrap_or(graph.len())
-            .max(stage);
+    /// least once (all those before `stage`) and `resident` those in memory.
+    pub(crate) fn distance(
+        &self,
+        graph: &Graph,
+        t: usize,
+        stage: usize,
+        computed: &[bool],
+        resident: &[bool],
+    ) -> f64 {
+        let next_use = |v: usize| {
+            graph
+                .succs(v)
+                .iter()
+                .copied()
+                .filter(|&u| !computed[u])
+                .min()
+                .unwrap_or(graph.len())
+        };
+        let mut next = next_use(t);
+        if self.downstream {
+            // At most NEIGHBOURHOOD tensors are seen: a list is the set.
+            let mut seen: Vec<usize> = Vec::with_capacity(NEIGHBOURHOOD);
+            let mut stack: Vec<usize> = graph.succs(t).to_vec();
+            while let Some(u) = stack.pop() {
+                if resident[u] || !computed[u] || seen.contains(&u) {
+                    continue;
+                }
+                seen.push(u);
+                next = next.min(next_use(u));
+                if seen.len() == NEIGHBOURHOOD {
+                    break;
+                }
+                stack.extend_from_slice(graph.succs(u));
+            }
+        }
+        let next = next.max(stage);
         let d = match self.measure {
             Measure::Ops => (next - stage + 1) as f64,
             Measure::Cost => self.prefix[next] - self.prefix[stage] + self.unit,
@@ -106,7 +147,7 @@ impl Solver for DtrAhead {
             name: "dtr-ahead",
             description: "DTR run ahead of time with the future known: the tensor of least \
                           rematerialisation cost / (size x distance to its next use) evicted \
-                          (Belady's rule weighted by DTR's cost), four distance rules, the \
+                          (Belady's rule weighted by DTR's cost), eight distance rules, the \
                           cheapest schedule kept.",
             scope: Scope::Heuristic,
             accepts: "any graph",
@@ -121,8 +162,11 @@ impl Solver for DtrAhead {
         let graph = instance.graph;
         let stop = Stop::start(options);
         let mut best: Option<(f64, Schedule)> = None;
-        for (measure, exponent) in RULES {
-            let ahead = Lookahead::new(graph, measure, exponent);
+        let rules = [false, true]
+            .into_iter()
+            .flat_map(|downstream| RULES.map(|(m, e)| (m, e, downstream)));
+        for (measure, exponent, downstream) in rules {
+            let ahead = Lookahead::new(graph, measure, exponent, downstream);
             let events = match dtr::run_ahead(graph, instance.budget, &stop, &ahead) {
                 Ok(Some(events)) => events,
                 Ok(None) => continue,
@@ -146,7 +190,7 @@ impl Solver for DtrAhead {
                 reason: format!(
                     "none of DTR's {} look-ahead rules found a schedule within {} bytes (its \
                      pinned inputs filled the budget or its rematerialisations cascaded)",
-                    RULES.len(),
+                    2 * RULES.len(),
                     instance.budget
                 ),
             }),
