@@ -6,8 +6,8 @@ use super::core::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOption
 use super::details::Details;
 use super::result::SolveResult;
 use super::{
-    auto, baseline, block_rotor, bptt, chain_dp, checkmate, chen, dtr, exhaustive, fastsa, join_dp,
-    knapsack, revolve, sethi_ullman, two_level,
+    auto, baseline, block_rotor, bptt, chain_dp, checkmate, chen, dtr, dtr_ahead, exhaustive,
+    fastsa, join_dp, knapsack, revolve, sethi_ullman, two_level,
 };
 use crate::schedule::{simulate, Schedule, SimError};
 use std::time::Instant;
@@ -22,6 +22,7 @@ pub fn registry() -> &'static [&'static dyn Solver] {
         &chen::ChenSqrt,
         &chen::ChenGreedy,
         &dtr::Dtr,
+        &dtr_ahead::DtrAhead,
         &knapsack::Knapsack,
         &block_rotor::BlockRotor,
         &fastsa::FastSa,

@@ -27,7 +27,7 @@ mod result;
 
 use dp::{block_rotor, bptt, join_dp};
 use exact::{checkmate, exhaustive};
-use heuristic::{baseline, chen, dtr, fastsa, knapsack, sethi_ullman};
+use heuristic::{baseline, chen, dtr, dtr_ahead, fastsa, knapsack, sethi_ullman};
 
 pub use self::core::{
     Bound, BoundMethod, Claim, Effort, EndedBy, Instance, Outcome, Plan, Progress, ProgressSink,

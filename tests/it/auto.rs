@@ -82,6 +82,7 @@ fn the_portfolio_returns_its_cheapest_verified_candidate_and_names_it() {
         "chen-greedy",
         "recompute-all",
         "dtr",
+        "dtr-ahead",
     ] {
         let b = run(&g, budget, other, None);
         if let Some(stats) = &b.stats {

@@ -41,6 +41,7 @@ fn every_claim_holds_for_the_set_it_names() {
                 "lp-bound",
                 "lp-rounding",
                 "dtr",
+                "dtr-ahead",
                 "sethi-ullman",
                 "fastsa",
             ] {
