@@ -1,6 +1,6 @@
 //! Memory budgets as users write them: bytes (`17179869184`), a size with a unit
 //! (`"6GiB"`, `"512MB"`, `"1.5 GB"`), or a percentage of the checkpoint-all peak (`"80%"`).
-//! The budget always includes the graph's `fixed_memory` (seed digest §6.8 item 2).
+//! The budget always includes the graph's `fixed_memory`.
 //! [`Budget::resolve`] turns one into bytes for a graph, computing the checkpoint-all peak
 //! (`crate::schedule::checkpoint_all_peak`) when the budget is a percentage: the one place
 //! a budget is resolved, for the CLI and the service alike.

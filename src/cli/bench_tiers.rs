@@ -1,5 +1,5 @@
 //! `remat bench-tiers`: the table behind Kukreja et al.'s Figure 3, recompute factors of
-//! plain Revolve and of two-level checkpointing against the sequence length (SEED L86).
+//! plain Revolve and of two-level checkpointing against the sequence length.
 
 use super::args::BenchTiersArgs;
 use super::render::print_json;

@@ -1,4 +1,4 @@
-//! The chain input format (rotor's, anchors §4) for users who think in stages, and its
+//! The chain input format (that of rotor, Beaumont et al.'s tool for heterogeneous chains) for users who think in stages, and its
 //! conversion to a training graph.
 //!
 //! ```json

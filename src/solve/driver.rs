@@ -7,7 +7,7 @@ use super::core::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOption
 use super::details::Details;
 use super::dp::{block_rotor, bptt, chain_dp, join_dp, revolve, two_level};
 use super::exact::{checkmate, exhaustive};
-use super::heuristic::{baseline, chen, dtr, fastsa, knapsack, sethi_ullman};
+use super::heuristic::{baseline, chen, dtr, dtr_ahead, fastsa, knapsack, sethi_ullman};
 use super::result::SolveResult;
 use crate::schedule::{simulate, Schedule, SimError};
 use std::time::Instant;
@@ -22,6 +22,7 @@ pub fn registry() -> &'static [&'static dyn Solver] {
         &chen::ChenSqrt,
         &chen::ChenGreedy,
         &dtr::Dtr,
+        &dtr_ahead::DtrAhead,
         &knapsack::Knapsack,
         &block_rotor::BlockRotor,
         &fastsa::FastSa,

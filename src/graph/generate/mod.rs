@@ -167,7 +167,7 @@ fn random_stage(rng: &mut ChaCha8Rng, reads_input: bool, reads_output: bool) -> 
 }
 
 /// A random chain whose backward ops read the next stage's output, and the `j` whose
-/// `g{j}` reads `f{j+1}`: on even seeds Checkmate's Keras rule (checkmate.md §4.3: every
+/// `g{j}` reads `f{j+1}`: on even seeds Checkmate's Keras rule (Jain et al., MLSys 2020: every
 /// `g{j}` reads `f{j}` and, for `j < L`, `f{j+1}`), on odd seeds random read patterns with
 /// `f{j+1}` read for a random subset of `j`. Costs and sizes as [`random_chain`]'s, at most
 /// 5 stages (11 nodes).

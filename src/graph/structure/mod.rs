@@ -6,9 +6,9 @@
 //!   reads the gradient `δ_{j+1}` (the output of `G_{j+1}`; `δ_{L+1}` is the loss output)
 //!   and any of the forward values `x_{j−1}` (the stage's input; nothing for `j = 1`),
 //!   `x_j` (its output) and `x_{j+1}` (the next stage's output, for `j < L`), and nothing
-//!   else. The last is Checkmate's Keras extraction rule (checkmate.md §4.3): for each
+//!   else. The last is the rule of Checkmate's Keras graph extraction (Jain et al., MLSys 2020): for each
 //!   forward edge `u → i` it adds `i → b(u)`, so `G_j` reads `x_{j+1}` ("next outputs").
-//! * **Join graph** (Beaumont et al. 2020, seed digest §3): `k >= 2` such chains
+//! * **Join graph** (Beaumont, Herrmann, Pallez, Shilova, Phil. Trans. R. Soc. A 2020): `k >= 2` such chains
 //!   ("branches", possibly of different lengths) whose last outputs all meet in the one
 //!   loss, each with its own backward chain starting from the loss.
 //!

@@ -1,5 +1,5 @@
 //! Memory-efficient backpropagation through time (Gruslys, Munos, Danihelka, Lanctot,
-//! Graves, NeurIPS 2016; seed digest §5): the BPTT-HSM, BPTT-ISM and BPTT-MSM policies.
+//! Graves, "Memory-Efficient Backpropagation Through Time", NeurIPS 2016): the BPTT-HSM, BPTT-ISM and BPTT-MSM policies.
 //!
 //! # Gruslys' units
 //!
@@ -10,10 +10,10 @@
 //! * **HSM** (hidden states, §3.1 eq. 2): `Q(t, m, y) = y + C(t−y, m−1) + C(y, m)`,
 //!   `C(1, m) = 1`, `C(t, 1) = t(t+1)/2`. It equals Revolve's `t(t, m) + t`
 //!   (`hsm_cost`, no table needed).
-//! * **ISM** (internal states, §3.2, reconstructed in §5.4):
+//! * **ISM** (internal states, §3.2, as reconstructed here):
 //!   `Q(t, m, y) = y + C(y−1, m) + C(t−y, m−1)`, `1 <= y <= t`, `C(0, m) = 0`,
 //!   `C(t >= 1, 0) = ∞`.
-//! * **MSM** (mixed, §3.3-3.4, eq. 8-10, reconstructed in §5.5): memory in hidden-state
+//! * **MSM** (mixed, §3.3-3.4, eq. 8-10, as reconstructed here): memory in hidden-state
 //!   units, an internal state costs `α`; either action, with the internal state of the
 //!   sub-sequence's first step charged `β = α − 1` (its input hidden state is already
 //!   stored): `Q_1 = y + C(y, m) + C(t−y, m−1)` (`y < t`),
@@ -227,8 +227,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hsm_table_matches_the_digest() {
-        // Rows t = 10 and t = 20 of §5.8, m = 1..8.
+    fn hsm_table_matches_the_tabulated_values() {
+        // Tabulated C(t, m) for t = 10 and t = 20, m = 1..8.
         let row10 = [55, 30, 25, 24, 23, 22, 21, 20];
         let row20 = [210, 85, 65, 59, 53, 52, 51, 50];
         let rec = Recurrence::new(Model::Hsm, 20, 8);
@@ -257,7 +257,7 @@ mod tests {
     }
 
     #[test]
-    fn ism_and_msm_tables_match_the_digest() {
+    fn ism_and_msm_tables_match_the_tabulated_values() {
         let ism = Recurrence::new(Model::Ism, 16, 8);
         let ism16 = [136, 50, 36, 30, 27, 26, 25, 24];
         let ism10 = [55, 24, 18, 16, 15, 14, 13, 12];

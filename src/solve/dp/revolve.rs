@@ -1,5 +1,5 @@
 //! Revolve: binomial checkpointing of a homogeneous chain (Griewank & Walther, ACM TOMS
-//! 26(1) 2000, Algorithm 799; seed digest §6.3, anchors §6 and §14.1).
+//! 26(1) 2000, Algorithm 799).
 //!
 //! # The Revolve view
 //!
@@ -50,8 +50,8 @@
 //! `L + 1` is the loss, so `l = L + 1`. The turn of step `j` computes the loss when
 //! `j = L + 1`, then every backward op that reads `x_{j−1}` (or reads no forward value and
 //! belongs to stage `j − 1`). Because `x_0` takes no memory, a chain with unit sizes,
-//! unit costs and `fixed_memory = 0` runs within `M = s + 2` (seed digest §6.3 states
-//! `M = s + 3` for Butt's chain, whose input `f_0` occupies one unit) and costs
+//! unit costs and `fixed_memory = 0` runs within `M = s + 2` (`M = s + 3` for Butt's
+//! chain, whose input `f_0` occupies one unit) and costs
 //! `t(L + 1, s) + L + 1`: the `t` advances are forward computations, and the `L + 1`
 //! turns are the loss and the `L` backward ops.
 
@@ -705,7 +705,7 @@ mod tests {
 
     #[test]
     fn graph_view_on_linear_graphs() {
-        // linear(n) at budget M: the optimum is t(n+1, M-2) + n + 1 (seed digest §4.10 item 1,
+        // linear(n) at budget M: the optimum is t(n+1, M-2) + n + 1 (Butt's uniform case,
         // shifted by f_0, which linear graphs do not have).
         for n in 1..=8usize {
             let g = linear(n);

@@ -3,7 +3,7 @@
 //!
 //! A state is `(resident, computed)`: the outputs in memory and the nodes computed at
 //! least once. From a state, `compute(v)` is allowed when `v` is not resident, all its
-//! inputs are, and `K + Σ_{u resident} s_u + s_v <= M` (the simulator's rules, §6.2); it
+//! inputs are, and `K + Σ_{u resident} s_u + s_v <= M` (the simulator's rules); it
 //! costs `c_v`. `free(v)` of a resident `v` costs nothing. The goal is `computed = V`.
 //! Execution order is free (not the solver order), so this is the global optimum of the
 //! unified model, against which every other solver is tested.

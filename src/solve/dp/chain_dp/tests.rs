@@ -1,6 +1,6 @@
 //! Unit tests of the chain DP: the slot cap, the option list each policy allows, and
 //! small chains against Revolve's closed form, the simulator and the oracle. The oracle
-//! sweeps whose exceptions fixtures list are in `tests/chain_dp.rs`.
+//! sweeps whose exceptions fixtures list are in `tests/it/chain_dp.rs`.
 
 use super::model::{capped_slots, MAX_TABLE_BYTES};
 use super::recurrence::Opt;
@@ -176,7 +176,7 @@ fn emitted_plans_have_the_predicted_cost_and_peak() {
 }
 
 /// chain-dp against Revolve's closed form on Checkmate's uniform chains;
-/// `tests/dp_vs_milp.rs` adds the MILP and the oracle through the driver.
+/// `tests/it/dp_vs_milp.rs` adds the MILP and the oracle through the driver.
 #[test]
 fn uniform_chains_equal_revolve() {
     for n in 1..=6usize {

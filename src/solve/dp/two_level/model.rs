@@ -71,7 +71,7 @@ impl StepTimes {
     }
 }
 
-/// The paper's `n·R·T_A + n·T_B` with `n = l` steps (SEED L90, L98-L99).
+/// The paper's `n·R·T_A + n·T_B` with `n = l` steps.
 pub(super) fn paper_time(times: &StepTimes, steps: u64, r: f64) -> f64 {
     let n = steps as f64;
     n * r * times.forward + n * times.backward

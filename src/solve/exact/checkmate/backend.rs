@@ -5,7 +5,7 @@
 //! the status, whether an incumbent exists, the proven bound, the gap and the
 //! column values.
 //!
-//! Three HiGHS facts shape this module (`ecosystem.md` §1):
+//! Three HiGHS facts shape this module:
 //! * a `highs::Model` is `!Send`, and HiGHS's task scheduler is a thread-local global that
 //!   refuses a second, different `threads` value on the same OS thread. Every run therefore
 //!   happens on a fresh scoped thread, which also resets that scheduler on exit, so callers
@@ -14,13 +14,11 @@
 //! * cancellation and deadlines are enforced through the C callback API
 //!   (`Highs_setCallback` with the MIP, simplex and IPM interrupt callbacks), on top of the
 //!   `time_limit` option; an interrupted MIP keeps its incumbent. Some phases check
-//!   neither: the root LP of a large MIP ran 60 s past a 10 s deadline on ResNet50
-//!   (424,567 rows), and PDLP calls no callback. So [`run`] waits for HiGHS only until
+//!   neither (the root LP of a large MIP, and PDLP, which calls no callback). So [`run`] waits for HiGHS only until
 //!   the deadline, or the caller's cancellation, plus [`GRACE`]; past it, the run is
 //!   abandoned (reported as a time limit, or a cancellation, without a solution) and its
 //!   thread, whose interrupt flag stays raised, ends on its own at HiGHS's next check (PDLP:
-//!   at its tolerance or its time limit). Until then it holds its memory (a 999-node LP:
-//!   3 GB for 15 s after the answer); [`abandoned_bytes`] counts it, and admission adds it
+//!   at its tolerance or its time limit). Until then it holds its memory; [`abandoned_bytes`] counts it, and admission adds it
 //!   to a new model's.
 
 use super::lagrangian::Lagrangian;

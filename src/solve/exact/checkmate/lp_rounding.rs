@@ -1,5 +1,5 @@
 //! The LP relaxation of the Checkmate MILP ([`super`]) as a lower bound (`lp-bound`), and
-//! Checkmate's two-phase LP rounding (`lp-rounding`; paper §5, `checkmate.md` §2).
+//! Checkmate's two-phase LP rounding (`lp-rounding`; Jain et al., MLSys 2020, §5).
 //!
 //! Phase 1 solves the relaxation (R, S, FREE in `[0,1]`) and rounds only `S*`:
 //! a deterministic threshold sweep (`S = [S* >= τ]` for `τ = 0.05, 0.10, ..., 0.95` and

@@ -2,15 +2,9 @@
 //! HiGHS's branch and bound, started from the cheapest verified schedule we have: the
 //! LP rounding ([`super::lp_rounding`]), the best baseline ([`super::best_baseline`], DTR's
 //! stages among them) and, when neither already meets the LP bound, the best rounding
-//! RENS finds ([`super::rens`]). On linear-32 at 11 and FCN8 at 0.8 DTR's stages are the
-//! optimum (the rounding's start is 94 against 88 on linear-32): the LP bound of the model
-//! with the boundary rows (k) then proves it at once, where branch and bound from the
-//! rounding took 65 s on linear-32 to find it.
-//! On the MLSys graphs the LP bound is within a fraction of a percent of the optimum and
-//! much of HiGHS's time goes into finding a good incumbent, so this start matters more than
-//! any solver setting: before the rows (k), FCN8 at 0.9 took 22 s from the best baseline's
-//! start, 0.5 s of branch and bound from the optimum, 2.3 s from RENS's start (4.7e-7
-//! above it).
+//! RENS finds ([`super::rens`]). On the MLSys graphs the LP bound is within a fraction of a
+//! percent of the optimum and much of HiGHS's time goes into finding a good incumbent, so
+//! this start matters more than any solver setting (measured in `docs/performance.md`).
 //!
 //! Outcomes: `optimal` when HiGHS closes the gap (to its relative tolerance, 1e-4 unless
 //! the caller asks for another); `feasible` with the dual bound as `lower_bound` when the

@@ -7,8 +7,8 @@
 //! points are exactly the roundings of `x̄` (with the continuous columns, FREE and U,
 //! free), and its optimum is the best of them. It is small when `|F|` is: on FCN8 at 90%
 //! of its checkpoint-all peak the relaxation leaves 19 of 5,329 integer columns
-//! fractional, and HiGHS solves the sub-MIP in 0.05 s to a schedule within 1e-6 of the
-//! optimum, which the full branch and bound then only has to prove.
+//! fractional, and the sub-MIP's optimum is within 1e-6 of the MILP's, which the full
+//! branch and bound then only has to prove.
 //!
 //! The sub-MIP runs only when at least half of the integer columns are fixed
 //! ([`MIN_FIXED`], Berthold's minimal fixing rate), for at most a share of the time that

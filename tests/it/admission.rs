@@ -9,8 +9,8 @@
 //! nodes, the 100,001-node star, 320,000 edgeless nodes on `/v1/inspect` and 60 MB of
 //! `{}` nodes.
 
-mod common;
-mod server;
+use crate::common;
+use crate::server;
 
 use remat::graph::generate::{linear, random_layered};
 use serde_json::{json, Value};

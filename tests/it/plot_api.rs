@@ -1,8 +1,8 @@
 //! `POST /v1/plot/*` on a real server: the same bytes as `remat plot`, the trade-off sweep
 //! as a job (polled to its picture, or cancelled), and bad requests as problem documents.
 
-mod common;
-mod server;
+use crate::common;
+use crate::server;
 
 use serde_json::{json, Value};
 use server::{config, Server};

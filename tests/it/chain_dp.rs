@@ -5,8 +5,8 @@
 //! persistent family's limits, see `solve::dp::chain_dp`) are exactly those the fixtures
 //! list. Without `REMAT_FULL` each sweep runs a quarter of its chains.
 
-mod common;
-mod dp;
+use crate::common;
+use crate::dp;
 
 use common::{check_fixture, subset};
 use dp::{above_exhaustive, against_exhaustive, feasible_budgets};

@@ -5,7 +5,7 @@
 //! chen-greedy's cost. The networks are in the MLSys benchmark set: the test runs where
 //! `REMAT_MLSYS` names it and is ignored otherwise (`common::mlsys_dir`).
 
-mod common;
+use crate::common;
 
 use remat::budget::Budget;
 use remat::graph::structure::chain;
