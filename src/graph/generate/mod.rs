@@ -291,33 +291,7 @@ pub fn join_with(
 pub fn random_layered(nodes: usize, seed: u64) -> Graph {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let l = (nodes.saturating_sub(1) / 2).max(1);
-    let mut layer_of = Vec::with_capacity(l);
-    let mut layer_start = vec![0usize];
-    let mut layer = 0;
-    let mut width = rng.random_range(1..=4usize);
-    for i in 0..l {
-        if i - layer_start[layer] == width {
-            layer += 1;
-            layer_start.push(i);
-            width = rng.random_range(1..=4usize);
-        }
-        layer_of.push(layer);
-    }
-    let mut fwd_inputs: Vec<Vec<usize>> = vec![Vec::new(); l];
-    for i in 0..l {
-        let li = layer_of[i];
-        if li == 0 {
-            continue;
-        }
-        let prev = layer_start[li - 1]..layer_start[li];
-        let first = rng.random_range(prev);
-        fwd_inputs[i].push(first);
-        if li >= 2 && rng.random_bool(0.3) {
-            let skip = rng.random_range(0..layer_start[li - 1]);
-            fwd_inputs[i].push(skip);
-        }
-        fwd_inputs[i].sort_unstable();
-    }
+    let fwd_inputs = random_forward_inputs(&mut rng, l);
     let costs: Vec<f64> = (0..l).map(|_| rng.random_range(1..=10u32) as f64).collect();
     let sizes: Vec<u64> = (0..l).map(|_| rng.random_range(1..=64u64) << 20).collect();
     let mut consumed = vec![false; l];
@@ -327,7 +301,6 @@ pub fn random_layered(nodes: usize, seed: u64) -> Graph {
         }
     }
     let f = |i: usize| format!("f{i}");
-    let b = |i: usize| format!("b{i}");
     let input = (nodes % 2 == 0).then(|| rng.random_range(1..=64u64) << 20);
     let mut specs: Vec<NodeSpec> = (0..l)
         .map(|i| NodeSpec {
@@ -363,7 +336,62 @@ pub fn random_layered(nodes: usize, seed: u64) -> Graph {
         kind: Some(NodeKind::Loss),
         op: None,
     });
-    // b(u) reads, for every forward consumer i of u: b(i) and i; u itself; the loss if u is a sink.
+    push_keras_backward(&mut specs, &fwd_inputs, &costs, &sizes, &consumed);
+    Graph::new(GraphSpec {
+        name: Some(format!("random-layered-n{}-s{seed}", specs.len())),
+        fixed_memory: 0,
+        cost_unit: Some("op".into()),
+        nodes: specs,
+    })
+    .expect("the random layered graph is valid")
+}
+
+/// The inputs of the `l` forward ops of [`random_layered`]: layers of 1 to 4 ops, each op
+/// reading one op of the previous layer and, with probability 0.3, one earlier op.
+fn random_forward_inputs(rng: &mut ChaCha8Rng, l: usize) -> Vec<Vec<usize>> {
+    let mut layer_of = Vec::with_capacity(l);
+    let mut layer_start = vec![0usize];
+    let mut layer = 0;
+    let mut width = rng.random_range(1..=4usize);
+    for i in 0..l {
+        if i - layer_start[layer] == width {
+            layer += 1;
+            layer_start.push(i);
+            width = rng.random_range(1..=4usize);
+        }
+        layer_of.push(layer);
+    }
+    let mut fwd_inputs: Vec<Vec<usize>> = vec![Vec::new(); l];
+    for i in 0..l {
+        let li = layer_of[i];
+        if li == 0 {
+            continue;
+        }
+        let prev = layer_start[li - 1]..layer_start[li];
+        let first = rng.random_range(prev);
+        fwd_inputs[i].push(first);
+        if li >= 2 && rng.random_bool(0.3) {
+            let skip = rng.random_range(0..layer_start[li - 1]);
+            fwd_inputs[i].push(skip);
+        }
+        fwd_inputs[i].sort_unstable();
+    }
+    fwd_inputs
+}
+
+/// The backward ops `b{u}` of [`random_layered`], last forward op first, by Checkmate's
+/// Keras rule: `b(u)` reads, for every forward consumer `i` of `u`, `b(i)` and `i`; `u`
+/// itself; the loss if `u` is a sink. Costs twice the forward op's, sizes the same.
+fn push_keras_backward(
+    specs: &mut Vec<NodeSpec>,
+    fwd_inputs: &[Vec<usize>],
+    costs: &[f64],
+    sizes: &[u64],
+    consumed: &[bool],
+) {
+    let l = fwd_inputs.len();
+    let f = |i: usize| format!("f{i}");
+    let b = |i: usize| format!("b{i}");
     let mut bwd_inputs: Vec<Vec<String>> = vec![Vec::new(); l];
     for (i, ins) in fwd_inputs.iter().enumerate() {
         for &u in ins {
@@ -386,13 +414,6 @@ pub fn random_layered(nodes: usize, seed: u64) -> Graph {
             op: None,
         });
     }
-    Graph::new(GraphSpec {
-        name: Some(format!("random-layered-n{}-s{seed}", specs.len())),
-        fixed_memory: 0,
-        cost_unit: Some("op".into()),
-        nodes: specs,
-    })
-    .expect("the random layered graph is valid")
 }
 
 // Random DAGs: the small graphs the exhaustive oracle checks other solvers against.

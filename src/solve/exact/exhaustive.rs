@@ -141,28 +141,7 @@ fn search_within(
         }
         let (resident, computed) = (k & mask, k >> BITS);
         if computed == all {
-            let mut events = Vec::new();
-            let mut at = k;
-            while let Some(&(prev, event)) = parent.get(&at) {
-                events.push(event);
-                at = prev;
-            }
-            events.reverse();
-            return Ok(Outcome::Plan(Plan {
-                schedule: Schedule::new(events),
-                claim: Claim::Optimal,
-                solver: "exhaustive",
-                scope: Scope::GlobalOptimum,
-                lower_bound: Some(Bound {
-                    cost: g,
-                    scope: Scope::GlobalOptimum,
-                    method: BoundMethod::Search,
-                }),
-                message: None,
-                details: Some(Details::Exhaustive(ExhaustiveDetails {
-                    states_expanded: pops,
-                })),
-            }));
+            return Ok(optimal_plan(&parent, k, g, pops));
         }
         let in_use = graph.fixed_memory() + mem_of(resident);
         for (v, &needs) in preds.iter().enumerate() {
@@ -197,6 +176,33 @@ fn search_within(
             "no schedule in any order fits in {} bytes ({pops} states searched)",
             instance.budget
         ),
+    })
+}
+
+/// The plan of the goal state `k`, reached at cost `g` after `pops` expansions: its
+/// events read back along `parent`.
+fn optimal_plan(parent: &HashMap<u32, (u32, Event)>, k: u32, g: f64, pops: u64) -> Outcome {
+    let mut events = Vec::new();
+    let mut at = k;
+    while let Some(&(prev, event)) = parent.get(&at) {
+        events.push(event);
+        at = prev;
+    }
+    events.reverse();
+    Outcome::Plan(Plan {
+        schedule: Schedule::new(events),
+        claim: Claim::Optimal,
+        solver: "exhaustive",
+        scope: Scope::GlobalOptimum,
+        lower_bound: Some(Bound {
+            cost: g,
+            scope: Scope::GlobalOptimum,
+            method: BoundMethod::Search,
+        }),
+        message: None,
+        details: Some(Details::Exhaustive(ExhaustiveDetails {
+            states_expanded: pops,
+        })),
     })
 }
 

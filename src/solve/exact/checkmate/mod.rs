@@ -28,9 +28,9 @@
 //!   lower side (`1 − FREE <= H`, Lemma 4.2) and FREE's integrality are dropped: FREE only
 //!   lowers `U`, so raising it to its bound keeps any point feasible at the same cost, and
 //!   for integral R and S that bound is 0 or 1. The optimum is the paper's; the LP is
-//!   tighter (23 instead of 22 on linear-8 at budget 4), and the binaries are R and S only. A relaxation solved by PDLP
-//!   ([`backend::FIRST_ORDER_MIN_COLS`]) keeps the paper's rows, which it solves faster
-//!   ([`StageModel::build_relaxation`]);
+//!   tighter (23 instead of 22 on linear-8 at budget 4), and the binaries are R and S
+//!   only. A relaxation solved by PDLP ([`backend::FIRST_ORDER_MIN_COLS`]) keeps the
+//!   paper's rows, which it solves faster ([`StageModel::build_relaxation`]);
 //! * memory (e, f): `U[t,0] = M_0 R[t,0] + Σ_i M_i S[t,i]` and
 //!   `U[t,k+1] = U[t,k] + M_{k+1} R[t,k+1] − Σ_{(i,k) ∈ E} M_i FREE[t,(i,k)]`;
 //! * budget (g): `U[t,k] <= B − K`, the budget less the graph's `fixed_memory` `K`;
