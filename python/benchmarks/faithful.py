@@ -210,9 +210,17 @@ def rows_for(name: str, args: argparse.Namespace, backend: remat.Local) -> list[
             fraction = min(1.0, fraction + 0.03)
             rows = rows_at(name, fraction, args, backend, model_copy, loss_fn, step_args, n_in, base)
         out += rows
+        if args.json:  # what is measured so far survives an interrupted run
+            keep = [{**strip(r), "model": name} for r in out]
+            Path(args.json + ".partial").write_text(json.dumps(keep, indent=1))
     for r in out:
         r["model"] = name
     return out
+
+
+def strip(r: Row) -> Row:
+    """The row without its tensors (gradients, buffers): what `--json` writes."""
+    return {k: v for k, v in r.items() if k not in ("grads", "buffers")}
 
 
 def tightest(step: Any, step_args: Sequence[Any], backend: remat.Local) -> float:
@@ -442,7 +450,7 @@ def main() -> None:
         print(table(got, bases, args.device != "cpu"), flush=True)
     print("\n" + table(rows, bases, args.device != "cpu"))
     if args.json:
-        keep = [{k: v for k, v in r.items() if k not in ("grads", "buffers")} for r in rows]
+        keep = [strip(r) for r in rows]
         Path(args.json).write_text(json.dumps(keep, indent=1))
 
 
