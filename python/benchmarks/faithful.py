@@ -213,9 +213,17 @@ def rows_for(name: str, args: argparse.Namespace, backend: remat.Local) -> list[
             fraction = min(1.0, fraction + 0.03)
             rows = rows_at(name, fraction, args, backend, model_copy, loss_fn, step_args, n_in, base)
         out += rows
+        if args.json:  # what is measured so far survives an interrupted run
+            keep = [{**strip(r), "model": name} for r in out]
+            Path(args.json + ".partial").write_text(json.dumps(keep, indent=1))
     for r in out:
         r["model"] = name
     return out
+
+
+def strip(r: Row) -> Row:
+    """The row without its tensors (gradients, buffers): what `--json` writes."""
+    return {k: v for k, v in r.items() if k not in ("grads", "buffers")}
 
 
 def tightest(step: Any, step_args: Sequence[Any], backend: remat.Local) -> float:
@@ -358,6 +366,72 @@ def table(rows: list[Row], bases: dict[str, Row], cuda: bool = False) -> str:
     return "\n".join(lines)
 
 
+REMAT = ("remat-eager", "remat-compiled", "remat-inductor")
+
+
+def check(rows: list[Row]) -> list[tuple[str, bool, str]]:
+    """Issue 25's acceptance checks over the rows of `--json` files: (check, passed, the figures).
+
+    (a) remat eager / compiled / Inductor measured <= budget wherever remat says the plan fits;
+    (b) prediction within 2% of the measurement (Inductor: not below it by more than 2%);
+    (c) remat eager at every budget >= per-block checkpointing's measured peak: measured <= budget,
+        the plan says it fits, and FLOPs <= per-block's;
+    (d) for every torch-budget run that meets its budget, the remat run (compiled or eager, any
+        fraction of the same model) of least FLOPs among those measuring at most as much memory
+        executes no more FLOPs, and fewer where torch recomputes.
+    """
+    out: list[tuple[str, bool, str]] = []
+    ok = [r for r in rows if "error" not in r]
+    for r in ok:
+        if r["row"] not in REMAT:
+            continue
+        where = f"{r['model']} {r['fraction']} {r['row']}"
+        if r.get("fits"):
+            out.append(("a", r["measured"] <= r["budget"], f"{where}: measured {r['measured']} budget {r['budget']}"))
+        err = (r["predicted"] - r["measured"]) / max(r["measured"], 1)
+        good = err >= -0.02 if r["row"] == "remat-inductor" else abs(err) <= 0.02
+        out.append(("b", good, f"{where}: predicted {r['predicted']} measured {r['measured']} ({100 * err:+.2f}%)"))
+    for model in dict.fromkeys(r["model"] for r in ok):
+        mine = [r for r in ok if r["model"] == model]
+        pb = next((r for r in mine if r["row"] == "per-block"), None)
+        base = next((r for r in mine if r["row"] == "none"), None)
+        if pb is None or base is None:
+            continue
+        for r in mine:
+            if r["row"] == "remat-eager" and r["budget"] >= pb["measured"]:
+                good = r["measured"] <= r["budget"] and bool(r.get("fits")) and r["flops"] <= pb["flops"]
+                out.append(
+                    (
+                        "c",
+                        good,
+                        f"{model} {r['fraction']}: budget {r['budget']} >= per-block {pb['measured']}: measured "
+                        f"{r['measured']} fits {r.get('fits')} FLOPs {r['flops'] / pb['flops']:.3f} of per-block's",
+                    )
+                )
+        for t in mine:
+            if t["row"] != "torch-budget" or t["measured"] > t["budget"]:
+                continue
+            at = [r for r in mine if r["row"] in REMAT[:2] and r["measured"] <= t["measured"]]
+            where = (
+                f"{model} {t['fraction']} torch-budget measured {t['measured']} FLOPs {t['flops'] / base['flops']:.3f}"
+            )
+            if not at:
+                out.append(("d", False, f"{where}: no remat run measures as little"))
+                continue
+            best = min(at, key=lambda r: r["flops"])
+            recomputes = t["flops"] > base["flops"]
+            good = best["flops"] < t["flops"] if recomputes else best["flops"] <= t["flops"]
+            out.append(
+                (
+                    "d",
+                    good,
+                    f"{where}; remat {best['fraction']} {best['row']} measured {best['measured']} "
+                    f"FLOPs {best['flops'] / base['flops']:.3f}",
+                )
+            )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(families.FAMILIES))
@@ -370,7 +444,17 @@ def main() -> None:
     ap.add_argument("--binary", default=None, help="the remat binary ($REMAT_BIN, PATH)")
     ap.add_argument("--json", default=None, help="also write the rows here")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda: measured by the CUDA caching allocator")
+    ap.add_argument("--check", nargs="+", default=None, help="the acceptance checks over these --json files")
     args = ap.parse_args()
+    if args.check:
+        rows = [r for f in args.check for r in json.loads(Path(f).read_text())]
+        results = check(rows)
+        for name, passed, text in results:
+            print(f"({name}) {'met' if passed else 'NOT MET'}: {text}")
+        for name in "abcd":
+            mine = [p for n, p, _ in results if n == name]
+            print(f"({name}) {sum(mine)} of {len(mine)} met")
+        sys.exit(0 if all(p for _, p, _ in results) else 1)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     if args.device != "cpu":  # the same kernels in every row, so that "equal" compares like with like
         torch.backends.cudnn.allow_tf32 = False
@@ -386,7 +470,7 @@ def main() -> None:
         print(table(got, bases, args.device != "cpu"), flush=True)
     print("\n" + table(rows, bases, args.device != "cpu"))
     if args.json:
-        keep = [{k: v for k, v in r.items() if k not in ("grads", "buffers")} for r in rows]
+        keep = [strip(r) for r in rows]
         Path(args.json).write_text(json.dumps(keep, indent=1))
 
 

@@ -1,4 +1,4 @@
-"""Seven model families at small sizes, each as (model, blocks, inputs, targets, loss_fn): the models
+"""Eight model families at small sizes, each as (model, blocks, inputs, targets, loss_fn): the models
 of issue 25's acceptance table (`faithful.py`) and of the compiled-path tests.
 
 - `llama`: a Llama-style decoder (RMSNorm, SwiGLU, rotary embeddings, causal attention) with logits
@@ -11,9 +11,11 @@ of issue 25's acceptance table (`faithful.py`) and of the compiled-path tests.
 - `vit`: torchvision's VisionTransformer at a small config (patch embedding, class token,
   `nn.MultiheadAttention` encoder blocks);
 - `mobilenetv2`: torchvision's MobileNetV2 (depthwise convolutions, inverted residuals, ReLU6,
-  BatchNorm).
+  BatchNorm);
+- `squeezenet`: torchvision's SqueezeNet 1.1 (fire modules: concatenated 1x1/3x3 expansions, no
+  normalization).
 
-The last two were added for the acceptance run only: nothing in the package was developed or tuned
+The last three were added for the acceptance run only: nothing in the package was developed or tuned
 against them.
 
 `loss_fn(output, *targets)`; `blocks` are the modules per-block checkpointing wraps and remat's eager
@@ -229,6 +231,18 @@ def mobilenetv2(batch: int = 4, resolution: int = 64) -> Family:
     return model, blocks, (x,), (y,), F.cross_entropy
 
 
+def squeezenet(batch: int = 4, resolution: int = 64) -> Family:
+    """torchvision's SqueezeNet 1.1, its classifier's dropout off; the fire modules are the blocks."""
+    import torchvision
+    from torchvision.models.squeezenet import Fire
+
+    model = torchvision.models.squeezenet1_1(num_classes=10, dropout=0.0)
+    blocks: list[nn.Module] = [m for m in model.features if isinstance(m, Fire)]
+    x = torch.randn(batch, 3, resolution, resolution)
+    y = torch.randint(0, 10, (batch,))
+    return model, blocks, (x,), (y,), F.cross_entropy
+
+
 def as_setup(family: Family) -> tuple[nn.Module, list[nn.Module], tuple[torch.Tensor, ...], Callable[..., Any]]:
     """The family as (model, blocks, inputs, loss of the output alone): the eager path's form, the
     targets captured by the loss."""
@@ -244,4 +258,5 @@ FAMILIES: dict[str, Callable[[], Family]] = {
     "densenet121": densenet121,
     "vit": vit,
     "mobilenetv2": mobilenetv2,
+    "squeezenet": squeezenet,
 }
