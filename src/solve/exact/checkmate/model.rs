@@ -387,14 +387,14 @@ impl Build<'_> {
     fn add_free_columns(&mut self, t: usize, free_of: &mut Vec<Vec<(usize, usize)>>) {
         free_of.clear();
         free_of.resize(t + 1, Vec::new());
-        for k in 0..=t {
+        for (k, frees) in free_of.iter_mut().enumerate() {
             if self.r_at(t, k).is_some() {
                 for &i in self.graph.preds(k) {
                     // Continuous: its upper bounds (d) are integral wherever R
                     // and S are, and nothing gains from a FREE below them.
                     let c = self.lp.add_col(0.0, 0.0, 1.0, false);
                     self.free.push((t as u32, i as u32, k as u32, c as u32));
-                    free_of[k].push((i, c));
+                    frees.push((i, c));
                 }
             }
         }
@@ -413,13 +413,13 @@ impl Build<'_> {
             }
         }
         self.add_row(0.0, 0.0);
-        for k in 0..t {
+        for (k, frees) in free_of.iter().enumerate().take(t) {
             self.row.push((self.u[t][k + 1] as usize, 1.0));
             self.row.push((self.u[t][k] as usize, -1.0));
             if let Some(c) = self.r_at(t, k + 1) {
                 self.row.push((c, -self.m(k + 1)));
             }
-            for &(i, c) in &free_of[k] {
+            for &(i, c) in frees {
                 self.row.push((c, self.m(i)));
             }
             self.add_row(0.0, 0.0);
