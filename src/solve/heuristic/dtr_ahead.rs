@@ -29,9 +29,9 @@
 //! answer is the cheapest schedule the simulator puts within the budget (ties: the first
 //! rule).
 //!
-//! Scope: a heuristic (Theorem 3.2 of the DTR paper holds for any such deterministic
-//! rule); a few DTR runs, milliseconds on graphs of thousands of nodes, each with DTR's
-//! limits (`stop` polled, cascades given up).
+//! Scope: a heuristic, no optimality claim; eight runs of DTR's engine, each with its
+//! limits (the caller's `stop` polled, cascades given up), so on graphs where DTR gives up
+//! at a budget every rule may too.
 
 use super::dtr;
 use crate::graph::Graph;
