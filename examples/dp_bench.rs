@@ -7,9 +7,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use remat::graph::chain::ChainSpec;
 use remat::graph::structure;
-use remat::solve::dp::chain_dp::{solve_chain, Policy};
-use remat::solve::dp::revolve::{revolve_actions, revolve_steps, RevolveAction};
 use remat::solve::SolveOptions;
+use remat::solve::{revolve_actions, revolve_steps, solve_chain, Policy, RevolveAction};
 use std::time::Instant;
 
 /// Peak resident memory of this process so far, in MB (Linux).

@@ -2,7 +2,7 @@
 # Installs what building remat needs on a fresh Debian machine and nothing else:
 # cmake and a C++ compiler (HiGHS is built from source by highs-sys) and libclang
 # (bindgen generates the HiGHS bindings), and Chromium with its WebDriver for the page's
-# browser test (tests/browser.rs). Idempotent: installs only what is missing.
+# browser test (tests/it/browser.rs). Idempotent: installs only what is missing.
 # `--docker` adds what docker/smoke.sh needs: Debian's docker.io (dockerd) and debootstrap.
 # `--python` adds what the Python package's tests need (python/): python3 and pip from Debian,
 # then torch, torchvision, pytest, ruff, mypy and maturin (which builds the wheel: pyproject.toml,

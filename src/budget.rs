@@ -1,6 +1,6 @@
 //! Memory budgets as users write them: bytes (`17179869184`), a size with a unit
 //! (`"6GiB"`, `"512MB"`, `"1.5 GB"`), or a percentage of the checkpoint-all peak (`"80%"`).
-//! The budget always includes the graph's `fixed_memory` (seed digest §6.8 item 2).
+//! The budget always includes the graph's `fixed_memory`.
 //! [`Budget::resolve`] turns one into bytes for a graph, computing the checkpoint-all peak
 //! (`crate::schedule::checkpoint_all_peak`) when the budget is a percentage: the one place
 //! a budget is resolved, for the CLI and the service alike.
@@ -215,22 +215,51 @@ impl Serialize for Budget {
     }
 }
 
-/// Bytes for people: `1.50 GiB`, `512.00 MiB`, `17 B`.
+/// Bytes for people, in their own binary unit with at most four significant digits:
+/// `17 B`, `12.5 MiB`, `1.5 GiB`. The one byte formatter of the command line and the
+/// pictures.
 pub fn human_bytes(bytes: u64) -> String {
-    const STEPS: &[&str] = &["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
+    human_bytes_in(bytes as f64, bytes as f64)
+}
+
+/// Bytes in the unit that suits `scale_max` (so that an axis's labels share one unit):
+/// `0.5 MiB` for 512 KiB on a scale up to 2 MiB.
+pub fn human_bytes_in(bytes: f64, scale_max: f64) -> String {
+    let (name, size) = byte_unit(scale_max);
+    format!("{} {name}", significant(bytes / size))
+}
+
+/// The binary unit that suits `max` bytes: its name and size.
+pub fn byte_unit(max: f64) -> (&'static str, f64) {
+    const UNITS: [(&str, f64); 5] = [
+        ("B", 1.0),
+        ("KiB", 1024.0),
+        ("MiB", 1048576.0),
+        ("GiB", 1073741824.0),
+        ("TiB", 1099511627776.0),
+    ];
+    UNITS
+        .iter()
+        .rev()
+        .find(|(_, size)| max >= *size)
+        .copied()
+        .unwrap_or(UNITS[0])
+}
+
+/// `v` with at most four significant digits (all of its integer digits from 10^4 on),
+/// trailing zeros dropped: `12.35`, `1234`, `0.5`.
+pub fn significant(v: f64) -> String {
+    let digits = if v == 0.0 {
+        0
+    } else {
+        (3 - v.abs().log10().floor() as i32).clamp(0, 6) as usize
+    };
+    let s = format!("{v:.digits$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
     }
-    let mut v = bytes as f64;
-    let mut unit = "B";
-    for s in STEPS {
-        if v < 1024.0 {
-            break;
-        }
-        v /= 1024.0;
-        unit = s;
-    }
-    format!("{v:.2} {unit}")
 }
 
 #[cfg(test)]
@@ -304,6 +333,10 @@ mod tests {
     #[test]
     fn human_bytes_rounds() {
         assert_eq!(human_bytes(17), "17 B");
-        assert_eq!(human_bytes(3 << 29), "1.50 GiB");
+        assert_eq!(human_bytes(3 << 29), "1.5 GiB");
+        assert_eq!(human_bytes(25 << 19), "12.5 MiB");
+        assert_eq!(human_bytes_in(512.0 * 1024.0, 2.0 * 1048576.0), "0.5 MiB");
+        assert_eq!(significant(12.345), "12.35");
+        assert_eq!(significant(1234.4), "1234");
     }
 }

@@ -20,7 +20,16 @@ measured; FLOPs = FLOPs dispatched (matmul, convolution, attention: torch's flop
 baseline's; time = fastest of `--repeats` untracked steps over the baseline's; equal = loss and
 gradients (rtol 1e-4) and buffers equal to the baseline's.
 
-    python3 python/benchmarks/faithful.py --models llama,unet --time-limit 10 [--inductor] [--json out.json]
+With `--device cuda` the models run on the GPU, measured as on the CPU (Inductor rows: the CUDA
+caching allocator's blocks, rounded to 512 bytes, without ops' scratch), and three more columns
+give the CUDA caching allocator's view: its peak of live blocks without and with ops' scratch
+(cuDNN's workspaces; `AllocatorBytes("cuda")`, the final gradients left out) and
+`torch.cuda.max_memory_allocated` above the step's start (the gradients and workspaces included).
+The allocator's blocks are given for the compiled rows only: in the eager rows the profiler's
+events do not add up (their peak exceeds `max_memory_allocated`; cause not established).
+
+    python3 python/benchmarks/faithful.py --models llama,unet [--inductor] [--json out.json]
+    python3 python/benchmarks/faithful.py --check out.json [more.json ...]
 """
 
 from __future__ import annotations
@@ -98,6 +107,9 @@ def run_row(
     row: Row = {
         "row": name,
         "measured": m.buffers if allocator else m.activations,
+        "blocks": m.buffers,
+        "with_scratch": m.allocated,
+        "max_allocated": m.max_allocated,
         "loss": m.loss,
         "seconds": m.seconds,
         "flops": fl.total,
@@ -143,13 +155,24 @@ def per_block(blocks: Sequence[torch.nn.Module]) -> Callable[[], None]:
     return undo
 
 
+def on(device: str, make: Callable[[], families.Family]) -> Callable[[], families.Family]:
+    """`make`, with the model and its tensors moved to `device` (in place: blocks stay valid)."""
+
+    def made() -> families.Family:
+        model, blocks, inputs, targets, loss_fn = make()
+        model.to(device)
+        return model, blocks, tuple(t.to(device) for t in inputs), tuple(t.to(device) for t in targets), loss_fn
+
+    return made
+
+
 def fresh(make: Callable[[], families.Family]) -> families.Family:
     torch.manual_seed(0)
     return make()
 
 
 def rows_for(name: str, args: argparse.Namespace, backend: remat.Local) -> list[Row]:
-    make = families.FAMILIES[name]
+    make = on(args.device, families.FAMILIES[name])
     model0, _, inputs, targets, loss_fn = fresh(make)
     pristine = copy.deepcopy(model0)
     step_args = (*inputs, *targets)
@@ -168,8 +191,13 @@ def rows_for(name: str, args: argparse.Namespace, backend: remat.Local) -> list[
     out.append(base)
     m, blocks = model_copy()
     undo = per_block(blocks)
-    out.append(run_row("per-block", m, make_step(m, loss_fn, n_in), step_args, base, args.repeats))
+    pb = run_row("per-block", m, make_step(m, loss_fn, n_in), step_args, base, args.repeats)
+    out.append(pb)
     undo()
+    # remat eager at the memory per-block checkpointing measured (the issue's "never worse than it")
+    row = eager_row(pb["measured"], args, backend, model_copy, loss_fn, step_args, n_in, base)
+    row.update(fraction="per-block")
+    out.append(row)
 
     fractions: list[float | str] = [0.8, 0.5, 0.3, "tightest"]
     for f in fractions:
@@ -185,9 +213,17 @@ def rows_for(name: str, args: argparse.Namespace, backend: remat.Local) -> list[
             fraction = min(1.0, fraction + 0.03)
             rows = rows_at(name, fraction, args, backend, model_copy, loss_fn, step_args, n_in, base)
         out += rows
+        if args.json:  # what is measured so far survives an interrupted run
+            keep = [{**strip(r), "model": name} for r in out]
+            Path(args.json + ".partial").write_text(json.dumps(keep, indent=1))
     for r in out:
         r["model"] = name
     return out
+
+
+def strip(r: Row) -> Row:
+    """The row without its tensors (gradients, buffers): what `--json` writes."""
+    return {k: v for k, v in r.items() if k not in ("grads", "buffers")}
 
 
 def tightest(step: Any, step_args: Sequence[Any], backend: remat.Local) -> float:
@@ -220,8 +256,8 @@ def rows_at(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             row = run_row("remat-compiled", m, step, step_args, base, args.repeats)
-    except remat.RematError as e:
-        return [{"row": "remat-compiled", "fraction": tag, "error": str(e)[:160]}]
+    except Exception as e:  # remat's refusal (RematError), or what this torch version raises
+        return [{"row": "remat-compiled", "fraction": tag, "error": f"{type(e).__name__}: {str(e)[:160]}"}]
     last = step.last
     assert last is not None
     fixed = int(last.graph["fixed_memory"])
@@ -232,34 +268,18 @@ def rows_at(
 
     # PyTorch's knob
     m, _ = model_copy()
-    with torch._functorch.config.patch(activation_memory_budget=fraction):
-        torch._dynamo.reset()
-        module = torch.compile(make_step(m, loss_fn, n_in), backend="aot_eager_decomp_partition", dynamic=False)
-        row = run_row("torch-budget", m, module, step_args, base, args.repeats)
+    try:
+        with torch._functorch.config.patch(activation_memory_budget=fraction):
+            torch._dynamo.reset()
+            module = torch.compile(make_step(m, loss_fn, n_in), backend="aot_eager_decomp_partition", dynamic=False)
+            row = run_row("torch-budget", m, module, step_args, base, args.repeats)
+    except Exception as e:  # what this torch version raises
+        row = {"row": "torch-budget", "error": f"{type(e).__name__}: {str(e)[:140]}"}
     row.update(fraction=tag, budget=budget)
     out.append(row)
 
-    # remat eager (SAC)
-    m, blocks = model_copy()
-    try:
-        from remat.apply import applied, plan
-
-        graph = remat.export(m, step_args[:n_in], lambda o: loss_fn(o, *step_args[n_in:]), regions=blocks)
-        result = remat.solve_local(
-            graph, int(graph["fixed_memory"]) + budget, binary=backend.binary, time_limit=args.time_limit
-        )
-        p = plan(graph, result, backend)
-        plain = make_step(m, loss_fn, n_in)
-
-        def eager(*a: Any) -> Any:
-            with applied(blocks, p):
-                return plain(*a)
-
-        row = run_row("remat-eager", m, eager, step_args, base, args.repeats)
-        row.update(predicted=p.predicted_activations, fits=p.fits)
-    except Exception as e:  # the eager path as it stands: report what it raises
-        row = {"row": "remat-eager", "error": f"{type(e).__name__}: {str(e)[:140]}"}
-    row.update(fraction=tag, budget=budget)
+    row = eager_row(budget, args, backend, model_copy, loss_fn, step_args, n_in, base)
+    row.update(fraction=tag)
     out.append(row)
 
     if args.inductor and (not args.inductor_fractions or tag in args.inductor_fractions.split(",")):
@@ -268,19 +288,65 @@ def rows_at(
         step = remat_compile(
             m, loss_fn, fraction, backend=backend, compiler="inductor", time_limit=args.time_limit, on_overrun="warn"
         )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            row = run_row("remat-inductor", m, step, step_args, base, args.repeats, allocator=True)
-        last = step.last
-        assert last is not None
-        row.update(fraction=tag, budget=budget, predicted=last.predicted_activations, fits=last.fits)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                row = run_row("remat-inductor", m, step, step_args, base, args.repeats, allocator=True)
+            last = step.last
+            assert last is not None
+            row.update(predicted=last.predicted_activations, fits=last.fits)
+        except Exception as e:  # what this torch version or its C++ compiler raises
+            row = {"row": "remat-inductor", "error": f"{type(e).__name__}: {str(e)[:140]}"}
+        row.update(fraction=tag, budget=budget)
         out.append(row)
     return out
 
 
-def table(rows: list[Row], bases: dict[str, Row]) -> str:
+def cuda_blocks(r: Row, key: str = "blocks") -> str:
+    """The CUDA allocator's peak, for the compiled rows (see the module doc)."""
+    return str(r[key]) if r["row"].startswith(("remat-compiled", "remat-inductor", "torch-budget")) else "-"
+
+
+def eager_row(
+    budget: int,
+    args: argparse.Namespace,
+    backend: remat.Local,
+    model_copy: Callable[[], tuple[torch.nn.Module, list[torch.nn.Module]]],
+    loss_fn: Callable[..., Any],
+    step_args: Sequence[Any],
+    n_in: int,
+    base: Row,
+) -> Row:
+    """remat eager (export, solve, SAC plan, applied) at `budget` bytes of activations."""
+    m, blocks = model_copy()
+    try:
+        from remat.apply import applied, plan
+
+        graph = remat.export(m, step_args[:n_in], lambda o: loss_fn(o, *step_args[n_in:]), regions=blocks)
+        result = remat.solve_local(
+            graph, int(graph["fixed_memory"]) + budget, binary=backend.binary, time_limit=args.time_limit
+        )
+        p = plan(graph, result, backend, on_overrun="warn")
+        plain = make_step(m, loss_fn, n_in)
+
+        def eager(*a: Any) -> Any:
+            with applied(blocks, p):
+                return plain(*a)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            row = run_row("remat-eager", m, eager, step_args, base, args.repeats)
+        row.update(predicted=p.predicted_activations, fits=p.fits)
+    except Exception as e:  # the eager path as it stands: report what it raises
+        row = {"row": "remat-eager", "error": f"{type(e).__name__}: {str(e)[:140]}"}
+    row.update(budget=budget)
+    return row
+
+
+def table(rows: list[Row], bases: dict[str, Row], cuda: bool = False) -> str:
     head = "| model | f | row | budget | measured | met | predicted | error % | FLOPs / base | time / base | equal |"
-    lines = [head, "|" + "---|" * 11]
+    head += " CUDA blocks | with scratch | max_memory_allocated |" if cuda else ""
+    lines = [head, "|" + "---|" * (14 if cuda else 11)]
     for r in rows:
         base = bases[r["model"]]
         if "error" in r:
@@ -295,21 +361,105 @@ def table(rows: list[Row], bases: dict[str, Row]) -> str:
             f"{r['measured']} | {met} | {pred if pred is not None else '-'} | {err} | "
             f"{r['flops'] / max(base['flops'], 1):.3f} | {r['seconds'] / base['seconds']:.2f} | "
             f"{'yes' if r.get('equal') else 'NO'} |"
+            + (f" {r['live']} | {r['with_scratch']} | {r['max_allocated']} |" if cuda else "")
         )
     return "\n".join(lines)
+
+
+REMAT = ("remat-eager", "remat-compiled", "remat-inductor")
+
+
+def check(rows: list[Row]) -> list[tuple[str, bool, str]]:
+    """Issue 25's acceptance checks over the rows of `--json` files: (check, passed, the figures).
+
+    (a) remat eager / compiled / Inductor measured <= budget wherever remat says the plan fits;
+    (b) prediction within 2% of the measurement (Inductor: not below it by more than 2%);
+    (c) remat eager at every budget >= per-block checkpointing's measured peak: measured <= budget,
+        the plan says it fits, and FLOPs <= per-block's;
+    (d) for every torch-budget run that meets its budget, the remat run (compiled or eager, any
+        fraction of the same model) of least FLOPs among those measuring at most as much memory
+        executes no more FLOPs, and fewer where torch recomputes.
+    """
+    out: list[tuple[str, bool, str]] = []
+    ok = [r for r in rows if "error" not in r]
+    for r in ok:
+        if r["row"] not in REMAT:
+            continue
+        where = f"{r['model']} {r['fraction']} {r['row']}"
+        if r.get("fits"):
+            out.append(("a", r["measured"] <= r["budget"], f"{where}: measured {r['measured']} budget {r['budget']}"))
+        err = (r["predicted"] - r["measured"]) / max(r["measured"], 1)
+        good = err >= -0.02 if r["row"] == "remat-inductor" else abs(err) <= 0.02
+        out.append(("b", good, f"{where}: predicted {r['predicted']} measured {r['measured']} ({100 * err:+.2f}%)"))
+    for model in dict.fromkeys(r["model"] for r in ok):
+        mine = [r for r in ok if r["model"] == model]
+        pb = next((r for r in mine if r["row"] == "per-block"), None)
+        base = next((r for r in mine if r["row"] == "none"), None)
+        if pb is None or base is None:
+            continue
+        for r in mine:
+            if r["row"] == "remat-eager" and r["budget"] >= pb["measured"]:
+                good = r["measured"] <= r["budget"] and bool(r.get("fits")) and r["flops"] <= pb["flops"]
+                out.append(
+                    (
+                        "c",
+                        good,
+                        f"{model} {r['fraction']}: budget {r['budget']} >= per-block {pb['measured']}: measured "
+                        f"{r['measured']} fits {r.get('fits')} FLOPs {r['flops'] / pb['flops']:.3f} of per-block's",
+                    )
+                )
+        for t in mine:
+            if t["row"] != "torch-budget" or t["measured"] > t["budget"]:
+                continue
+            at = [r for r in mine if r["row"] in REMAT[:2] and r["measured"] <= t["measured"]]
+            where = (
+                f"{model} {t['fraction']} torch-budget measured {t['measured']} FLOPs {t['flops'] / base['flops']:.3f}"
+            )
+            if not at:
+                out.append(("d", False, f"{where}: no remat run measures as little"))
+                continue
+            best = min(at, key=lambda r: r["flops"])
+            recomputes = t["flops"] > base["flops"]
+            good = best["flops"] < t["flops"] if recomputes else best["flops"] <= t["flops"]
+            out.append(
+                (
+                    "d",
+                    good,
+                    f"{where}; remat {best['fraction']} {best['row']} measured {best['measured']} "
+                    f"FLOPs {best['flops'] / base['flops']:.3f}",
+                )
+            )
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(families.FAMILIES))
-    ap.add_argument("--time-limit", type=float, default=10.0, help="remat solve time limit (s)")
+    ap.add_argument(
+        "--time-limit", type=float, default=None, help="remat solve time limit (s; default: the solver's own)"
+    )
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--inductor", action="store_true", help="add remat-inductor rows (slow C++ compiles)")
     ap.add_argument("--inductor-fractions", default="", help="only these fractions for Inductor, e.g. 0.50")
     ap.add_argument("--binary", default=None, help="the remat binary ($REMAT_BIN, PATH)")
     ap.add_argument("--json", default=None, help="also write the rows here")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda: measured by the CUDA caching allocator")
+    ap.add_argument("--check", nargs="+", default=None, help="the acceptance checks over these --json files")
     args = ap.parse_args()
+    if args.check:
+        rows = [r for f in args.check for r in json.loads(Path(f).read_text())]
+        results = check(rows)
+        for name, passed, text in results:
+            print(f"({name}) {'met' if passed else 'NOT MET'}: {text}")
+        for name in "abcd":
+            mine = [p for n, p, _ in results if n == name]
+            print(f"({name}) {sum(mine)} of {len(mine)} met")
+        sys.exit(0 if all(p for _, p, _ in results) else 1)
     torch.set_num_threads(max(1, torch.get_num_threads()))
+    if args.device != "cpu":  # the same kernels in every row, so that "equal" compares like with like
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
     backend = remat.Local(args.binary)
     rows: list[Row] = []
     bases: dict[str, Row] = {}
@@ -317,10 +467,10 @@ def main() -> None:
         got = rows_for(name, args, backend)
         bases[name] = got[0]
         rows += got
-        print(table(got, bases), flush=True)
-    print("\n" + table(rows, bases))
+        print(table(got, bases, args.device != "cpu"), flush=True)
+    print("\n" + table(rows, bases, args.device != "cpu"))
     if args.json:
-        keep = [{k: v for k, v in r.items() if k not in ("grads", "buffers")} for r in rows]
+        keep = [strip(r) for r in rows]
         Path(args.json).write_text(json.dumps(keep, indent=1))
 
 

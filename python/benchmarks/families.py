@@ -1,4 +1,4 @@
-"""Five model families at small sizes, each as (model, blocks, inputs, targets, loss_fn): the models
+"""Eight model families at small sizes, each as (model, blocks, inputs, targets, loss_fn): the models
 of issue 25's acceptance table (`faithful.py`) and of the compiled-path tests.
 
 - `llama`: a Llama-style decoder (RMSNorm, SwiGLU, rotary embeddings, causal attention) with logits
@@ -7,7 +7,16 @@ of issue 25's acceptance table (`faithful.py`) and of the compiled-path tests.
   loss (cross-entropy on the masked positions);
 - `resnet18`: torchvision's ResNet-18 (a CNN with skip connections and BatchNorm);
 - `unet`: a residual U-Net of GroupNorm/SiLU blocks with an MSE loss;
-- `densenet121`: torchvision's DenseNet-121, unmodified (BatchNorm, concatenations).
+- `densenet121`: torchvision's DenseNet-121, unmodified (BatchNorm, concatenations);
+- `vit`: torchvision's VisionTransformer at a small config (patch embedding, class token,
+  `nn.MultiheadAttention` encoder blocks);
+- `mobilenetv2`: torchvision's MobileNetV2 (depthwise convolutions, inverted residuals, ReLU6,
+  BatchNorm);
+- `squeezenet`: torchvision's SqueezeNet 1.1 (fire modules: concatenated 1x1/3x3 expansions, no
+  normalization).
+
+The last three were added for the acceptance run only: nothing in the package was developed or tuned
+against them.
 
 `loss_fn(output, *targets)`; `blocks` are the modules per-block checkpointing wraps and remat's eager
 path uses as regions.
@@ -199,6 +208,41 @@ def densenet121(batch: int = 2, resolution: int = 64, regions: str = "blocks") -
     return model, blocks, (x,), (y,), F.cross_entropy
 
 
+def vit(batch: int = 4, resolution: int = 32, patch: int = 4, layers: int = 4, d: int = 64) -> Family:
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    model = VisionTransformer(resolution, patch, layers, 4, d, 2 * d, num_classes=10)
+    blocks: list[nn.Module] = list(model.encoder.layers)
+    x = torch.randn(batch, 3, resolution, resolution)
+    y = torch.randint(0, 10, (batch,))
+    return model, blocks, (x,), (y,), F.cross_entropy
+
+
+def mobilenetv2(batch: int = 4, resolution: int = 64) -> Family:
+    """torchvision's MobileNetV2, its classifier's dropout off (no random ops: the rows compare
+    loss and gradients to the plain step's); the inverted residual blocks are the blocks."""
+    import torchvision
+    from torchvision.models.mobilenetv2 import InvertedResidual
+
+    model = torchvision.models.mobilenet_v2(num_classes=10, dropout=0.0)
+    blocks: list[nn.Module] = [m for m in model.features if isinstance(m, InvertedResidual)]
+    x = torch.randn(batch, 3, resolution, resolution)
+    y = torch.randint(0, 10, (batch,))
+    return model, blocks, (x,), (y,), F.cross_entropy
+
+
+def squeezenet(batch: int = 4, resolution: int = 64) -> Family:
+    """torchvision's SqueezeNet 1.1, its classifier's dropout off; the fire modules are the blocks."""
+    import torchvision
+    from torchvision.models.squeezenet import Fire
+
+    model = torchvision.models.squeezenet1_1(num_classes=10, dropout=0.0)
+    blocks: list[nn.Module] = [m for m in model.features if isinstance(m, Fire)]
+    x = torch.randn(batch, 3, resolution, resolution)
+    y = torch.randint(0, 10, (batch,))
+    return model, blocks, (x,), (y,), F.cross_entropy
+
+
 def as_setup(family: Family) -> tuple[nn.Module, list[nn.Module], tuple[torch.Tensor, ...], Callable[..., Any]]:
     """The family as (model, blocks, inputs, loss of the output alone): the eager path's form, the
     targets captured by the loss."""
@@ -212,4 +256,7 @@ FAMILIES: dict[str, Callable[[], Family]] = {
     "resnet18": resnet18,
     "unet": unet,
     "densenet121": densenet121,
+    "vit": vit,
+    "mobilenetv2": mobilenetv2,
+    "squeezenet": squeezenet,
 }

@@ -6,10 +6,13 @@ Two trackers, both independent of what remat predicts:
   output's storage, its death by `weakref.finalize`) declared to ignore compile internals, so that
   Dynamo still runs the compiled graphs inside it (it runs a frame eagerly under any other dispatch
   mode). It sees every ATen op of an `aot_eager` graph: op outputs, not kernels' scratch.
-- `AllocatorBytes`: the CPU allocator's own events (`torch.profiler` with `profile_memory=True`:
-  every allocation and free, with its pointer and size). Inductor's generated code allocates its
-  buffers without the dispatcher (`empty_strided_cpu`) and fuses ops into C++ kernels, so no
-  dispatch mode sees them; the allocator sees every byte, scratch included.
+- `AllocatorBytes`: the allocator's own events (`torch.profiler` with `profile_memory=True`:
+  every allocation and free, with its pointer and size), of the CPU allocator or, on a GPU, of
+  the CUDA caching allocator (its blocks, rounded as it rounds them). Inductor's generated code
+  allocates its buffers without the dispatcher (`empty_strided_cpu`) and fuses ops into kernels,
+  so no dispatch mode sees them; the allocator sees every byte, scratch included (an op's
+  workspace, cuDNN's among them), and tells scratch apart: an allocation freed before the end of
+  the ATen op that made it.
 
 Both leave out what `remat` counts as fixed memory: storages that exist before the step
 (parameters, buffers, inputs) are never seen, and the gradients left in `.grad` at the end are
@@ -39,46 +42,14 @@ class CompiledLiveBytes(LiveBytes):
 
 
 class AllocatorBytes:
-    """Allocations and frees of the CPU allocator while the context is open (`torch.profiler`)."""
+    """Allocations and frees of the allocator of `device` ("cpu", "cuda") while the context is
+    open (`torch.profiler`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
         self.events: list[tuple[int, int, int]] = []  # (time ns, ptr, +bytes / -bytes)
         self.scratch: set[int] = set()  # indices of the allocations that are an op's scratch
         self._prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-
-    def __enter__(self) -> AllocatorBytes:
-        self._prof.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._prof.__exit__(*exc)
-        found: list[tuple[int, int, int, int]] = []
-        stack: list[tuple[Any, int]] = [
-            (root, -1)
-            for root in self._prof.profiler.kineto_results.experimental_event_tree()  # type: ignore[union-attr]
-        ]
-        while stack:
-            node, op_end = stack.pop()
-            kind, fields = node.typed
-            if kind == _EventType.Allocation and str(fields.device) == "cpu":
-                found.append((int(node.start_time_ns), int(fields.ptr), int(fields.alloc_size), op_end))
-            if op_end < 0 and node.name.startswith("aten::"):
-                op_end = int(node.end_time_ns)
-            stack.extend((c, op_end) for c in node.children)
-        found.sort()
-        self.events = [(t, ptr, size) for t, ptr, size, _ in found]
-        # an allocation freed before the end of the outermost ATen op it was made in is that op's
-        # scratch (a kernel's workspace), not an op output
-        freed_at: dict[int, int] = {}
-        self.scratch = set()
-        for i in reversed(range(len(found))):
-            t, ptr, size, op_end = found[i]
-            if size < 0:
-                freed_at[ptr] = t
-            else:
-                if op_end >= 0 and freed_at.get(ptr, op_end + 1) <= op_end:
-                    self.scratch.add(i)
-                freed_at.pop(ptr, None)
 
     def peak(self, exclude: Iterable[torch.Tensor] = (), *, scratch: bool = True) -> int:
         """The largest sum of live allocations, leaving out the allocations still live at the end
@@ -105,15 +76,52 @@ class AllocatorBytes:
             best = max(best, current)
         return best
 
+    def __enter__(self) -> AllocatorBytes:
+        self._prof.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._prof.__exit__(*exc)
+        found: list[tuple[int, int, int, int]] = []
+        stack: list[tuple[Any, int]] = [
+            (root, -1)
+            for root in self._prof.profiler.kineto_results.experimental_event_tree()  # type: ignore[union-attr]
+        ]
+        while stack:
+            node, op_end = stack.pop()
+            kind, fields = node.typed
+            if kind == _EventType.Allocation and str(fields.device).startswith(self.device):
+                found.append((int(node.start_time_ns), int(fields.ptr), int(fields.alloc_size), op_end))
+            if op_end < 0 and node.name.startswith("aten::"):
+                op_end = int(node.end_time_ns)
+            stack.extend((c, op_end) for c in node.children)
+        found.sort()
+        self.events = [(t, ptr, size) for t, ptr, size, _ in found]
+        # an allocation freed before the end of the outermost ATen op it was made in is that op's
+        # scratch (a kernel's workspace), not an op output
+        freed_at: dict[int, int] = {}
+        self.scratch = set()
+        for i in reversed(range(len(found))):
+            t, ptr, size, op_end = found[i]
+            if size < 0:
+                freed_at[ptr] = t
+            else:
+                if op_end >= 0 and freed_at.get(ptr, op_end + 1) <= op_end:
+                    self.scratch.add(i)
+                freed_at.pop(ptr, None)
+
 
 @dataclasses.dataclass
 class CompiledStep(Step):
     """A measured compiled step: `activations` by `CompiledLiveBytes` (live op outputs, what
     aot_eager runs), and by `AllocatorBytes` the peak of live CPU allocations with (`allocated`)
-    and without (`buffers`, what Inductor runs) ops' scratch."""
+    and without (`buffers`, what Inductor runs) ops' scratch. On a GPU the same of the CUDA
+    caching allocator, and `max_allocated`: `torch.cuda.max_memory_allocated` above the start (the
+    final gradients and ops' workspaces included)."""
 
     allocated: int = 0
     buffers: int = 0
+    max_allocated: int = 0
 
 
 def measure_compiled(
@@ -127,15 +135,26 @@ def measure_compiled(
         for p in params:
             p.grad = None
 
+    cuda = any(p.is_cuda for p in params)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     times = []
     for _ in range(repeats + 1):
         clear()
+        sync()
         t0 = time.perf_counter()
         step(*args)
+        sync()
         times.append(time.perf_counter() - t0)
     clear()
-    with AllocatorBytes() as alloc:
+    start = 0
+    if cuda:
+        sync()
+        torch.cuda.reset_peak_memory_stats()
+        start = torch.cuda.memory_allocated()
+    with AllocatorBytes("cuda" if cuda else "cpu") as alloc:
         step(*args)
+        sync()
+    max_allocated = torch.cuda.max_memory_allocated() - start if cuda else 0
     grads = [p.grad for p in params if p.grad is not None]
     allocated, buffers = alloc.peak(grads), alloc.peak(grads, scratch=False)
     clear()
@@ -143,4 +162,4 @@ def measure_compiled(
         loss = step(*args)
     kept = [None if p.grad is None else p.grad.detach().clone() for p in params]
     activations = live.peak([p.grad for p in params if p.grad is not None])
-    return CompiledStep(float(loss), kept, activations, min(times[1:]), allocated, buffers)
+    return CompiledStep(float(loss), kept, activations, min(times[1:]), allocated, buffers, max_allocated)

@@ -227,9 +227,23 @@ class _Rewriter:
         copy.meta.pop(ALIAS, None)
         self.current[v] = copy
         self.seen.add(v)
+        if n.target is not operator.getitem:
+            self.take_elements(n, copy)
         if self.phase == "forward":
             self.flush_mutations(v)
         return copy
+
+    def take_elements(self, n: fx.Node, copy: fx.Node) -> None:
+        """Take every element of a tuple copy right after it: a getitem emitted later, where the
+        schedule reads that element, would keep the tuple, and with it all its elements, alive until
+        then (the generated code drops the tuple after its last getitem). Unread ones are dead code."""
+        val = copy.meta.get("val")
+        if not isinstance(val, (tuple, list)):
+            return
+        for u in n.users:
+            index = u.args[1] if u.target is operator.getitem else None
+            if isinstance(index, int) and index < len(val) and (copy, index) not in self.elements:
+                self.elements[(copy, index)] = self.graph.node_copy(u, lambda a: copy if a is n else self.value(a))
 
     def flush_mutations(self, v: str) -> None:
         """Emit the in-place writes whose last-computed input is `v` once all their inputs exist."""

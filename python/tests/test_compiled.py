@@ -5,6 +5,7 @@ overruns, the solve cache and Inductor. Measured with `remat.measure_compiled` o
 from __future__ import annotations
 
 import copy
+import operator
 import sys
 import warnings
 from pathlib import Path
@@ -97,6 +98,48 @@ def test_recomputation_realized_in_backward(binary: str) -> None:
     for v in forward:
         assert computes.get(v, 0) <= scheduled.get(v, 0)
     assert sum(computes.values()) >= sum(scheduled[v] for v in computes) - len(computes)
+
+
+class Keeping(Partitioner):
+    """The partitioner, keeping the forward and backward graphs it returns."""
+
+    graphs: tuple[torch.fx.GraphModule, torch.fx.GraphModule]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
+        self.graphs = super().__call__(*args, **kwargs)
+        return self.graphs
+
+
+def test_tuple_elements_taken_right_after_the_tuple(binary: str) -> None:
+    """An op returning several tensors (BatchNorm: output, mean, rstd) is one copy per compute
+    event, its elements taken right after it: the generated code drops a tuple after its last
+    getitem, so a getitem emitted later, where the schedule reads the mean, would hold the output
+    until then (ResNet-18 at 0.46: measured 2.07% above the prediction). Measured within 2%."""
+    model, _, inputs, targets, loss_fn = families.resnet18(batch=2, resolution=32)
+    part = Keeping(0.5, remat.Local(binary), time_limit=2)
+    backend = aot_autograd(
+        fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=part, keep_inference_input_mutations=True
+    )
+    module = torch.compile(lambda x, y: loss_fn(model(x), y), backend=backend, dynamic=False)
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = module(x, y)
+        loss.backward()
+        return loss.detach()
+
+    m = measure_compiled(step, (*inputs, *targets), list(model.parameters()))
+    last = part.last
+    assert last is not None
+    recomputed = [n for n in part.graphs[1].graph.nodes if str(n.target) == "aten._native_batch_norm_legit.no_stats"]
+    assert recomputed, "the budget recomputes BatchNorm in the backward"
+    for gm in part.graphs:
+        order = {n: i for i, n in enumerate(gm.graph.nodes)}
+        for n in gm.graph.nodes:
+            taken = [u for u in n.users if u.target is operator.getitem]
+            if "remat_node" in n.meta and taken:
+                assert max(order[u] for u in taken) == order[n] + len(taken), n.name
+    error = (last.predicted_activations - m.activations) / m.activations
+    assert abs(error) <= 0.02, (last.predicted_activations, m.activations)
 
 
 def dropout_mlp() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:

@@ -21,6 +21,9 @@ pub(super) const MAX_TIERS_N: u64 = 1_000_000;
 /// The most solves `remat batch` runs at once.
 const MAX_JOBS: usize = 1024;
 
+/// The default sequence lengths: 10 .. 10^4 in 1-2-5 steps.
+pub const DEFAULT_LENGTHS: &[u64] = &[10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000];
+
 fn threads(s: &str) -> Result<u32, String> {
     in_range(s, 1, MAX_THREADS as u64).map(|t| t as u32)
 }
@@ -92,12 +95,12 @@ pub(super) enum Command {
     /// Solve many graphs at several budgets, one result file each, with summaries.
     Batch(BatchArgs),
     /// The largest batch whose schedule fits a memory under an overhead cap.
-    MaxBatch(super::max_batch::MaxBatchArgs),
+    MaxBatch(MaxBatchArgs),
     /// Draw SVG pictures: the memory timeline, the stage matrices, the budget trade-off.
-    Plot(super::plot::PlotArgs),
+    Plot(PlotArgs),
     /// Check that a `remat serve` answers (a container's health check): exit 0 on a 2xx
     /// answer, 1 otherwise.
-    Probe(super::probe::ProbeArgs),
+    Probe(ProbeArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -143,6 +146,14 @@ pub(super) struct SolveArgs {
     /// Time limit in seconds.
     #[arg(long, allow_negative_numbers = true)]
     pub time_limit: Option<f64>,
+    #[command(flatten)]
+    pub solver_flags: SolverFlags,
+}
+
+/// The solver options every command that solves takes (`super::solve_options` builds them
+/// into `SolveOptions`, with one memory policy); each command states its own time limit.
+#[derive(clap::Args, Debug, Default)]
+pub(super) struct SolverFlags {
     /// Relative MIP gap at which the MILP may stop.
     #[arg(long, allow_negative_numbers = true)]
     pub mip_gap: Option<f64>,
@@ -158,9 +169,10 @@ pub(super) struct SolveArgs {
     /// whole time limit (not reproducible).
     #[arg(long, value_parser = parse_effort)]
     pub effort: Option<crate::solve::Effort>,
-    /// Memory the solve may use for its model: bytes, a size (2GiB) or a share of the
-    /// machine's memory (50%; the cgroup limit in a container). Default: 75%. A larger
-    /// model is refused (exit 2) before it is allocated.
+    /// Memory one solve may use for its model: bytes, a size (2GiB) or a share of the
+    /// machine's memory (50%; the cgroup limit in a container) split among the solves run
+    /// at once (`batch --jobs`). Default: 75%. A larger model is refused (exit 2, or an
+    /// error row of `batch`) before it is allocated.
     #[arg(long, env = "REMAT_SOLVE_MEMORY", value_parser = parse_solve_memory)]
     pub solve_memory: Option<crate::front::SolveMemory>,
 }
@@ -264,18 +276,11 @@ pub(super) struct BenchArgs {
     /// Budgets in bytes; replace --fractions.
     #[arg(long, value_delimiter = ',')]
     pub budgets: Vec<u64>,
-    /// Seed for randomised solvers.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
     /// Time limit per case, in seconds.
     #[arg(long, allow_negative_numbers = true)]
     pub time_limit: Option<f64>,
-    /// `auto`'s effort: a multiple of its default work, or `time` (see `remat solve`).
-    #[arg(long, value_parser = parse_effort)]
-    pub effort: Option<crate::solve::Effort>,
-    /// Threads for the MILP solver (1 to 1024).
-    #[arg(long, value_parser = threads)]
-    pub threads: Option<u32>,
+    #[command(flatten)]
+    pub solver_flags: SolverFlags,
     /// Skip graphs with more nodes than this.
     #[arg(long)]
     pub max_nodes: Option<usize>,
@@ -293,7 +298,7 @@ pub(super) struct BenchTiersArgs {
     #[arg(long, value_delimiter = ',', default_values_t = [8u64, 64, 1024], value_parser = tiers_n)]
     pub intervals: Vec<u64>,
     /// Sequence lengths n (1 to 10^6).
-    #[arg(long, value_delimiter = ',', default_values_t = super::bench_tiers::DEFAULT_LENGTHS.to_vec(), value_parser = tiers_n)]
+    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_LENGTHS.to_vec(), value_parser = tiers_n)]
     pub lengths: Vec<u64>,
     #[arg(long)]
     pub json: bool,
@@ -325,11 +330,8 @@ pub(super) struct BatchArgs {
     /// Input format of the graphs: auto, native or node-link.
     #[arg(long, default_value = "auto", value_parser = parse_format)]
     pub format: Format,
-    /// Memory one solve may use for its model: bytes, a size (2GiB), or a share of the
-    /// machine's memory (50%; the cgroup limit in a container) split among --jobs.
-    /// Default: 75%. A larger model is refused (an error row) before it is allocated.
-    #[arg(long, env = "REMAT_SOLVE_MEMORY", value_parser = parse_solve_memory)]
-    pub solve_memory: Option<crate::front::SolveMemory>,
+    #[command(flatten)]
+    pub solver_flags: SolverFlags,
 }
 
 /// Slice `k` of `n` of a batch's items.
@@ -363,4 +365,93 @@ pub(super) fn parse_shard(s: &str) -> Result<Shard, String> {
     } else {
         Err(err())
     }
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct MaxBatchArgs {
+    #[command(flatten)]
+    pub graph: GraphArg,
+    /// The memory to fit: bytes, a size (24GiB, 16GB) or a share of the checkpoint-all
+    /// peak at the graph's own batch (80%).
+    #[arg(short, long)]
+    pub memory: String,
+    /// The largest overhead accepted: total cost / cost without recomputation (>= 1).
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        conflicts_with = "max_extra_forward"
+    )]
+    pub max_overhead: Option<f64>,
+    /// The most extra forward passes accepted (Checkmate's cap: 1); needs forward ops
+    /// marked in the graph.
+    #[arg(long, allow_negative_numbers = true)]
+    pub max_extra_forward: Option<f64>,
+    /// The solver that decides each batch (see `remat solvers`); `auto` is bracketed by
+    /// sethi-ullman first.
+    #[arg(short, long, default_value = "auto")]
+    pub solver: String,
+    /// Time limit of the whole search, in seconds [default: 120].
+    #[arg(long, allow_negative_numbers = true)]
+    pub time_limit: Option<f64>,
+    #[command(flatten)]
+    pub solver_flags: SolverFlags,
+    /// Write the result JSON to this file (atomically).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Print the result JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct PlotArgs {
+    /// The picture: timeline (memory after each event), stages (Checkmate's R and S) or
+    /// tradeoff (cost against budget, one curve per solver).
+    #[arg(value_parser = |s: &str| s.parse::<crate::plot::Kind>())]
+    pub kind: crate::plot::Kind,
+    #[command(flatten)]
+    pub graph: GraphArg,
+    /// The SVG file to write (atomically).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// timeline, stages: a schedule ({"events": [...]}, a bare event list) or a `remat
+    /// solve` result to draw. Without it the graph is solved at --budget.
+    #[arg(long)]
+    pub schedule: Option<PathBuf>,
+    /// The budget to solve at, or to draw beside a schedule file (a result's own budget
+    /// otherwise): bytes, a size (6GiB) or a share of the checkpoint-all peak (80%).
+    #[arg(short, long)]
+    pub budget: Option<String>,
+    /// timeline, stages: the solver of a solve on the spot.
+    #[arg(short, long, default_value = "auto")]
+    pub solver: String,
+    /// tradeoff: the solvers swept, comma-separated (see `remat solvers`).
+    #[arg(long, value_delimiter = ',', default_values_t = crate::plot::sweep::DEFAULT_SOLVERS.map(String::from))]
+    pub solvers: Vec<String>,
+    /// tradeoff: the number of budgets, evenly spaced from the minimum feasible budget to
+    /// the checkpoint-all peak (2 to 200) [default: 20].
+    #[arg(long)]
+    pub points: Option<usize>,
+    /// tradeoff: the budgets to sweep instead of --points (comma-separated; bytes, sizes or
+    /// shares).
+    #[arg(long, value_delimiter = ',')]
+    pub budgets: Vec<String>,
+    /// Time limit of each solve, in seconds (a sweep's default: 5 per point).
+    #[arg(long, allow_negative_numbers = true)]
+    pub time_limit: Option<f64>,
+    #[command(flatten)]
+    pub solver_flags: SolverFlags,
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct ProbeArgs {
+    /// The path to GET: /healthz (the process answers) or /readyz (it accepts solves).
+    #[arg(default_value = "/healthz")]
+    pub path: String,
+    /// The server's address, as given to `remat serve`.
+    #[arg(long, env = "REMAT_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: std::net::SocketAddr,
+    /// Seconds the whole exchange may take (connect, request, status line).
+    #[arg(long, default_value_t = 1.0, value_parser = crate::front::options::parse_seconds)]
+    pub timeout: f64,
 }

@@ -25,9 +25,9 @@
 
 use super::args::{BatchArgs, Shard};
 use super::output::{self, temporary_prefix};
-use super::{bad, write_atomic, write_file, CliError};
+use super::{bad, solve_options, write_atomic, write_file, CliError};
 use crate::budget::Budget;
-use crate::front::{graph_files, OptionsInput};
+use crate::front::graph_files;
 use crate::graph::load::load_graph;
 use crate::solve::{self, Instance, SolveOptions, SolveResult, Status};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -311,15 +311,7 @@ fn watch_signals(cancel: Arc<AtomicBool>) -> Option<tokio::sync::oneshot::Sender
 
 pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
     solve::find(&args.solver)?;
-    let mut options = OptionsInput {
-        time_limit_s: args.time_limit,
-        memory_limit: Some(crate::front::solve_memory_limit(
-            args.solve_memory,
-            args.jobs,
-        )),
-        ..OptionsInput::default()
-    }
-    .validate()?;
+    let mut options = solve_options(&args.solver_flags, args.time_limit, args.jobs)?;
     let items = plan(&args)?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| bad(format!("cannot create {}: {e}", args.out.display())))?;
@@ -327,23 +319,39 @@ pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
     let cancel = Arc::new(AtomicBool::new(false));
     let _signals = watch_signals(cancel.clone());
     options.cancel = cancel.clone();
+    let start = Instant::now();
+    let rows = run_items(&items, &args, &options);
+    if cancel.load(Ordering::SeqCst) {
+        eprintln!(
+            "interrupted after {} of {} items; run the same command again to resume",
+            rows.len(),
+            items.len()
+        );
+        return Ok(130);
+    }
+    write_summaries(&args, &rows)?;
+    Ok(report(&rows, start))
+}
+
+/// Runs the items on `--jobs` threads with a progress bar, until they are done or the
+/// options' cancel flag is raised; the rows of the items that ended, in item order.
+fn run_items(items: &[Item], args: &BatchArgs, options: &SolveOptions) -> Vec<Row> {
     let bar = ProgressBar::new(items.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}")
             .expect("valid template"),
     );
-    let start = Instant::now();
     let rows: Mutex<Vec<Option<Row>>> = Mutex::new(vec![None; items.len()]);
     let next = AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for _ in 0..args.jobs.clamp(1, items.len().max(1)) {
             scope.spawn(|| loop {
-                if cancel.load(Ordering::SeqCst) {
+                if options.cancel.load(Ordering::SeqCst) {
                     return;
                 }
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(item) = items.get(i) else { return };
-                let row = finished(item).or_else(|| run_item(item, &args, &options));
+                let row = finished(item).or_else(|| run_item(item, args, options));
                 if let Some(row) = &row {
                     bar.set_message(format!(
                         "{} @ {}: {}",
@@ -358,20 +366,15 @@ pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
         }
     });
     bar.finish_and_clear();
-    let rows: Vec<Row> = rows
-        .into_inner()
+    rows.into_inner()
         .expect("rows lock")
         .into_iter()
         .flatten()
-        .collect();
-    if cancel.load(Ordering::SeqCst) {
-        eprintln!(
-            "interrupted after {} of {} items; run the same command again to resume",
-            rows.len(),
-            items.len()
-        );
-        return Ok(130);
-    }
+        .collect()
+}
+
+/// Writes `summary.json` and `summary.csv` (suffixed by the shard).
+fn write_summaries(args: &BatchArgs, rows: &[Row]) -> Result<(), CliError> {
     let suffix = args
         .shard
         .map(|s| format!("-{}-of-{}", s.k, s.n))
@@ -387,11 +390,16 @@ pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
         (format!("summary{suffix}.json"), json),
         (
             format!("summary{suffix}.csv"),
-            summary_csv(&rows).into_bytes(),
+            summary_csv(rows).into_bytes(),
         ),
     ] {
         write_file(&args.out.join(name), &bytes)?;
     }
+    Ok(())
+}
+
+/// Prints the counts and the items without a schedule; returns the exit code.
+fn report(rows: &[Row], start: Instant) -> i32 {
     let skipped = rows.iter().filter(|r| r.skipped).count();
     let failed: Vec<&Row> = rows.iter().filter(|r| !r.ok()).collect();
     eprintln!(
@@ -414,13 +422,13 @@ pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
                 .unwrap_or_default()
         );
     }
-    Ok(if failed.iter().any(|r| r.status == Status::Error) {
+    if failed.iter().any(|r| r.status == Status::Error) {
         4
     } else if failed.is_empty() {
         0
     } else {
         1
-    })
+    }
 }
 
 /// Removes the temporary files a killed run left beside this run's result files; those
@@ -470,7 +478,7 @@ mod tests {
             time_limit: None,
             shard,
             format: Format::Auto,
-            solve_memory: None,
+            solver_flags: Default::default(),
         };
         let all: Vec<PathBuf> = plan(&args(None))
             .unwrap()

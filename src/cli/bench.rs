@@ -6,9 +6,9 @@
 
 use super::args::BenchArgs;
 use super::render::cell;
-use super::{bad, CliError};
+use super::{bad, solve_options, CliError};
 use crate::budget::{between_min_and_peak, Budget};
-use crate::front::{graph_files, OptionsInput};
+use crate::front::graph_files;
 use crate::graph::load::{load_graph, Format};
 use crate::graph::Graph;
 use crate::solve::details::{CheckmateDetails, Details};
@@ -96,14 +96,7 @@ fn first_found_s(result: &SolveResult) -> Option<f64> {
 }
 
 pub(super) fn run(args: &BenchArgs) -> Result<i32, CliError> {
-    let options = OptionsInput {
-        time_limit_s: args.time_limit,
-        threads: args.threads,
-        seed: args.seed,
-        effort: args.effort,
-        ..OptionsInput::default()
-    }
-    .validate()?;
+    let options = solve_options(&args.solver_flags, args.time_limit, 1)?;
     let budgets = budgets(args)?;
     solve::find(&args.solver)?;
     let files = graph_files(&args.paths)?;

@@ -1,15 +1,12 @@
 //! `remat bench-tiers`: the table behind Kukreja et al.'s Figure 3, recompute factors of
-//! plain Revolve and of two-level checkpointing against the sequence length (SEED L86).
+//! plain Revolve and of two-level checkpointing against the sequence length.
 
 use super::args::BenchTiersArgs;
 use super::render::print_json;
 use super::CliError;
 use crate::front::solve_memory_limit;
-use crate::solve::dp::two_level::{figure3, simulated_factor};
+use crate::solve::{figure3, simulated_factor};
 use std::time::Instant;
-
-/// The default sequence lengths: 10 .. 10^4 in 1-2-5 steps.
-pub const DEFAULT_LENGTHS: &[u64] = &[10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000];
 
 /// Prints the table (or its JSON).
 pub(super) fn run(args: &BenchTiersArgs) -> Result<i32, CliError> {

@@ -2,52 +2,13 @@
 //! `crate::front::max_batch`; the search's progress on stderr, the answer as a table or
 //! JSON.
 
-use super::args::GraphArg;
+use super::args::MaxBatchArgs;
 use super::render::{bytes, num, unit};
-use super::{deliver, load, CliError};
+use super::{deliver, load, solve_options, CliError};
 use crate::front::max_batch::{search, AtBatch, MaxBatchError, MaxBatchInput, MaxBatchResult};
-use crate::front::{solve_memory_limit, OptionsInput};
 use crate::graph::Graph;
 use crate::solve::Progress;
-use std::path::PathBuf;
 use std::sync::Arc;
-
-#[derive(clap::Args, Debug)]
-pub(super) struct MaxBatchArgs {
-    #[command(flatten)]
-    pub graph: GraphArg,
-    /// The memory to fit: bytes, a size (24GiB, 16GB) or a share of the checkpoint-all
-    /// peak at the graph's own batch (80%).
-    #[arg(short, long)]
-    pub memory: String,
-    /// The largest overhead accepted: total cost / cost without recomputation (>= 1).
-    #[arg(
-        long,
-        allow_negative_numbers = true,
-        conflicts_with = "max_extra_forward"
-    )]
-    pub max_overhead: Option<f64>,
-    /// The most extra forward passes accepted (Checkmate's cap: 1); needs forward ops
-    /// marked in the graph.
-    #[arg(long, allow_negative_numbers = true)]
-    pub max_extra_forward: Option<f64>,
-    /// The solver that decides each batch (see `remat solvers`); `auto` is bracketed by
-    /// sethi-ullman first.
-    #[arg(short, long, default_value = "auto")]
-    pub solver: String,
-    /// Time limit of the whole search, in seconds [default: 120].
-    #[arg(long, allow_negative_numbers = true)]
-    pub time_limit: Option<f64>,
-    /// Seed for randomised steps.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Write the result JSON to this file (atomically).
-    #[arg(short, long)]
-    pub output: Option<PathBuf>,
-    /// Print the result JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-}
 
 impl From<MaxBatchError> for CliError {
     fn from(e: MaxBatchError) -> CliError {
@@ -77,15 +38,7 @@ pub(super) fn run(args: &MaxBatchArgs) -> Result<i32, CliError> {
         solver: args.solver.clone(),
     }
     .validate(&g)?;
-    let mut options = OptionsInput {
-        time_limit_s: args.time_limit,
-        mip_gap: None,
-        seed: args.seed,
-        threads: None,
-        memory_limit: Some(solve_memory_limit(None, 1)),
-        effort: None,
-    }
-    .validate()?;
+    let mut options = solve_options(&args.solver_flags, args.time_limit, 1)?;
     options.progress = Some(Arc::new(|p: Progress| {
         eprintln!("max-batch: {}", p.message)
     }));

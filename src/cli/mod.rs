@@ -26,12 +26,13 @@ pub use output::write_atomic;
 use output::{deliver, write_file};
 
 use crate::budget::{Budget, BudgetError};
-use crate::front::{GraphFilesError, InvalidOption};
+use crate::front::{solve_memory_limit, GraphFilesError, InvalidOption, OptionsInput};
 use crate::graph::load::{load_graph_within, Limits};
 use crate::graph::{Graph, GraphError, Storage};
-use crate::solve::{SolveError, Status};
-use args::{Command, GraphArg};
+use crate::solve::{SolveError, SolveOptions, Status};
+use args::{Command, GraphArg, SolverFlags};
 use clap::Parser;
+use std::path::Path;
 
 /// A failure, with its exit code.
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +130,22 @@ fn load_within(arg: &GraphArg, limits: Limits) -> Result<Graph, CliError> {
     })
 }
 
+/// The text of a schedule file (`--schedule`, `remat simulate`'s argument), checked as
+/// JSON: the one reader of schedule files, whatever reads the schedule in it.
+fn read_schedule_file(path: &Path) -> Result<String, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+    serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| {
+        bad(format!(
+            "{}: malformed JSON at line {}, column {}",
+            path.display(),
+            e.line(),
+            e.column()
+        ))
+    })?;
+    Ok(text)
+}
+
 /// A `--budget` in bytes for `graph`.
 fn resolve_budget(text: &str, graph: &Graph) -> Result<u64, CliError> {
     Ok(text.parse::<Budget>()?.resolve(graph)?)
@@ -137,6 +154,25 @@ fn resolve_budget(text: &str, graph: &Graph) -> Result<u64, CliError> {
 /// An optional `--budget` in bytes for `graph`.
 fn resolve_optional_budget(text: Option<&str>, graph: &Graph) -> Result<Option<u64>, CliError> {
     text.map(|b| resolve_budget(b, graph)).transpose()
+}
+
+/// The `SolveOptions` of a command: its solver flags and time limit, validated by the front
+/// door, with the one memory policy of the command line: `--solve-memory` per solve, or
+/// the default share of the machine split among the `concurrent` solves run at once.
+fn solve_options(
+    flags: &SolverFlags,
+    time_limit_s: Option<f64>,
+    concurrent: usize,
+) -> Result<SolveOptions, CliError> {
+    Ok(OptionsInput {
+        time_limit_s,
+        mip_gap: flags.mip_gap,
+        seed: flags.seed,
+        threads: flags.threads,
+        memory_limit: Some(solve_memory_limit(flags.solve_memory, concurrent)),
+        effort: flags.effort,
+    }
+    .validate()?)
 }
 
 fn execute(command: Command) -> Result<i32, CliError> {

@@ -8,24 +8,11 @@
 //! An unspecified address (`0.0.0.0:8080`, `[::]:8080`) is probed on the loopback address of
 //! its family: a server listening on every address listens there too.
 
+use super::args::ProbeArgs;
 use super::{bad, CliError};
-use crate::front::options::parse_seconds;
 use std::io::{Error, ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-
-#[derive(clap::Args, Debug)]
-pub(super) struct ProbeArgs {
-    /// The path to GET: /healthz (the process answers) or /readyz (it accepts solves).
-    #[arg(default_value = "/healthz")]
-    pub path: String,
-    /// The server's address, as given to `remat serve`.
-    #[arg(long, env = "REMAT_ADDR", default_value = "127.0.0.1:8080")]
-    pub addr: SocketAddr,
-    /// Seconds the whole exchange may take (connect, request, status line).
-    #[arg(long, default_value_t = 1.0, value_parser = parse_seconds)]
-    pub timeout: f64,
-}
 
 /// The longest status line read: `HTTP/1.1 200 OK` and any reason phrase fit.
 const MAX_STATUS_LINE: usize = 1024;

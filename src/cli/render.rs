@@ -72,7 +72,7 @@ mod tests {
         assert_eq!(num(0.125), "0.125");
         assert_eq!(num(2.00001), "2");
         assert_eq!(bytes(17), "17 B");
-        assert_eq!(bytes(3 << 29), "1610612736 B (1.50 GiB)");
+        assert_eq!(bytes(3 << 29), "1610612736 B (1.5 GiB)");
         assert_eq!(cell(None, 2), "-");
         assert_eq!(cell(Some(1.0 / 3.0), 2), "0.33");
     }

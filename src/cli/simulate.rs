@@ -3,15 +3,15 @@
 
 use super::args::SimulateArgs;
 use super::render::{bytes, num, print_json, print_tiers, unit};
-use super::{bad, load, resolve_optional_budget, CliError};
+use super::{bad, load, read_schedule_file, resolve_optional_budget, CliError};
 use crate::front::{read_schedule, simulate_report};
-use crate::schedule::ScheduleJson;
-use std::path::Path;
 
 /// Exit 0 when the schedule fits (or no budget was given), 1 when it does not.
 pub(super) fn run(args: &SimulateArgs) -> Result<i32, CliError> {
     let g = load(&args.graph)?;
-    let schedule = read_file(&args.schedule)?;
+    let text = read_schedule_file(&args.schedule)?;
+    let schedule =
+        read_schedule(&text).map_err(|e| bad(format!("{}: {e}", args.schedule.display())))?;
     let budget = resolve_optional_budget(args.budget.as_deref(), &g)?;
     let report = simulate_report(&g, &schedule, budget).map_err(bad)?;
     if args.json {
@@ -38,19 +38,4 @@ pub(super) fn run(args: &SimulateArgs) -> Result<i32, CliError> {
         }
     }
     Ok(if report.fits() { 0 } else { 1 })
-}
-
-/// Reads a schedule file in any of the accepted shapes.
-fn read_file(path: &Path) -> Result<ScheduleJson, CliError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
-    serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| {
-        bad(format!(
-            "{}: malformed JSON at line {}, column {}",
-            path.display(),
-            e.line(),
-            e.column()
-        ))
-    })?;
-    read_schedule(&text).map_err(|e| bad(format!("{}: {e}", path.display())))
 }

@@ -3,9 +3,9 @@
 
 use super::args::SolveArgs;
 use super::render::{bytes, num, print_tiers, unit};
-use super::{deliver, load_within, CliError};
+use super::{deliver, load_within, solve_options, CliError};
 use crate::budget::Budget;
-use crate::front::{answer_reserve, solve_memory_limit, timed_peak, Clock, OptionsInput};
+use crate::front::{answer_reserve, timed_peak, Clock};
 use crate::graph::load::Limits;
 use crate::graph::Graph;
 use crate::solve::{self, EndedBy, Instance, Scope, SolveOptions, SolveResult, Status};
@@ -17,15 +17,7 @@ use std::time::Duration;
 /// The time limit counts from here (`crate::front::clock`): reading the graph stops at
 /// it, and the solve gets what is left less the reserve for judging and printing.
 pub(super) fn run(args: &SolveArgs) -> Result<Status, CliError> {
-    let mut options = OptionsInput {
-        time_limit_s: args.time_limit,
-        mip_gap: args.mip_gap,
-        seed: args.seed,
-        threads: args.threads,
-        memory_limit: Some(solve_memory_limit(args.solve_memory, 1)),
-        effort: args.effort,
-    }
-    .validate()?;
+    let mut options = solve_options(&args.solver_flags, args.time_limit, 1)?;
     let clock = Clock::start(options.time_limit);
     let limits = Limits {
         deadline: clock.deadline(),

@@ -2,11 +2,12 @@
 //! the two memory figures every useful budget lies between: the trivial lower bound
 //! `K + max_v (s_v + Σ_{u ∈ inputs(v)} s_u)` (`Graph::min_feasible_budget`) and the peak
 //! of checkpoint-all (no recomputation), the 100% of percentage budgets. For a graph
-//! with a slow storage tier it adds whether offloading helps (`two_level::assess`).
+//! with a slow storage tier it adds whether offloading helps (`solve::assess`, the two-level model).
 
 use crate::graph::{Graph, NodeKind};
 use crate::schedule::checkpoint_all_peak;
-use crate::solve::dp::two_level::{self, Assessment};
+use crate::solve::details::Assessment;
+use crate::solve::{assess, least_budget};
 use serde::Serialize;
 
 /// Nodes per kind (0 each for graphs that do not say).
@@ -34,7 +35,7 @@ pub struct GraphReport {
     pub structure: &'static str,
     pub structure_detail: String,
     /// For graphs with a storage tier: whether offloading helps at the budget
-    /// (`two_level::assess`), or why it cannot be assessed.
+    /// (`solve::assess`, the two-level model), or why it cannot be assessed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub storage_tier: Option<StorageTier>,
 }
@@ -82,7 +83,7 @@ pub fn report(g: &Graph, budget: Option<u64>) -> GraphReport {
         structure: structure.class(),
         structure_detail: structure.describe(g),
         storage_tier: g.storage().map(|_| {
-            match two_level::assess(g, budget.unwrap_or_else(|| two_level::least_budget(g))) {
+            match assess(g, budget.unwrap_or_else(|| least_budget(g))) {
                 Ok(a) => StorageTier::Assessed(Box::new(a)),
                 Err(e) => StorageTier::Unassessed {
                     verdict: e.to_string(),

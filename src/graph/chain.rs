@@ -1,4 +1,4 @@
-//! The chain input format (rotor's, anchors §4) for users who think in stages, and its
+//! The chain input format (that of rotor, Beaumont et al.'s tool for heterogeneous chains) for users who think in stages, and its
 //! conversion to a training graph.
 //!
 //! ```json
@@ -39,9 +39,9 @@
 //! * **Loss.** rotor runs the loss forward and backward as two ops; here they are one op,
 //!   so the loss input and the loss gradient are live together.
 
-use super::{
-    Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, Problems, MAX_BYTES,
-};
+use super::generate::chain_spec;
+use super::structure::StageSpec;
+use super::{Graph, GraphError, GraphSpec, Problem, ProblemKind, Problems, MAX_BYTES};
 use serde::{Deserialize, Serialize};
 
 /// A chain in rotor's format.
@@ -125,7 +125,8 @@ impl ChainSpec {
         }
     }
 
-    /// The training graph of this chain (see the module docs for the mapping).
+    /// The training graph of this chain (see the module docs for the mapping), built as
+    /// every chain is (`generate::chain_spec`).
     pub fn to_graph(&self) -> Result<Graph, GraphError> {
         self.validate()?;
         let l = self.fw.len() - 1;
@@ -134,49 +135,21 @@ impl ChainSpec {
                 .and_then(|t| t.iter().copied().max())
                 .unwrap_or(0)
         };
-        let mut nodes = Vec::with_capacity(2 * l + 1);
-        for s in 0..l {
-            nodes.push(NodeSpec {
-                id: format!("f{}", s + 1),
-                cost: self.fw[s],
-                memory: self.x[s + 1].max(self.xbar[s]),
-                inputs: if s == 0 {
-                    vec![]
-                } else {
-                    vec![format!("f{s}")]
-                },
-                kind: Some(NodeKind::Forward),
-                op: None,
-            });
-        }
-        nodes.push(NodeSpec {
-            id: "loss".into(),
-            cost: self.fw[l] + self.bw[l],
-            memory: self.x[l],
-            inputs: vec![format!("f{l}")],
-            kind: Some(NodeKind::Loss),
-            op: None,
-        });
-        for s in (0..l).rev() {
-            let grad = if s + 1 == l {
-                "loss".to_string()
-            } else {
-                format!("g{}", s + 2)
-            };
-            nodes.push(NodeSpec {
-                id: format!("g{}", s + 1),
-                cost: self.bw[s],
-                memory: self.x[s],
-                inputs: vec![grad, format!("f{}", s + 1)],
-                kind: Some(NodeKind::Backward),
-                op: None,
-            });
-        }
+        let stages: Vec<StageSpec> = (0..l)
+            .map(|s| StageSpec {
+                fw: self.fw[s],
+                bw: self.bw[s],
+                x: self.x[s + 1].max(self.xbar[s]),
+                delta: self.x[s],
+                reads_input: false,
+                reads_output: true,
+            })
+            .collect();
+        let loss = (self.fw[l] + self.bw[l], self.x[l]);
+        let fixed = self.x[0] + tmp(&self.ftmp).max(tmp(&self.btmp));
         Graph::new(GraphSpec {
             name: self.name.clone(),
-            fixed_memory: self.x[0] + tmp(&self.ftmp).max(tmp(&self.btmp)),
-            cost_unit: None,
-            nodes,
+            ..chain_spec(&stages, &[], loss, fixed)
         })
     }
 }

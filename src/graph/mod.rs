@@ -1,9 +1,9 @@
 //! The training graph: one DAG holding the forward ops, the loss and the backward ops
-//! (seed digest §6.1, the unified instance).
+//! (one instance for every solver).
 //!
 //! Every node `v` has a compute cost `c_v` (a finite number `>= 0`, in the graph's
 //! `cost_unit`) and the size `s_v` in bytes of its output. `fixed_memory` is the constant
-//! `K` of §6.1: parameters, gradients, optimizer state and inputs, resident for the whole
+//! `K`: parameters, gradients, optimizer state and inputs, resident for the whole
 //! step and counted inside every budget.
 //!
 //! A [`Graph`] is always valid: it is only built by [`Graph::new`], which checks the

@@ -1,6 +1,6 @@
 //! A second, slower storage tier beside the fast memory the budget describes (Kukreja,
 //! Hückelheim, Gorman, "Backpropagation for long sequences: beyond memory constraints with
-//! constant overheads"; seed digest §1.1): Level 1 is the fast, small memory where every
+//! constant overheads"): Level 1 is the fast, small memory where every
 //! op runs (the budget); Level 2 is large, slow storage (host DRAM, an SSD) that values
 //! may be copied to and back from, asynchronously.
 //!

@@ -3,6 +3,7 @@
 //! it carries them and the budget of the result it came from.
 
 use super::PlotError;
+use crate::budget::human_bytes;
 use crate::front::read_schedule;
 use crate::graph::load::raw;
 use crate::graph::Graph;
@@ -56,7 +57,7 @@ pub fn from_result(graph: &Graph, result: &SolveResult) -> Result<Drawn, PlotErr
 
 /// The words beside a picture of a result: the solver that answered and the budget.
 fn caption(solver: &str, budget: u64) -> String {
-    format!("{solver} at {}", super::svg::bytes(budget))
+    format!("{solver} at {}", human_bytes(budget))
 }
 
 /// A schedule's JSON form resolved against `graph`, its stage matrices included.

@@ -10,14 +10,16 @@
 //!   ([`sweep`]), one curve per solver, with the best known lower bound.
 //!
 //! The command line (`remat plot`) and the service (`POST /v1/plot/*`, the page at `/`)
-//! are thin shells over this module: both read the schedule with [`input::read`] (a
-//! schedule file, a solve result, or the result of a solve run on the spot), run sweeps
-//! with [`sweep::run`] and write the same bytes. Every figure drawn comes from
+//! are thin shells over this module: both check their request with
+//! [`request::PlotInput::validate`] (the schedule read with [`input::read`], the sweep's
+//! budgets and solvers), draw the result of a solve run on the spot with
+//! [`input::from_result`], run sweeps with [`sweep::run`] and write the same bytes. Every figure drawn comes from
 //! `schedule::simulate`. Each SVG's root carries `data-*` attributes with the figures it
 //! shows (`data-budget`, `data-peak-node`, ...), so that tests and scripts can check a
 //! picture without reading pixels.
 
 pub mod input;
+pub mod request;
 pub mod stages;
 pub mod svg;
 pub mod sweep;

@@ -89,28 +89,9 @@ pub fn render(graph: &Graph, schedule: &Schedule, caption: &str) -> Result<Strin
         });
     }
     crate::schedule::simulate(graph, schedule)?;
-    let (stages, frontier, source) = match &schedule.stages {
-        Some(st) => {
-            let frontier =
-                st.r.iter()
-                    .enumerate()
-                    .map(|(t, row)| row.maximum().unwrap_or(t))
-                    .collect();
-            (st.clone(), frontier, "the solver's stages")
-        }
-        None => {
-            let e = EventStages::from_events(n, &schedule.events);
-            (e.stages, e.frontier, "stages read off the events")
-        }
-    };
+    let (stages, frontier, source) = stages_of(n, schedule);
     let t = stages.r.len();
-    let cell = (640.0 / n.max(t).max(1) as f64).clamp(1.0, 28.0);
-    let label_room = 150.0;
-    let (left, top) = (label_room, 92.0);
-    let gap = 60.0;
-    let side = cell * n as f64;
-    let width = left + 2.0 * side + gap + 30.0;
-    let height = top + cell * t as f64 + 70.0;
+    let layout = Layout::new(n, t);
     let count = |rows: &[FixedBitSet]| rows.iter().map(|r| r.count_ones(..)).sum::<usize>();
     let data = [
         ("data-plot", "stages".to_string()),
@@ -120,6 +101,7 @@ pub fn render(graph: &Graph, schedule: &Schedule, caption: &str) -> Result<Strin
         ("data-s-cells", count(&stages.s).to_string()),
         ("data-source", source.to_string()),
     ];
+    let (width, height) = layout.size();
     let mut out = Svg::new(width.max(960.0), height, "Stage matrices R and S", &data);
     let name = graph.name().unwrap_or("graph");
     out.label(
@@ -141,56 +123,114 @@ pub fn render(graph: &Graph, schedule: &Schedule, caption: &str) -> Result<Strin
         ),
         &[],
     );
-    let every = (12.0 / cell).ceil().max(1.0) as usize;
-    for (i, (matrix, title, colour)) in [
+    let matrices = [
         (&stages.r, "R[t, i]: stage t computes node i", svg::BLUE),
         (
             &stages.s,
             "S[t, i]: node i resident entering stage t",
             svg::ORANGE,
         ),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let x0 = left + i as f64 * (side + gap);
+    ];
+    for (i, (matrix, title, colour)) in matrices.into_iter().enumerate() {
+        let x0 = layout.left + i as f64 * (layout.side + GAP);
         out.label(
             x0,
-            top - 22.0,
+            TOP - 22.0,
             "start",
             title,
             &[("font-weight", "bold".into())],
         );
-        matrix_cells(&mut out, (x0, top), cell, matrix, colour, &frontier, i == 0);
-        for v in (0..n).step_by(every) {
-            let x = x0 + (v as f64 + 0.5) * cell;
-            let y = top + cell * t as f64 + 6.0;
-            out.label(
-                x,
-                y,
-                "start",
-                &short_id(graph.id(v)),
-                &[
-                    ("font-size", "10".into()),
-                    (
-                        "transform",
-                        format!("rotate(60 {} {})", svg::px(x), svg::px(y)),
-                    ),
-                ],
-            );
-        }
+        let cell = layout.cell;
+        matrix_cells(&mut out, (x0, TOP), cell, matrix, colour, &frontier, i == 0);
+        node_labels(&mut out, graph, &layout, x0, t);
     }
-    for (k, &v) in frontier.iter().enumerate().step_by(every) {
+    for (k, &v) in frontier.iter().enumerate().step_by(layout.every) {
         out.label(
-            left - 6.0,
-            top + (k as f64 + 0.8) * cell,
+            layout.left - 6.0,
+            TOP + (k as f64 + 0.8) * layout.cell,
             "end",
             &format!("{k}: {}", short_id(graph.id(v))),
             &[("font-size", "10".into())],
         );
     }
-    out.label(12.0, top - 6.0, "start", "stage ↓", &[]);
+    out.label(12.0, TOP - 6.0, "start", "stage ↓", &[]);
     Ok(out.finish())
+}
+
+/// The top of the matrices and the gap between them, in pixels.
+const TOP: f64 = 92.0;
+const GAP: f64 = 60.0;
+
+/// The stage matrices of `schedule` over `n` nodes, each stage's frontier node, and where
+/// they come from: the solver's own stages, or those read off the events.
+fn stages_of(n: usize, schedule: &Schedule) -> (Stages, Vec<usize>, &'static str) {
+    match &schedule.stages {
+        Some(st) => {
+            let frontier =
+                st.r.iter()
+                    .enumerate()
+                    .map(|(t, row)| row.maximum().unwrap_or(t))
+                    .collect();
+            (st.clone(), frontier, "the solver's stages")
+        }
+        None => {
+            let e = EventStages::from_events(n, &schedule.events);
+            (e.stages, e.frontier, "stages read off the events")
+        }
+    }
+}
+
+/// The size of the cells and matrices, and how often a node or stage is labelled.
+struct Layout {
+    cell: f64,
+    /// Left of the first matrix (room for the stage labels).
+    left: f64,
+    /// The width of one matrix.
+    side: f64,
+    /// Label every `every`-th node and stage.
+    every: usize,
+    stages: usize,
+}
+
+impl Layout {
+    fn new(n: usize, t: usize) -> Layout {
+        let cell = (640.0 / n.max(t).max(1) as f64).clamp(1.0, 28.0);
+        Layout {
+            cell,
+            left: 150.0,
+            side: cell * n as f64,
+            every: (12.0 / cell).ceil().max(1.0) as usize,
+            stages: t,
+        }
+    }
+
+    fn size(&self) -> (f64, f64) {
+        (
+            self.left + 2.0 * self.side + GAP + 30.0,
+            TOP + self.cell * self.stages as f64 + 70.0,
+        )
+    }
+}
+
+/// The node ids under the matrix at `x0`, slanted, every `layout.every`-th.
+fn node_labels(out: &mut Svg, graph: &Graph, layout: &Layout, x0: f64, t: usize) {
+    for v in (0..graph.len()).step_by(layout.every) {
+        let x = x0 + (v as f64 + 0.5) * layout.cell;
+        let y = TOP + layout.cell * t as f64 + 6.0;
+        out.label(
+            x,
+            y,
+            "start",
+            &short_id(graph.id(v)),
+            &[
+                ("font-size", "10".into()),
+                (
+                    "transform",
+                    format!("rotate(60 {} {})", svg::px(x), svg::px(y)),
+                ),
+            ],
+        );
+    }
 }
 
 /// The cells of one matrix: a frame, then one rectangle per run of ones in a row

@@ -1,9 +1,10 @@
 //! A small SVG writer: elements with escaped attributes and text, linear scales, "nice"
-//! ticks, axes with labels, and the labels of the graph's units (bytes in KiB/MiB/GiB,
-//! costs with the graph's `cost_unit`). Colours are the Okabe-Ito palette, which stays
+//! ticks, axes with labels, and the labels of the graph's units (bytes in KiB/MiB/GiB by
+//! `crate::budget::human_bytes`, costs with the graph's `cost_unit`). Colours are the Okabe-Ito palette, which stays
 //! distinguishable under the common forms of colour blindness. No fonts are embedded: the
 //! text asks for the viewer's `sans-serif`.
 
+use crate::budget::{byte_unit, significant};
 use std::fmt::Write;
 
 /// Okabe & Ito's colour-blind-safe palette (black first).
@@ -222,34 +223,6 @@ pub fn byte_ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
         .collect()
 }
 
-/// The binary unit that suits `max` bytes: its name and size.
-fn byte_unit(max: f64) -> (&'static str, f64) {
-    const UNITS: [(&str, f64); 5] = [
-        ("B", 1.0),
-        ("KiB", 1024.0),
-        ("MiB", 1048576.0),
-        ("GiB", 1073741824.0),
-        ("TiB", 1099511627776.0),
-    ];
-    UNITS
-        .iter()
-        .rev()
-        .find(|(_, size)| max >= *size)
-        .copied()
-        .unwrap_or(UNITS[0])
-}
-
-/// Bytes in the unit that suits `scale_max` (so that an axis's labels share one unit).
-pub fn bytes_in(bytes: f64, scale_max: f64) -> String {
-    let (name, size) = byte_unit(scale_max);
-    format!("{} {name}", short(bytes / size))
-}
-
-/// Bytes in their own best unit: `12.5 MiB`.
-pub fn bytes(b: u64) -> String {
-    bytes_in(b as f64, b as f64)
-}
-
 /// A number in at most four significant digits, with k, M, G, T, P beyond 10^4.
 pub fn short(v: f64) -> String {
     const SUFFIX: [(&str, f64); 5] = [("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)];
@@ -258,17 +231,7 @@ pub fn short(v: f64) -> String {
             return format!("{}{s}", short(v / size));
         }
     }
-    let digits = if v == 0.0 {
-        0
-    } else {
-        (3 - v.abs().log10().floor() as i32).clamp(0, 6) as usize
-    };
-    let s = format!("{v:.digits$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
+    significant(v)
 }
 
 /// The plot area of a figure, in pixels.
@@ -356,9 +319,6 @@ mod tests {
         assert_eq!(short(1234.4), "1234");
         assert_eq!(short(123456.0), "123.5k");
         assert_eq!(short(0.0), "0");
-        assert_eq!(bytes(3 << 29), "1.5 GiB");
-        assert_eq!(bytes(17), "17 B");
-        assert_eq!(bytes_in(512.0 * 1024.0, 2.0 * 1048576.0), "0.5 MiB");
         assert_eq!(ticks(0.0, 10.0, 5), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
         assert_eq!(
             byte_ticks(0.0, 4096.0, 4),

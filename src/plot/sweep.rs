@@ -1,5 +1,7 @@
 //! The budget sweep behind the trade-off curve: each chosen solver at each budget, every
-//! figure from the simulator (`solve::solve` judges each answer).
+//! figure from the simulator (`solve::solve` judges each answer); and [`solve_each`], one
+//! solver at many budgets within one time limit overall, the plain sweep of
+//! `POST /v1/sweep`.
 //!
 //! Budgets default to [`DEFAULT_POINTS`] evenly spaced from the minimum feasible budget
 //! (`Graph::min_feasible_budget`) to the checkpoint-all peak (`budget::between_min_and_peak`),
@@ -22,9 +24,9 @@
 use super::PlotError;
 use crate::budget::between_min_and_peak;
 use crate::graph::Graph;
-use crate::solve::{self, Instance, Scope, SolveOptions, Status};
+use crate::solve::{self, Instance, Scope, SolveError, SolveOptions, SolveResult, Status};
 use serde::Serialize;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The number of budgets of a default sweep.
 pub const DEFAULT_POINTS: usize = 20;
@@ -184,6 +186,35 @@ pub fn run(
         points,
         lower_bounds: bounds,
     })
+}
+
+/// One solver at each of `budgets` (bytes), in the order given, one solve after the other
+/// within `total` overall: each solve's time limit is its options' own, cut to what is
+/// left of `total`. `each` sees every solve's outcome as it ends (the service counts it).
+/// The first solve that fails ends the run with its error. (`POST /v1/sweep`: plain
+/// results, no curve; [`run`] is the trade-off's sweep.)
+pub fn solve_each(
+    graph: &Graph,
+    solver: &str,
+    budgets: &[u64],
+    options: &SolveOptions,
+    total: Duration,
+    each: &dyn Fn(&Result<SolveResult, SolveError>),
+) -> Result<Vec<SolveResult>, SolveError> {
+    let end = Instant::now() + total;
+    budgets
+        .iter()
+        .map(|&budget| {
+            let left = end.saturating_duration_since(Instant::now());
+            let options = SolveOptions {
+                time_limit: Some(options.time_limit.map_or(left, |t| t.min(left))),
+                ..options.clone()
+            };
+            let result = solve::solve(&Instance { graph, budget }, solver, &options);
+            each(&result);
+            result
+        })
+        .collect()
 }
 
 fn overhead(cost: f64, base: f64) -> f64 {

@@ -10,8 +10,9 @@
 use super::input::Drawn;
 use super::svg::{self, Frame, Scale, Svg};
 use super::PlotError;
+use crate::budget::{human_bytes, human_bytes_in};
 use crate::graph::Graph;
-use crate::schedule::{checkpoint_all_peak, simulate, Event};
+use crate::schedule::{checkpoint_all_peak, simulate, Event, SimStats};
 
 /// The most events a timeline draws (two points each).
 pub const MAX_EVENTS: usize = 2_000_000;
@@ -22,119 +23,192 @@ const FRAME: Frame = Frame::below_title(935.0, 400.0);
 
 /// The SVG of `drawn`'s memory timeline; `caption` says where the schedule came from.
 pub fn render(graph: &Graph, drawn: &Drawn, caption: &str) -> Result<String, PlotError> {
-    let events = &drawn.schedule.events;
-    if events.len() > MAX_EVENTS {
-        return Err(PlotError::TooLarge {
-            what: "the schedule",
-            count: events.len(),
-            unit: "events",
-            max: MAX_EVENTS,
-        });
-    }
-    let stats = simulate(graph, &drawn.schedule)?;
-    let peak_all = checkpoint_all_peak(graph);
-    let peak_node = graph.id(events[stats.peak_event].node());
-    let recomputes = recomputations(graph.len(), events);
-    let top = [
-        Some(stats.peak_memory),
-        Some(peak_all),
-        drawn.budget,
-        stats.memory_after.iter().max().copied(),
-    ]
-    .into_iter()
-    .flatten()
-    .max()
-    .unwrap_or(1) as f64
-        * 1.08;
-    let e = events.len() as f64;
-    let x = Scale::new(0.0, e, FRAME.left, FRAME.right);
-    let y = Scale::new(0.0, top, FRAME.bottom, FRAME.top);
+    let t = Timeline::measure(graph, drawn)?;
+    let mut out = Svg::new(WIDTH, HEIGHT, "Memory timeline", &t.data());
+    t.titles(&mut out, caption);
+    t.axes(&mut out);
+    t.memory_line(&mut out);
+    t.recompute_ticks(&mut out);
+    t.reference_lines(&mut out);
+    t.peak(&mut out);
+    legend(&mut out);
+    Ok(out.finish())
+}
 
-    let mut data = vec![
-        ("data-plot", "timeline".to_string()),
-        ("data-events", events.len().to_string()),
-        ("data-peak-bytes", stats.peak_memory.to_string()),
-        ("data-peak-event", stats.peak_event.to_string()),
-        ("data-peak-node", peak_node.to_string()),
-        ("data-checkpoint-all-peak", peak_all.to_string()),
-        ("data-recomputes", recomputes.len().to_string()),
-        ("data-total-cost", stats.total_cost.to_string()),
-        ("data-y-max", top.to_string()),
-        ("data-frame-top", FRAME.top.to_string()),
-        ("data-frame-bottom", FRAME.bottom.to_string()),
-    ];
-    if let Some(b) = drawn.budget {
-        data.push(("data-budget", b.to_string()));
-    }
-    let mut out = Svg::new(WIDTH, HEIGHT, "Memory timeline", &data);
-    let name = graph.name().unwrap_or("graph");
-    out.label(
-        FRAME.left,
-        24.0,
-        "start",
-        &format!("Memory in use after each event: {name} ({caption})"),
-        &[("font-size", "16".into()), ("font-weight", "bold".into())],
-    );
-    let unit = graph
-        .cost_unit()
-        .map(|u| format!(" {u}"))
-        .unwrap_or_default();
-    out.label(
-        FRAME.left,
-        44.0,
-        "start",
-        &format!(
-            "peak {} · cost {}{unit} (overhead {:.3}×) · {} recomputation(s) · {} events",
-            svg::bytes(stats.peak_memory),
-            svg::short(stats.total_cost),
-            stats.overhead,
-            recomputes.len(),
-            events.len()
-        ),
-        &[],
-    );
-    let ymax = top;
-    let bytes_label = |v: f64| svg::bytes_in(v, ymax);
-    let event_label = |v: f64| format!("{v:.0}");
-    FRAME.axes(
-        &mut out,
-        (&x, &svg::ticks(0.0, e, 10), &event_label),
-        (&y, &svg::byte_ticks(0.0, top, 6), &bytes_label),
-        "event",
-        "memory in use",
-    );
+/// The figures of one timeline, from the simulator, and its scales.
+struct Timeline<'a> {
+    graph: &'a Graph,
+    drawn: &'a Drawn,
+    stats: SimStats,
+    /// The checkpoint-all peak.
+    peak_all: u64,
+    peak_node: &'a str,
+    recomputes: Vec<usize>,
+    /// The top of the memory axis.
+    top: f64,
+    x: Scale,
+    y: Scale,
+}
 
-    let mut points = Vec::with_capacity(2 * events.len() + 1);
-    points.push((x.at(0.0), y.at(graph.fixed_memory() as f64)));
-    for (i, &m) in stats.memory_after.iter().enumerate() {
-        let h = y.at(m as f64);
-        points.push((x.at(i as f64), h));
-        points.push((x.at(i as f64 + 1.0), h));
+impl<'a> Timeline<'a> {
+    /// Replays the schedule (at most [`MAX_EVENTS`] events) and sets the scales.
+    fn measure(graph: &'a Graph, drawn: &'a Drawn) -> Result<Timeline<'a>, PlotError> {
+        let events = &drawn.schedule.events;
+        if events.len() > MAX_EVENTS {
+            return Err(PlotError::TooLarge {
+                what: "the schedule",
+                count: events.len(),
+                unit: "events",
+                max: MAX_EVENTS,
+            });
+        }
+        let stats = simulate(graph, &drawn.schedule)?;
+        let peak_all = checkpoint_all_peak(graph);
+        let top = [
+            Some(stats.peak_memory),
+            Some(peak_all),
+            drawn.budget,
+            stats.memory_after.iter().max().copied(),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(1) as f64
+            * 1.08;
+        Ok(Timeline {
+            graph,
+            drawn,
+            peak_node: graph.id(events[stats.peak_event].node()),
+            recomputes: recomputations(graph.len(), events),
+            peak_all,
+            top,
+            x: Scale::new(0.0, events.len() as f64, FRAME.left, FRAME.right),
+            y: Scale::new(0.0, top, FRAME.bottom, FRAME.top),
+            stats,
+        })
     }
-    out.polyline(
-        &points,
-        svg::BLUE,
-        &[
-            ("class", "memory".into()),
-            ("stroke-width", "1.8".into()),
-            ("data-points", points.len().to_string()),
-        ],
-    );
-    for &i in &recomputes {
-        let cx = x.at(i as f64 + 0.5);
-        out.line(
-            (cx, FRAME.bottom - 10.0),
-            (cx, FRAME.bottom),
-            svg::VERMILLION,
+
+    /// The root's `data-*` attributes: the figures drawn.
+    fn data(&self) -> Vec<(&'static str, String)> {
+        let stats = &self.stats;
+        let mut data = vec![
+            ("data-plot", "timeline".to_string()),
+            ("data-events", self.drawn.schedule.events.len().to_string()),
+            ("data-peak-bytes", stats.peak_memory.to_string()),
+            ("data-peak-event", stats.peak_event.to_string()),
+            ("data-peak-node", self.peak_node.to_string()),
+            ("data-checkpoint-all-peak", self.peak_all.to_string()),
+            ("data-recomputes", self.recomputes.len().to_string()),
+            ("data-total-cost", stats.total_cost.to_string()),
+            ("data-y-max", self.top.to_string()),
+            ("data-frame-top", FRAME.top.to_string()),
+            ("data-frame-bottom", FRAME.bottom.to_string()),
+        ];
+        if let Some(b) = self.drawn.budget {
+            data.push(("data-budget", b.to_string()));
+        }
+        data
+    }
+
+    /// The title and the line of figures under it.
+    fn titles(&self, out: &mut Svg, caption: &str) {
+        let name = self.graph.name().unwrap_or("graph");
+        out.label(
+            FRAME.left,
+            24.0,
+            "start",
+            &format!("Memory in use after each event: {name} ({caption})"),
+            &[("font-size", "16".into()), ("font-weight", "bold".into())],
+        );
+        let unit = self
+            .graph
+            .cost_unit()
+            .map(|u| format!(" {u}"))
+            .unwrap_or_default();
+        let stats = &self.stats;
+        out.label(
+            FRAME.left,
+            44.0,
+            "start",
+            &format!(
+                "peak {} · cost {}{unit} (overhead {:.3}×) · {} recomputation(s) · {} events",
+                human_bytes(stats.peak_memory),
+                svg::short(stats.total_cost),
+                stats.overhead,
+                self.recomputes.len(),
+                self.drawn.schedule.events.len()
+            ),
+            &[],
+        );
+    }
+
+    /// Events along x, bytes up y.
+    fn axes(&self, out: &mut Svg) {
+        let top = self.top;
+        let bytes_label = |v: f64| human_bytes_in(v, top);
+        let event_label = |v: f64| format!("{v:.0}");
+        let events = self.drawn.schedule.events.len() as f64;
+        FRAME.axes(
+            out,
+            (&self.x, &svg::ticks(0.0, events, 10), &event_label),
+            (&self.y, &svg::byte_ticks(0.0, top, 6), &bytes_label),
+            "event",
+            "memory in use",
+        );
+    }
+
+    /// The step line of the memory after each event, from `fixed_memory` before the first.
+    fn memory_line(&self, out: &mut Svg) {
+        let (x, y) = (&self.x, &self.y);
+        let mut points = Vec::with_capacity(2 * self.stats.memory_after.len() + 1);
+        points.push((x.at(0.0), y.at(self.graph.fixed_memory() as f64)));
+        for (i, &m) in self.stats.memory_after.iter().enumerate() {
+            let h = y.at(m as f64);
+            points.push((x.at(i as f64), h));
+            points.push((x.at(i as f64 + 1.0), h));
+        }
+        out.polyline(
+            &points,
+            svg::BLUE,
             &[
-                ("class", "recompute".into()),
-                ("stroke-width", "1.5".into()),
-                ("data-event", i.to_string()),
+                ("class", "memory".into()),
+                ("stroke-width", "1.8".into()),
+                ("data-points", points.len().to_string()),
             ],
         );
     }
-    let mut hline = |value: u64, class: &str, colour: &str, dash: &str, text: String| {
-        let h = y.at(value as f64);
+
+    /// A tick under every recomputation.
+    fn recompute_ticks(&self, out: &mut Svg) {
+        for &i in &self.recomputes {
+            let cx = self.x.at(i as f64 + 0.5);
+            out.line(
+                (cx, FRAME.bottom - 10.0),
+                (cx, FRAME.bottom),
+                svg::VERMILLION,
+                &[
+                    ("class", "recompute".into()),
+                    ("stroke-width", "1.5".into()),
+                    ("data-event", i.to_string()),
+                ],
+            );
+        }
+    }
+
+    /// The budget (dashed) and the checkpoint-all peak (dotted), labelled.
+    fn reference_lines(&self, out: &mut Svg) {
+        if let Some(b) = self.drawn.budget {
+            self.hline(out, b, ("budget", svg::VERMILLION, "8 4"), "budget");
+        }
+        let peak = ("checkpoint-all", svg::GREY, "2 3");
+        self.hline(out, self.peak_all, peak, "checkpoint-all peak");
+    }
+
+    /// A horizontal line at `value` bytes, styled `(class, colour, dash)`, labelled `name`
+    /// and the bytes.
+    fn hline(&self, out: &mut Svg, value: u64, style: (&str, &str, &str), name: &str) {
+        let (class, colour, dash) = style;
+        let h = self.y.at(value as f64);
         out.line(
             (FRAME.left, h),
             (FRAME.right, h),
@@ -150,60 +224,54 @@ pub fn render(graph: &Graph, drawn: &Drawn, caption: &str) -> Result<String, Plo
             FRAME.right - 4.0,
             h - 5.0,
             "end",
-            &text,
+            &format!("{name} {}", human_bytes(value)),
             &[("fill", colour.into())],
         );
-    };
-    if let Some(b) = drawn.budget {
-        hline(
-            b,
-            "budget",
-            svg::VERMILLION,
-            "8 4",
-            format!("budget {}", svg::bytes(b)),
+    }
+
+    /// The peak event, marked and labelled with the node it computes.
+    fn peak(&self, out: &mut Svg) {
+        let stats = &self.stats;
+        let (px, py) = (
+            self.x.at(stats.peak_event as f64 + 0.5),
+            self.y.at(stats.peak_memory as f64),
+        );
+        out.el(
+            "circle",
+            &[
+                ("class", "peak".into()),
+                ("cx", svg::px(px)),
+                ("cy", svg::px(py)),
+                ("r", "5".into()),
+                ("fill", svg::BLACK.into()),
+            ],
+        );
+        let anchor = if px < (FRAME.left + FRAME.right) / 2.0 {
+            "start"
+        } else {
+            "end"
+        };
+        let shift = if anchor == "start" { 8.0 } else { -8.0 };
+        out.label(
+            px + shift,
+            (py - 10.0).max(FRAME.top - 4.0),
+            anchor,
+            &format!(
+                "peak {} computing {} (event {})",
+                human_bytes(stats.peak_memory),
+                self.peak_node,
+                stats.peak_event
+            ),
+            &[
+                ("class", "peak-label".into()),
+                ("font-weight", "bold".into()),
+            ],
         );
     }
-    hline(
-        peak_all,
-        "checkpoint-all",
-        svg::GREY,
-        "2 3",
-        format!("checkpoint-all peak {}", svg::bytes(peak_all)),
-    );
-    let (px, py) = (
-        x.at(stats.peak_event as f64 + 0.5),
-        y.at(stats.peak_memory as f64),
-    );
-    out.el(
-        "circle",
-        &[
-            ("class", "peak".into()),
-            ("cx", svg::px(px)),
-            ("cy", svg::px(py)),
-            ("r", "5".into()),
-            ("fill", svg::BLACK.into()),
-        ],
-    );
-    let anchor = if px < (FRAME.left + FRAME.right) / 2.0 {
-        "start"
-    } else {
-        "end"
-    };
-    let shift = if anchor == "start" { 8.0 } else { -8.0 };
-    out.label(
-        px + shift,
-        (py - 10.0).max(FRAME.top - 4.0),
-        anchor,
-        &format!(
-            "peak {} computing {peak_node} (event {})",
-            svg::bytes(stats.peak_memory),
-            stats.peak_event
-        ),
-        &[
-            ("class", "peak-label".into()),
-            ("font-weight", "bold".into()),
-        ],
-    );
+}
+
+/// What each mark of the timeline is.
+fn legend(out: &mut Svg) {
     out.legend(
         FRAME.left,
         HEIGHT - 14.0,
@@ -214,7 +282,6 @@ pub fn render(graph: &Graph, drawn: &Drawn, caption: &str) -> Result<String, Plo
             (svg::VERMILLION, "none", "| recomputation".into()),
         ],
     );
-    Ok(out.finish())
 }
 
 /// The indices of the events that compute a node computed before.

@@ -11,6 +11,7 @@
 
 use super::svg::{self, Frame, Scale, Svg};
 use super::sweep::{Point, Sweep};
+use crate::budget::{human_bytes, human_bytes_in};
 use crate::graph::Graph;
 
 const WIDTH: f64 = 960.0;
@@ -27,164 +28,227 @@ pub struct Picture {
 
 /// The SVG of `sweep`'s trade-off curves.
 pub fn render(graph: &Graph, sweep: &Sweep) -> String {
-    let solvers: Vec<&str> = {
-        let mut s: Vec<&str> = Vec::new();
+    let t = Tradeoff::layout(graph, sweep);
+    let mut out = Svg::new(WIDTH, t.height(), "Budget / compute trade-off", &t.data());
+    t.titles(&mut out);
+    t.axes(&mut out);
+    t.reference_lines(&mut out);
+    t.curves(&mut out);
+    t.rise_notes(&mut out);
+    out.finish()
+}
+
+/// A trade-off picture's layout: its solvers, rising points and scales.
+struct Tradeoff<'a> {
+    sweep: &'a Sweep,
+    name: &'a str,
+    /// The graph's cost unit (or "cost units").
+    unit: &'a str,
+    /// The solvers in the order of their first point.
+    solvers: Vec<&'a str>,
+    /// The points costlier than the same solver's at a smaller budget.
+    rises: Vec<&'a Point>,
+    /// The smallest and largest budget swept.
+    budgets: (f64, f64),
+    /// The ends of the cost axis.
+    costs: (f64, f64),
+    x: Scale,
+    y: Scale,
+}
+
+impl<'a> Tradeoff<'a> {
+    fn layout(graph: &'a Graph, sweep: &'a Sweep) -> Tradeoff<'a> {
+        let mut solvers: Vec<&str> = Vec::new();
         for p in &sweep.points {
-            if !s.contains(&p.solver.as_str()) {
-                s.push(&p.solver);
+            if !solvers.contains(&p.solver.as_str()) {
+                solvers.push(&p.solver);
             }
         }
-        s
-    };
-    let rises: Vec<&Point> = sweep
-        .points
-        .iter()
-        .filter(|p| p.rises_over.is_some())
-        .collect();
-    let notes = rises.len().min(MAX_NOTES) + usize::from(rises.len() > MAX_NOTES);
-    let height = FRAME.bottom + 84.0 + 18.0 * notes as f64;
-    let costs = sweep
-        .points
-        .iter()
-        .filter_map(|p| p.cost)
-        .chain(sweep.lower_bounds.iter().flatten().copied())
-        .chain([sweep.base_cost]);
-    let (lo, hi) = costs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), c| {
-        (lo.min(c), hi.max(c))
-    });
-    let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.01).max(1e-9);
-    let (ylo, yhi) = ((lo - pad).max(0.0), hi + pad);
-    let (blo, bhi) = (
-        *sweep.budgets.first().unwrap_or(&0) as f64,
-        *sweep.budgets.last().unwrap_or(&1) as f64,
-    );
-    let bpad = ((bhi - blo) * 0.03).max(1.0);
-    let x = Scale::new(blo - bpad, bhi + bpad, FRAME.left, FRAME.right);
-    let y = Scale::new(ylo, yhi, FRAME.bottom, FRAME.top);
-    let data = [
-        ("data-plot", "tradeoff".to_string()),
-        ("data-budgets", sweep.budgets.len().to_string()),
-        ("data-solvers", solvers.join(",")),
-        ("data-points", sweep.points.len().to_string()),
-        ("data-base-cost", sweep.base_cost.to_string()),
-        ("data-rises", rises.len().to_string()),
-    ];
-    let mut out = Svg::new(WIDTH, height, "Budget / compute trade-off", &data);
-    let name = graph.name().unwrap_or("graph");
-    let unit = graph.cost_unit().unwrap_or("cost units");
-    out.label(
-        FRAME.left,
-        24.0,
-        "start",
-        &format!("Compute cost against memory budget: {name}"),
-        &[("font-size", "16".into()), ("font-weight", "bold".into())],
-    );
-    out.label(
-        FRAME.left,
-        44.0,
-        "start",
-        &format!(
-            "{} budgets from the minimum feasible {} to {} · no recomputation: {} {unit}",
-            sweep.budgets.len(),
-            svg::bytes(blo as u64),
-            svg::bytes(bhi as u64),
-            svg::short(sweep.base_cost)
-        ),
-        &[],
-    );
-    let xmax = bhi;
-    let bytes_label = |v: f64| svg::bytes_in(v, xmax);
-    let yticks = svg::ticks(ylo, yhi, 6);
-    FRAME.axes(
-        &mut out,
-        (&x, &svg::byte_ticks(blo, bhi, 7), &bytes_label),
-        (&y, &yticks, &|v| svg::short(v)),
-        "memory budget (fixed memory included)",
-        &format!("total cost ({unit})"),
-    );
-    for &t in &yticks {
-        let label = format!("{:.3}×", t / sweep.base_cost.max(f64::MIN_POSITIVE));
-        out.label(FRAME.right + 6.0, y.at(t) + 4.0, "start", &label, &[]);
-    }
-    out.label(
-        FRAME.right + 6.0,
-        FRAME.top - 12.0,
-        "start",
-        "overhead",
-        &[],
-    );
-    let base = y.at(sweep.base_cost);
-    out.line(
-        (FRAME.left, base),
-        (FRAME.right, base),
-        svg::GREY,
-        &[
-            ("class", "base-cost".into()),
-            ("stroke-width", "1.5".into()),
-            ("stroke-dasharray", "2 3".into()),
-        ],
-    );
-    let bound: Vec<(f64, f64)> = sweep
-        .budgets
-        .iter()
-        .zip(&sweep.lower_bounds)
-        .filter_map(|(&b, lb)| lb.map(|c| (x.at(b as f64), y.at(c))))
-        .collect();
-    if !bound.is_empty() {
-        out.polyline(
-            &bound,
-            svg::BLACK,
-            &[
-                ("class", "lower-bound".into()),
-                ("stroke-width", "1.5".into()),
-                ("stroke-dasharray", "6 4".into()),
-                ("data-points", bound.len().to_string()),
-            ],
-        );
-    }
-    let mut legend = Vec::new();
-    for (i, solver) in solvers.iter().enumerate() {
-        let colour = svg::SERIES[i % svg::SERIES.len()];
-        legend.push((colour, "none", solver.to_string()));
-        let points: Vec<&Point> = sweep
+        let costs = sweep
             .points
             .iter()
-            .filter(|p| p.solver == *solver)
-            .collect();
-        series(&mut out, (&x, &y), colour, &points, unit);
+            .filter_map(|p| p.cost)
+            .chain(sweep.lower_bounds.iter().flatten().copied())
+            .chain([sweep.base_cost]);
+        let (lo, hi) = costs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), c| {
+            (lo.min(c), hi.max(c))
+        });
+        let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.01).max(1e-9);
+        let (ylo, yhi) = ((lo - pad).max(0.0), hi + pad);
+        let (blo, bhi) = (
+            *sweep.budgets.first().unwrap_or(&0) as f64,
+            *sweep.budgets.last().unwrap_or(&1) as f64,
+        );
+        let bpad = ((bhi - blo) * 0.03).max(1.0);
+        Tradeoff {
+            sweep,
+            name: graph.name().unwrap_or("graph"),
+            unit: graph.cost_unit().unwrap_or("cost units"),
+            solvers,
+            rises: sweep
+                .points
+                .iter()
+                .filter(|p| p.rises_over.is_some())
+                .collect(),
+            budgets: (blo, bhi),
+            costs: (ylo, yhi),
+            x: Scale::new(blo - bpad, bhi + bpad, FRAME.left, FRAME.right),
+            y: Scale::new(ylo, yhi, FRAME.bottom, FRAME.top),
+        }
     }
-    legend.push((svg::BLACK, "6 4", "lower bound".into()));
-    legend.push((svg::GREY, "2 3", "no recomputation".into()));
-    out.legend(FRAME.left, FRAME.bottom + 62.0, &legend);
-    for (k, p) in rises.iter().take(MAX_NOTES).enumerate() {
+
+    /// The picture's height: the plot, the legend and a line per note.
+    fn height(&self) -> f64 {
+        let notes = self.rises.len().min(MAX_NOTES) + usize::from(self.rises.len() > MAX_NOTES);
+        FRAME.bottom + 84.0 + 18.0 * notes as f64
+    }
+
+    /// The root's `data-*` attributes.
+    fn data(&self) -> [(&'static str, String); 6] {
+        [
+            ("data-plot", "tradeoff".to_string()),
+            ("data-budgets", self.sweep.budgets.len().to_string()),
+            ("data-solvers", self.solvers.join(",")),
+            ("data-points", self.sweep.points.len().to_string()),
+            ("data-base-cost", self.sweep.base_cost.to_string()),
+            ("data-rises", self.rises.len().to_string()),
+        ]
+    }
+
+    /// The title and the line of figures under it.
+    fn titles(&self, out: &mut Svg) {
         out.label(
             FRAME.left,
-            FRAME.bottom + 84.0 + 18.0 * k as f64,
+            24.0,
+            "start",
+            &format!("Compute cost against memory budget: {}", self.name),
+            &[("font-size", "16".into()), ("font-weight", "bold".into())],
+        );
+        let (blo, bhi) = self.budgets;
+        out.label(
+            FRAME.left,
+            44.0,
             "start",
             &format!(
-                "{}: cost {} {unit} at {} is above its {} at the smaller budget {}",
-                p.solver,
-                svg::short(p.cost.unwrap_or(0.0)),
-                svg::bytes(p.budget),
-                svg::short(cost_at(sweep, &p.solver, p.rises_over).unwrap_or(0.0)),
-                svg::bytes(p.rises_over.unwrap_or(0))
+                "{} budgets from the minimum feasible {} to {} · no recomputation: {} {}",
+                self.sweep.budgets.len(),
+                human_bytes(blo as u64),
+                human_bytes(bhi as u64),
+                svg::short(self.sweep.base_cost),
+                self.unit
             ),
-            &[
-                ("class", "rise-note".into()),
-                ("fill", svg::VERMILLION.into()),
-            ],
-        );
-    }
-    if rises.len() > MAX_NOTES {
-        out.label(
-            FRAME.left,
-            FRAME.bottom + 84.0 + 18.0 * MAX_NOTES as f64,
-            "start",
-            &format!("... and {} more rising point(s)", rises.len() - MAX_NOTES),
             &[],
         );
     }
-    out.finish()
+
+    /// Budgets along x, costs up y on the left and the overhead on the right.
+    fn axes(&self, out: &mut Svg) {
+        let (blo, bhi) = self.budgets;
+        let bytes_label = |v: f64| human_bytes_in(v, bhi);
+        let yticks = svg::ticks(self.costs.0, self.costs.1, 6);
+        FRAME.axes(
+            out,
+            (&self.x, &svg::byte_ticks(blo, bhi, 7), &bytes_label),
+            (&self.y, &yticks, &|v| svg::short(v)),
+            "memory budget (fixed memory included)",
+            &format!("total cost ({})", self.unit),
+        );
+        for &t in &yticks {
+            let label = format!("{:.3}×", t / self.sweep.base_cost.max(f64::MIN_POSITIVE));
+            out.label(FRAME.right + 6.0, self.y.at(t) + 4.0, "start", &label, &[]);
+        }
+        out.label(
+            FRAME.right + 6.0,
+            FRAME.top - 12.0,
+            "start",
+            "overhead",
+            &[],
+        );
+    }
+
+    /// The cost without recomputation (dotted) and the best lower bound (dashed).
+    fn reference_lines(&self, out: &mut Svg) {
+        let base = self.y.at(self.sweep.base_cost);
+        out.line(
+            (FRAME.left, base),
+            (FRAME.right, base),
+            svg::GREY,
+            &[
+                ("class", "base-cost".into()),
+                ("stroke-width", "1.5".into()),
+                ("stroke-dasharray", "2 3".into()),
+            ],
+        );
+        let bound: Vec<(f64, f64)> = (self.sweep.budgets.iter())
+            .zip(&self.sweep.lower_bounds)
+            .filter_map(|(&b, lb)| lb.map(|c| (self.x.at(b as f64), self.y.at(c))))
+            .collect();
+        if !bound.is_empty() {
+            out.polyline(
+                &bound,
+                svg::BLACK,
+                &[
+                    ("class", "lower-bound".into()),
+                    ("stroke-width", "1.5".into()),
+                    ("stroke-dasharray", "6 4".into()),
+                    ("data-points", bound.len().to_string()),
+                ],
+            );
+        }
+    }
+
+    /// One line and its markers per solver, and the legend.
+    fn curves(&self, out: &mut Svg) {
+        let mut legend = Vec::new();
+        for (i, solver) in self.solvers.iter().enumerate() {
+            let colour = svg::SERIES[i % svg::SERIES.len()];
+            legend.push((colour, "none", solver.to_string()));
+            let points: Vec<&Point> = (self.sweep.points.iter())
+                .filter(|p| p.solver == *solver)
+                .collect();
+            series(out, (&self.x, &self.y), colour, &points, self.unit);
+        }
+        legend.push((svg::BLACK, "6 4", "lower bound".into()));
+        legend.push((svg::GREY, "2 3", "no recomputation".into()));
+        out.legend(FRAME.left, FRAME.bottom + 62.0, &legend);
+    }
+
+    /// The rising points in words under the plot (at most [`MAX_NOTES`]).
+    fn rise_notes(&self, out: &mut Svg) {
+        let sweep = self.sweep;
+        for (k, p) in self.rises.iter().take(MAX_NOTES).enumerate() {
+            out.label(
+                FRAME.left,
+                FRAME.bottom + 84.0 + 18.0 * k as f64,
+                "start",
+                &format!(
+                    "{}: cost {} {} at {} is above its {} at the smaller budget {}",
+                    p.solver,
+                    svg::short(p.cost.unwrap_or(0.0)),
+                    self.unit,
+                    human_bytes(p.budget),
+                    svg::short(cost_at(sweep, &p.solver, p.rises_over).unwrap_or(0.0)),
+                    human_bytes(p.rises_over.unwrap_or(0))
+                ),
+                &[
+                    ("class", "rise-note".into()),
+                    ("fill", svg::VERMILLION.into()),
+                ],
+            );
+        }
+        if self.rises.len() > MAX_NOTES {
+            out.label(
+                FRAME.left,
+                FRAME.bottom + 84.0 + 18.0 * MAX_NOTES as f64,
+                "start",
+                &format!(
+                    "... and {} more rising point(s)",
+                    self.rises.len() - MAX_NOTES
+                ),
+                &[],
+            );
+        }
+    }
 }
 
 /// The cost `solver` found at `budget`.
@@ -220,16 +284,16 @@ fn series(out: &mut Svg, (x, y): (&Scale, &Scale), colour: &str, points: &[&Poin
                 format!(
                     "{} at {}: {} {unit} ({:.3}×, {}){}",
                     p.solver,
-                    svg::bytes(p.budget),
+                    human_bytes(p.budget),
                     svg::short(c),
                     p.overhead.unwrap_or(1.0),
                     p.answered_by,
                     p.carried_from
-                        .map(|b| format!(", schedule found at {}", svg::bytes(b)))
+                        .map(|b| format!(", schedule found at {}", human_bytes(b)))
                         .unwrap_or_default()
                 )
             }
-            None => format!("{} at {}: {}", p.solver, svg::bytes(p.budget), p.status),
+            None => format!("{} at {}: {}", p.solver, human_bytes(p.budget), p.status),
         };
         if let Some(b) = p.carried_from {
             attrs.push(("data-carried-from", b.to_string()));

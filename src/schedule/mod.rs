@@ -1,8 +1,8 @@
 //! Schedules and the one simulator that judges them.
 //!
-//! A schedule is an ordered list of events `compute(v)` / `free(v)` (seed digest §6.2),
+//! A schedule is an ordered list of events `compute(v)` / `free(v)`,
 //! and, on a graph with a slow storage tier, `store(v)` / `load(v)`: asynchronous copies
-//! fast -> slow and slow -> fast (Kukreja et al., digest §1.2). Every solver emits one;
+//! fast -> slow and slow -> fast (Kukreja, Hückelheim, Gorman, §2). Every solver emits one;
 //! [`simulate`] replays it against the graph and is the single source of peak memory and
 //! cost; for schedules with copies it runs the timed replay of [`timeline`] (makespan,
 //! stalls, fast-tier peak). Solvers that think in Checkmate stages attach their (R, S)

@@ -1,4 +1,4 @@
-//! The simulator: the single memory and cost model (seed digest §6.2) every schedule from
+//! The simulator: the single memory and cost model every schedule from
 //! every solver is judged by.
 //!
 //! Rules, checked event by event:
@@ -9,7 +9,7 @@
 //! 3. Every node is computed at least once ([`Rule::NeverComputed`]).
 //!
 //! On a graph with a slow storage tier (`Graph::storage`, else [`Rule::NoStorage`]) two
-//! more events copy values between the tiers (Kukreja et al., digest §1.2):
+//! more events copy values between the tiers (Kukreja, Hückelheim, Gorman, §2):
 //! 4. `store(v)` needs `v` resident ([`Rule::StoreNotResident`]) and no slow copy of `v`
 //!    yet ([`Rule::AlreadyStored`]); the slow copy then lasts for the rest of the step.
 //! 5. `load(v)` needs a slow copy of `v` ([`Rule::LoadNotStored`]) and `v` not resident

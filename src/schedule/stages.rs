@@ -1,4 +1,5 @@
-//! Checkmate's stage view of a schedule (Jain et al., MLSys 2020, §4; `checkmate.md` §2-§3).
+//! Checkmate's stage view of a schedule (Jain et al., "Checkmate: Breaking the Memory Wall with Optimal
+//! Tensor Rematerialization", MLSys 2020, §4).
 //!
 //! With `T = n` frontier-advancing stages, stage `t` is the one that computes node `t` for
 //! the first time. `S[t,i] = 1` says the output of `i` is resident entering stage `t`

@@ -1,5 +1,6 @@
 //! The time model of a schedule that copies values between a fast and a slow tier
-//! (Kukreja, Hückelheim, Gorman, §2-§3; seed digest §1.2-§1.3): computes run one after
+//! (Kukreja, Hückelheim, Gorman, "Backpropagation for long sequences: beyond memory
+//! constraints with constant overheads", §2-§3): computes run one after
 //! another on one compute stream, copies run asynchronously beside them.
 //!
 //! Times are in the graph's cost unit: `compute(v)` takes `c_v` (the paper's `T_A` for a
@@ -23,7 +24,7 @@
 //! peak is the maximum of `K +` the bytes allocated and not released, over time; the
 //! makespan is the end of the last compute or copy. With no stall, the makespan is
 //! `Σ c_v` over the compute events: copies are then free, as the paper's model assumes
-//! ("storing and prefetching happens asynchronously", SEED L96).
+//! ("storing and prefetching happens asynchronously", the paper).
 //!
 //! `replay` assumes a schedule that the event-order rules of the simulator accepted.
 

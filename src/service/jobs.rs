@@ -223,7 +223,10 @@ mod tests {
         assert_eq!(jobs.create().unwrap_err().status, 503);
         jobs.finish(
             &a,
-            Err(ApiProblem::new(super::super::problem::Kind::Internal, "x")),
+            Err(ApiProblem::new(
+                crate::service::problem::Kind::Internal,
+                "x",
+            )),
         );
         let (c, flag) = jobs.create().unwrap();
         assert!(jobs.get(&a).is_none(), "the finished job made room");

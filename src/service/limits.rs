@@ -51,8 +51,8 @@ pub(super) fn check_graph(graph: &Graph, config: &Config) -> Result<(), ApiProbl
 
 #[cfg(test)]
 mod tests {
-    use super::super::request::Body;
     use super::*;
+    use crate::service::request::Body;
     use axum::http::StatusCode;
     use axum::response::IntoResponse;
     use serde_json::{json, Value};

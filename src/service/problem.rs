@@ -168,6 +168,11 @@ impl ApiProblem {
         self
     }
 
+    /// The solve queue is full (503, retry in a second): new work is refused.
+    pub fn queue_full() -> ApiProblem {
+        ApiProblem::new(Kind::Busy, "the solve queue is full").retry_after(1)
+    }
+
     /// A graph that failed to load: its problems, listed.
     pub fn graph(e: &GraphError) -> ApiProblem {
         let mut p = ApiProblem::new(Kind::InvalidGraph, e.to_string()).with_field("graph");

@@ -7,7 +7,6 @@
 //! always reported but may be unknown is printed as `null` (`Option<Option<_>>` where a
 //! field is both).
 
-use super::two_level::Assessment;
 use serde::Serialize;
 
 /// A solver's figures, by the family of solvers that reports them.
@@ -202,6 +201,70 @@ pub struct TwoLevelDetails {
     pub t_async: Option<Option<f64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub t_async_paper: Option<Option<f64>>,
+}
+
+// The two-level model's figures (`crate::solve::dp::two_level`, Kukreja et al.'s
+// asynchronous two-level checkpointing), reported in [`TwoLevelDetails`] and by
+// `remat inspect`; their methods are beside the model.
+
+/// What the tier does for one chain and budget: the model's figures, before any
+/// simulation.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Assessment {
+    /// Whether the two-level schedule is predicted faster than plain Revolve.
+    pub helps: bool,
+    pub intervals: Intervals,
+    /// The time to load the largest state back.
+    pub load_time: f64,
+    /// Whether a load can arrive while one interval is reversed.
+    pub loads_hidden: bool,
+    /// The stalls the model predicts otherwise: every stored base's load outlasts the
+    /// reversal of the interval it is prefetched during by `T_R − (t(I, s)·T_A + I·T_B)`.
+    pub predicted_stall: f64,
+    /// `R(I, s)`: the paper's factor of an interval.
+    pub r_interval: Option<f64>,
+    /// `R(l, s')`: the paper's factor of plain Revolve.
+    pub r_revolve: Option<f64>,
+    /// Snapshots `s'` plain Revolve gets from the budget.
+    pub revolve_snapshots: Option<u64>,
+    /// Snapshots `s` per interval (two-level) from the budget.
+    pub snapshots: Option<u64>,
+    /// The graph-exact `T_async` of the two-level schedule (see the module docs of `two_level`).
+    pub t_async: Option<f64>,
+    /// The paper's `T_async` with `n = l`.
+    pub t_async_paper: Option<f64>,
+    /// The graph-exact time of plain Revolve.
+    pub t_revolve: Option<f64>,
+    /// The paper's `T_revolve` with `n = l`.
+    pub t_revolve_paper: Option<f64>,
+    pub times: StepTimes,
+    /// `T_T`: the time to store the largest state.
+    pub transfer_time: f64,
+    /// One sentence saying whether the tier helps, and why.
+    pub verdict: String,
+}
+
+/// The intervals of `l` steps for interval length `I`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Intervals {
+    /// `q = ⌈l / I⌉`.
+    pub count: u64,
+    /// The interval `I`.
+    pub interval: u64,
+    /// Steps of the last interval, `l − (q−1)·I`.
+    pub last: u64,
+    /// Revolve steps `l` (chain stages + the loss).
+    pub steps: u64,
+}
+
+/// Per-step times of a chain: the paper's `T_A`, `T_B`, and the loss.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct StepTimes {
+    /// Mean backward cost `T_B`.
+    pub backward: f64,
+    /// Mean forward cost `T_A`.
+    pub forward: f64,
+    pub loss: f64,
 }
 
 /// The `auto` portfolio: what ran and what each candidate found.

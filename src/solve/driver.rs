@@ -2,13 +2,13 @@
 //! through the simulator: [`solve`] runs a solver by name and [`SolveResult::judge`]s its
 //! outcome; solvers never report figures of their own.
 
+use super::auto;
 use super::core::{Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, Stop};
 use super::details::Details;
+use super::dp::{block_rotor, bptt, chain_dp, join_dp, revolve, two_level};
+use super::exact::{checkmate, exhaustive};
+use super::heuristic::{baseline, chen, dtr, dtr_ahead, fastsa, knapsack, sethi_ullman};
 use super::result::SolveResult;
-use super::{
-    auto, baseline, block_rotor, bptt, chain_dp, checkmate, chen, dtr, exhaustive, fastsa, join_dp,
-    knapsack, revolve, sethi_ullman, two_level,
-};
 use crate::schedule::{simulate, Schedule, SimError};
 use std::time::Instant;
 
@@ -22,6 +22,7 @@ pub fn registry() -> &'static [&'static dyn Solver] {
         &chen::ChenSqrt,
         &chen::ChenGreedy,
         &dtr::Dtr,
+        &dtr_ahead::DtrAhead,
         &knapsack::Knapsack,
         &block_rotor::BlockRotor,
         &fastsa::FastSa,

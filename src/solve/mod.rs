@@ -18,25 +18,28 @@
 mod auto;
 pub mod core;
 pub mod details;
-pub mod dp;
+mod dp;
 mod driver;
 mod exact;
 pub mod footprint;
 mod heuristic;
 mod result;
 
-use dp::{block_rotor, bptt, join_dp};
-use exact::{checkmate, exhaustive};
-use heuristic::{baseline, chen, dtr, fastsa, knapsack, sethi_ullman};
-
 pub use self::core::{
     Bound, BoundMethod, Claim, Effort, EndedBy, Instance, Outcome, Plan, Progress, ProgressSink,
     Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop, Stopped,
 };
 pub use details::Details;
-use dp::{chain_dp, revolve, two_level};
 pub(crate) use driver::{admitted, fit, internal};
 pub use driver::{find, registry, solve, solve_exhaustive_unbounded};
 pub use exact::checkmate::{model_size, ModelSize};
 pub use footprint::Footprint;
 pub use result::{SolveResult, Status};
+
+// What callers outside the solvers use of the dynamic programs, each by this one path: the
+// storage-tier model (`remat inspect`, `remat bench-tiers`), the chain DP and Revolve for
+// `examples/dp_bench.rs`, and the structure-based choice of the exact DP.
+pub use dp::chain_dp::{solve_chain, ChainAnswer, Policy};
+pub use dp::revolve::{revolve_actions, revolve_steps, RevolveAction};
+pub use dp::structured::exact_solver_for;
+pub use dp::two_level::{assess, figure3, least_budget, simulated_factor, FactorRow};

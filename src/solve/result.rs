@@ -1,7 +1,7 @@
 //! The result of a solve, as `remat solve --json` prints it and `POST /solve` returns it.
 //! Every figure in it comes from the simulator.
 
-use super::{Bound, BoundMethod, Claim, Details, EndedBy, Instance, Outcome, Scope};
+use super::{Bound, BoundMethod, Claim, Details, EndedBy, Instance, Outcome, Plan, Scope};
 use crate::schedule::{simulate, ScheduleJson, SimStats};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -120,8 +120,39 @@ impl SolveResult {
         outcome: Outcome,
         solve_time_s: f64,
     ) -> SolveResult {
+        let mut result = SolveResult::unjudged(instance, requested, solve_time_s);
+        let ran = match &outcome {
+            Outcome::Plan(p) => p.solver,
+            Outcome::Infeasible { solver, .. } | Outcome::NoSolution { solver, .. } => solver,
+        };
+        if ran != requested {
+            result.solver = ran.to_string();
+            result.requested_solver = Some(requested.to_string());
+        }
+        match outcome {
+            Outcome::Plan(plan) => result.judge_plan(instance, ran, plan),
+            Outcome::Infeasible { proven, reason, .. } => {
+                result.status = Status::Infeasible;
+                result.proven = Some(proven == Some(Scope::GlobalOptimum));
+                if let Some(scope) = proven.filter(|&s| s != Scope::GlobalOptimum) {
+                    result.scope = Some(scope);
+                    result.proven_in_scope = Some(true);
+                }
+                result.message = Some(reason);
+            }
+            Outcome::NoSolution { reason, .. } => {
+                result.status = Status::NoSolution;
+                result.message = Some(reason);
+            }
+        }
+        result
+    }
+
+    /// A result of status `error` with nothing judged yet: the graph's summary, the budget,
+    /// the solver asked for and the time.
+    fn unjudged(instance: &Instance, requested: &str, solve_time_s: f64) -> SolveResult {
         let graph = instance.graph;
-        let mut result = SolveResult {
+        SolveResult {
             status: Status::Error,
             solver: requested.to_string(),
             requested_solver: None,
@@ -144,84 +175,65 @@ impl SolveResult {
             details: None,
             ended_by: None,
             solve_time_s,
-        };
-        let ran = match &outcome {
-            Outcome::Plan(p) => p.solver,
-            Outcome::Infeasible { solver, .. } | Outcome::NoSolution { solver, .. } => solver,
-        };
-        if ran != requested {
-            result.solver = ran.to_string();
-            result.requested_solver = Some(requested.to_string());
         }
-        match outcome {
-            Outcome::Plan(plan) => {
-                result.scope = Some(plan.scope);
-                if let Some(Details::Auto(auto)) = &plan.details {
-                    result.ended_by = Some(auto.ended_by);
-                }
-                result.details = plan.details;
-                if let Some(bound) = plan.lower_bound {
-                    result.lower_bound = Some(bound.cost);
-                    result.lower_bound_scope = Some(bound.scope);
-                    result.lower_bound_method = Some(bound.method);
-                }
-                match simulate(graph, &plan.schedule) {
-                    Err(e) => {
-                        result.message = Some(format!("{ran} produced an invalid schedule: {e}"));
-                    }
-                    Ok(stats) if stats.peak_memory > instance.budget => {
-                        result.message = Some(format!(
-                            "{ran} produced a schedule that peaks at {} bytes, over the budget of {} bytes",
-                            stats.peak_memory, instance.budget
-                        ));
-                    }
-                    Ok(stats) => {
-                        let cost = stats.total_cost;
-                        // A schedule that meets a bound on every schedule (its own solver's, or
-                        // Σ_v c_v: every node is computed at least once) is a global optimum,
-                        // whatever its solver claimed.
-                        // Not with copies between tiers: their schedules are judged by time.
-                        let meets_global_bound = stats.tiers.is_none()
-                            && [Some(Bound::sum_of_costs(graph)), plan.lower_bound]
-                                .into_iter()
-                                .flatten()
-                                .any(|b| b.scope == Scope::GlobalOptimum && b.met_by(cost));
-                        result.status = match plan.claim {
-                            _ if meets_global_bound => {
-                                result.scope = Some(Scope::GlobalOptimum);
-                                Status::Optimal
-                            }
-                            Claim::Optimal if plan.scope == Scope::GlobalOptimum => Status::Optimal,
-                            Claim::Optimal => Status::OptimalInScope,
-                            Claim::Feasible => Status::Feasible,
-                        };
-                        if let Some(lb) = result.lower_bound {
-                            result.gap = Some(if cost > 0.0 {
-                                ((cost - lb) / cost).max(0.0)
-                            } else {
-                                0.0
-                            });
-                        }
-                        result.message = plan.message;
-                        result.schedule = Some(plan.schedule.to_json(graph));
-                        result.stats = Some(stats);
-                    }
-                }
+    }
+
+    /// The plan of solver `ran`, replayed in the simulator: its status, bound, gap,
+    /// schedule and figures, or `error` when the simulator rejects it or finds it over
+    /// the budget.
+    fn judge_plan(&mut self, instance: &Instance, ran: &str, plan: Plan) {
+        let graph = instance.graph;
+        self.scope = Some(plan.scope);
+        if let Some(Details::Auto(auto)) = &plan.details {
+            self.ended_by = Some(auto.ended_by);
+        }
+        self.details = plan.details;
+        if let Some(bound) = plan.lower_bound {
+            self.lower_bound = Some(bound.cost);
+            self.lower_bound_scope = Some(bound.scope);
+            self.lower_bound_method = Some(bound.method);
+        }
+        match simulate(graph, &plan.schedule) {
+            Err(e) => {
+                self.message = Some(format!("{ran} produced an invalid schedule: {e}"));
             }
-            Outcome::Infeasible { proven, reason, .. } => {
-                result.status = Status::Infeasible;
-                result.proven = Some(proven == Some(Scope::GlobalOptimum));
-                if let Some(scope) = proven.filter(|&s| s != Scope::GlobalOptimum) {
-                    result.scope = Some(scope);
-                    result.proven_in_scope = Some(true);
-                }
-                result.message = Some(reason);
+            Ok(stats) if stats.peak_memory > instance.budget => {
+                self.message = Some(format!(
+                    "{ran} produced a schedule that peaks at {} bytes, over the budget of {} bytes",
+                    stats.peak_memory, instance.budget
+                ));
             }
-            Outcome::NoSolution { reason, .. } => {
-                result.status = Status::NoSolution;
-                result.message = Some(reason);
+            Ok(stats) => {
+                let cost = stats.total_cost;
+                // A schedule that meets a bound on every schedule (its own solver's, or
+                // Σ_v c_v: every node is computed at least once) is a global optimum,
+                // whatever its solver claimed.
+                // Not with copies between tiers: their schedules are judged by time.
+                let meets_global_bound = stats.tiers.is_none()
+                    && [Some(Bound::sum_of_costs(graph)), plan.lower_bound]
+                        .into_iter()
+                        .flatten()
+                        .any(|b| b.scope == Scope::GlobalOptimum && b.met_by(cost));
+                self.status = match plan.claim {
+                    _ if meets_global_bound => {
+                        self.scope = Some(Scope::GlobalOptimum);
+                        Status::Optimal
+                    }
+                    Claim::Optimal if plan.scope == Scope::GlobalOptimum => Status::Optimal,
+                    Claim::Optimal => Status::OptimalInScope,
+                    Claim::Feasible => Status::Feasible,
+                };
+                if let Some(lb) = self.lower_bound {
+                    self.gap = Some(if cost > 0.0 {
+                        ((cost - lb) / cost).max(0.0)
+                    } else {
+                        0.0
+                    });
+                }
+                self.message = plan.message;
+                self.schedule = Some(plan.schedule.to_json(graph));
+                self.stats = Some(stats);
             }
         }
-        result
     }
 }

@@ -3,8 +3,8 @@
 //! Given a graph with a batch model (`crate::graph::Batch`: sizes affine in the batch
 //! `b`, costs proportional), a memory `M` and an overhead cap `ρ`, find the largest `b`
 //! whose schedule from the solver `S` at `graph.at_batch(b)` fits in `M` with
-//! `cost / Σ_v c_v(b) <= ρ`, the way Checkmate's max-batch MILP asks it (§ "Max batch
-//! size" of `shared/reference/checkmate.md`), but as a search over ordinary solves.
+//! `cost / Σ_v c_v(b) <= ρ`, the way Checkmate's max-batch MILP asks it (Jain et al., "Checkmate", MLSys
+//! 2020), but as a search over ordinary solves.
 //!
 //! # Closed forms (no solve)
 //!

@@ -4,6 +4,7 @@
 //! the dynamic programs are tested on (unit tests, integration tests and benchmarks share
 //! them).
 
+use super::structure::StageSpec;
 use super::{Graph, GraphSpec, NodeKind, NodeSpec};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -50,20 +51,6 @@ pub fn linear(layers: usize) -> Graph {
     .expect("the linear graph is valid")
 }
 
-/// One stage of [`chain_graph`]: the costs of its forward op `f{j}` and backward op `g{j}`,
-/// the sizes of their outputs `x_j` and `δ_j`, and which forward values `g{j}` reads
-/// besides the incoming gradient: its input `x_{j−1}` (ignored for the first stage, whose
-/// input is nothing) and its output `x_j`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct StageSpec {
-    pub fw: f64,
-    pub bw: f64,
-    pub x: u64,
-    pub delta: u64,
-    pub reads_input: bool,
-    pub reads_output: bool,
-}
-
 /// A chain training graph: `f1..fL`, `loss` (cost and size `loss`), `gL..g1`, with
 /// `fixed_memory` `fixed`. `f{j}` reads `f{j−1}`; `g{j}` reads `g{j+1}` (the loss for
 /// `j = L`) and the forward values its [`StageSpec`] names.
@@ -79,6 +66,13 @@ pub fn chain_graph_reading(
     loss: (f64, u64),
     fixed: u64,
 ) -> Graph {
+    Graph::new(chain_spec(stages, next, loss, fixed)).expect("the chain graph is valid")
+}
+
+/// The graph [`chain_graph_reading`] builds, before it is checked: `f{j}` has cost `fw` and
+/// size `x`, `g{j}` cost `bw` and size `delta`, the loss cost and size `loss`. Also the
+/// conversion of rotor's chain format (`crate::graph::chain`), which checks it.
+pub fn chain_spec(stages: &[StageSpec], next: &[usize], loss: (f64, u64), fixed: u64) -> GraphSpec {
     let l = stages.len();
     let mut nodes = Vec::new();
     for (i, st) in stages.iter().enumerate() {
@@ -128,13 +122,12 @@ pub fn chain_graph_reading(
             op: None,
         });
     }
-    Graph::new(GraphSpec {
+    GraphSpec {
         name: None,
         fixed_memory: fixed,
         cost_unit: None,
         nodes,
-    })
-    .expect("the chain graph is valid")
+    }
 }
 
 /// A random heterogeneous chain from a seed: 1 to 5 stages with costs 1..=5, sizes 1..=4
@@ -174,7 +167,7 @@ fn random_stage(rng: &mut ChaCha8Rng, reads_input: bool, reads_output: bool) -> 
 }
 
 /// A random chain whose backward ops read the next stage's output, and the `j` whose
-/// `g{j}` reads `f{j+1}`: on even seeds Checkmate's Keras rule (checkmate.md §4.3: every
+/// `g{j}` reads `f{j+1}`: on even seeds Checkmate's Keras rule (Jain et al., MLSys 2020: every
 /// `g{j}` reads `f{j}` and, for `j < L`, `f{j+1}`), on odd seeds random read patterns with
 /// `f{j+1}` read for a random subset of `j`. Costs and sizes as [`random_chain`]'s, at most
 /// 5 stages (11 nodes).
@@ -298,33 +291,7 @@ pub fn join_with(
 pub fn random_layered(nodes: usize, seed: u64) -> Graph {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let l = (nodes.saturating_sub(1) / 2).max(1);
-    let mut layer_of = Vec::with_capacity(l);
-    let mut layer_start = vec![0usize];
-    let mut layer = 0;
-    let mut width = rng.random_range(1..=4usize);
-    for i in 0..l {
-        if i - layer_start[layer] == width {
-            layer += 1;
-            layer_start.push(i);
-            width = rng.random_range(1..=4usize);
-        }
-        layer_of.push(layer);
-    }
-    let mut fwd_inputs: Vec<Vec<usize>> = vec![Vec::new(); l];
-    for i in 0..l {
-        let li = layer_of[i];
-        if li == 0 {
-            continue;
-        }
-        let prev = layer_start[li - 1]..layer_start[li];
-        let first = rng.random_range(prev);
-        fwd_inputs[i].push(first);
-        if li >= 2 && rng.random_bool(0.3) {
-            let skip = rng.random_range(0..layer_start[li - 1]);
-            fwd_inputs[i].push(skip);
-        }
-        fwd_inputs[i].sort_unstable();
-    }
+    let fwd_inputs = random_forward_inputs(&mut rng, l);
     let costs: Vec<f64> = (0..l).map(|_| rng.random_range(1..=10u32) as f64).collect();
     let sizes: Vec<u64> = (0..l).map(|_| rng.random_range(1..=64u64) << 20).collect();
     let mut consumed = vec![false; l];
@@ -334,7 +301,6 @@ pub fn random_layered(nodes: usize, seed: u64) -> Graph {
         }
     }
     let f = |i: usize| format!("f{i}");
-    let b = |i: usize| format!("b{i}");
     let input = (nodes % 2 == 0).then(|| rng.random_range(1..=64u64) << 20);
     let mut specs: Vec<NodeSpec> = (0..l)
         .map(|i| NodeSpec {
@@ -370,7 +336,62 @@ pub fn random_layered(nodes: usize, seed: u64) -> Graph {
         kind: Some(NodeKind::Loss),
         op: None,
     });
-    // b(u) reads, for every forward consumer i of u: b(i) and i; u itself; the loss if u is a sink.
+    push_keras_backward(&mut specs, &fwd_inputs, &costs, &sizes, &consumed);
+    Graph::new(GraphSpec {
+        name: Some(format!("random-layered-n{}-s{seed}", specs.len())),
+        fixed_memory: 0,
+        cost_unit: Some("op".into()),
+        nodes: specs,
+    })
+    .expect("the random layered graph is valid")
+}
+
+/// The inputs of the `l` forward ops of [`random_layered`]: layers of 1 to 4 ops, each op
+/// reading one op of the previous layer and, with probability 0.3, one earlier op.
+fn random_forward_inputs(rng: &mut ChaCha8Rng, l: usize) -> Vec<Vec<usize>> {
+    let mut layer_of = Vec::with_capacity(l);
+    let mut layer_start = vec![0usize];
+    let mut layer = 0;
+    let mut width = rng.random_range(1..=4usize);
+    for i in 0..l {
+        if i - layer_start[layer] == width {
+            layer += 1;
+            layer_start.push(i);
+            width = rng.random_range(1..=4usize);
+        }
+        layer_of.push(layer);
+    }
+    let mut fwd_inputs: Vec<Vec<usize>> = vec![Vec::new(); l];
+    for i in 0..l {
+        let li = layer_of[i];
+        if li == 0 {
+            continue;
+        }
+        let prev = layer_start[li - 1]..layer_start[li];
+        let first = rng.random_range(prev);
+        fwd_inputs[i].push(first);
+        if li >= 2 && rng.random_bool(0.3) {
+            let skip = rng.random_range(0..layer_start[li - 1]);
+            fwd_inputs[i].push(skip);
+        }
+        fwd_inputs[i].sort_unstable();
+    }
+    fwd_inputs
+}
+
+/// The backward ops `b{u}` of [`random_layered`], last forward op first, by Checkmate's
+/// Keras rule: `b(u)` reads, for every forward consumer `i` of `u`, `b(i)` and `i`; `u`
+/// itself; the loss if `u` is a sink. Costs twice the forward op's, sizes the same.
+fn push_keras_backward(
+    specs: &mut Vec<NodeSpec>,
+    fwd_inputs: &[Vec<usize>],
+    costs: &[f64],
+    sizes: &[u64],
+    consumed: &[bool],
+) {
+    let l = fwd_inputs.len();
+    let f = |i: usize| format!("f{i}");
+    let b = |i: usize| format!("b{i}");
     let mut bwd_inputs: Vec<Vec<String>> = vec![Vec::new(); l];
     for (i, ins) in fwd_inputs.iter().enumerate() {
         for &u in ins {
@@ -393,13 +414,6 @@ pub fn random_layered(nodes: usize, seed: u64) -> Graph {
             op: None,
         });
     }
-    Graph::new(GraphSpec {
-        name: Some(format!("random-layered-n{}-s{seed}", specs.len())),
-        fixed_memory: 0,
-        cost_unit: Some("op".into()),
-        nodes: specs,
-    })
-    .expect("the random layered graph is valid")
 }
 
 // Random DAGs: the small graphs the exhaustive oracle checks other solvers against.

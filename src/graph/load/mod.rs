@@ -44,27 +44,25 @@
 
 use super::chain::ChainSpec;
 use super::{
-    BatchSpec, Graph, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind, Problems,
-    Storage, MAX_BYTES,
+    BatchSpec, Graph, GraphError, GraphSpec, Problem, ProblemKind, Problems, Storage, MAX_BYTES,
 };
 use serde_json::{Map, Value};
 use std::path::Path;
 use std::str::FromStr;
 
 mod fields;
+mod native;
 mod node_link;
 pub(crate) mod raw;
 mod typed;
 
 pub(crate) use fields::unknown_field_message;
-use fields::{
-    unknown_fields, CHAIN_FIELDS, NATIVE_GRAPH_FIELDS, NATIVE_NODE_FIELDS, NODE_LINK_GRAPH_FIELDS,
-};
+use fields::{unknown_fields, CHAIN_FIELDS, NATIVE_GRAPH_FIELDS, NODE_LINK_GRAPH_FIELDS};
+use native::native_spec;
 use node_link::{infer_batch, node_link_spec};
 pub use raw::Limits;
 use raw::RawFields;
 use serde_json::value::RawValue;
-use typed::TypedNode;
 
 /// The input formats for a training graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -575,246 +573,5 @@ fn graph_fields(root: &Map<String, Value>, problems: &mut Problems) -> GraphSpec
     spec
 }
 
-fn native_spec(
-    root: &Map<String, Value>,
-    raw: &RawFields,
-    limits: Limits,
-    batch: &mut BatchSpec,
-    problems: &mut Problems,
-) -> Result<GraphSpec, GraphError> {
-    let mut spec = graph_fields(root, problems);
-    batch.batch_size = optional_field(
-        root,
-        "batch_size",
-        None,
-        ProblemKind::InvalidField,
-        batch_of,
-        problems,
-    );
-    batch.fixed_memory_per_sample = optional_field(
-        root,
-        "fixed_memory_per_sample",
-        None,
-        ProblemKind::InvalidMemory,
-        bytes_of,
-        problems,
-    );
-    let mut edges_left = limits.edges;
-    for (index, item) in node_items(raw, limits, problems)?.into_iter().enumerate() {
-        limits.check_time_at(index, index)?;
-        let read = match typed::native_node(item, &mut edges_left) {
-            Some(typed) => Some(typed),
-            None => {
-                let mut read = None;
-                let mut each = |i, obj: &Map<String, Value>, p: &mut Problems| {
-                    read = checked_native(i, obj, p)
-                };
-                checked_node(item, index, &mut edges_left, limits, problems, &mut each)?;
-                read
-            }
-        };
-        if let Some(TypedNode {
-            node,
-            memory_per_sample,
-        }) = read
-        {
-            if let Some(p) = memory_per_sample {
-                batch.memory_per_sample.push((node.id.clone(), p));
-            }
-            spec.nodes.push(node);
-        }
-    }
-    Ok(spec)
-}
-
-/// A native node read the checked way (`obj` is its small value): every bad field is a
-/// problem; the node when it has an id.
-fn checked_native(
-    index: usize,
-    obj: &Map<String, Value>,
-    problems: &mut Problems,
-) -> Option<TypedNode> {
-    let id = obj.get("id").and_then(id_of);
-    let at = At {
-        id: id.as_deref(),
-        index,
-    };
-    if id.is_none() {
-        let (kind, msg) = match obj.get("id") {
-            None => (
-                ProblemKind::MissingField,
-                "the node has no `id`".to_string(),
-            ),
-            Some(v) => (
-                ProblemKind::InvalidField,
-                format!("must be a string, got {}", type_name(v)),
-            ),
-        };
-        problems.push(at.problem(kind, "id", msg));
-    }
-    unknown_fields(obj.keys(), NATIVE_NODE_FIELDS, Some(&at), problems);
-    let cost = at.required(obj, &["cost"], ProblemKind::InvalidCost, cost_of, problems);
-    let memory = at.required(
-        obj,
-        &["memory"],
-        ProblemKind::InvalidMemory,
-        bytes_of,
-        problems,
-    );
-    let mut inputs = Vec::new();
-    match obj.get("inputs") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(a)) => {
-            for (k, input) in a.iter().enumerate() {
-                match id_of(input) {
-                    Some(s) => inputs.push(s),
-                    None => problems.push(at.problem(
-                        ProblemKind::InvalidField,
-                        "inputs",
-                        format!(
-                            "input #{k} must be a node id (string), got {}",
-                            type_name(input)
-                        ),
-                    )),
-                }
-            }
-        }
-        Some(other) => problems.push(at.problem(
-            ProblemKind::InvalidField,
-            "inputs",
-            format!("must be an array of node ids, got {}", type_name(other)),
-        )),
-    }
-    let kind = match obj.get("kind") {
-        None | Some(Value::Null) => None,
-        Some(v) => match serde_json::from_value::<NodeKind>(v.clone()) {
-            Ok(k) => Some(k),
-            Err(_) => {
-                problems.push(at.problem(
-                    ProblemKind::InvalidField,
-                    "kind",
-                    format!(
-                        "must be \"forward\", \"loss\" or \"backward\", got {}",
-                        short(v)
-                    ),
-                ));
-                None
-            }
-        },
-    };
-    let op = optional_string(obj, "op", &at, problems);
-    let per_sample = optional_field(
-        obj,
-        "memory_per_sample",
-        Some(&at),
-        ProblemKind::InvalidMemory,
-        bytes_of,
-        problems,
-    );
-    id.map(|id| TypedNode {
-        node: NodeSpec {
-            id,
-            cost,
-            memory,
-            inputs,
-            kind,
-            op,
-        },
-        memory_per_sample: per_sample,
-    })
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn node_link_with_numbered_link_ends_and_order() {
-        let text = r#"{"directed": true, "graph": {"name": "t", "order": [0, 2, 1]},
-            "nodes": [{"name": 0, "duration": 1, "out_cost": 5, "param_cost": 3},
-                      {"name": 1, "duration": 2, "out_cost": 6, "param_cost": 0},
-                      {"name": 2, "duration": 0, "out_cost": 7, "param_cost": 0}],
-            "links": [{"0": 0, "1": 2}, {"0": 2, "1": 1}]}"#;
-        let g = parse_graph(text, Format::Auto).unwrap();
-        assert_eq!(g.fixed_memory(), 3);
-        assert_eq!((0..3).map(|v| g.id(v)).collect::<Vec<_>>(), ["0", "2", "1"]);
-        assert_eq!(g.preds(2), &[1]);
-    }
-
-    #[test]
-    fn every_problem_is_counted_and_the_first_hundred_kept() {
-        let nodes: Vec<Value> = (0..1000)
-            .map(|i| serde_json::json!({"id": format!("n{i}"), "cost": 1, "memory": 1, "a": 1, "b": 2}))
-            .collect();
-        let e = graph_from_value(&serde_json::json!({ "nodes": nodes }), Format::Auto).unwrap_err();
-        let GraphError::Invalid(p) = &e else {
-            panic!("{e:?}")
-        };
-        assert_eq!((p.len(), p.iter().count()), (2000, 100));
-        assert!(
-            e.to_string().starts_with("the graph has 2000 problems"),
-            "{e}"
-        );
-        assert_eq!(
-            e.problems()[100].message,
-            "1900 more problems are not listed"
-        );
-    }
-
-    #[test]
-    fn limits_stop_the_reading_and_meta_is_not_read() {
-        let text = r#"{"meta": [[[]]], "nodes": [
-            {"id": "a", "cost": 1, "memory": 1, "meta": {"x": [1, 2]}},
-            {"id": "b", "cost": 1, "memory": 1, "inputs": ["a"]}]}"#;
-        let limits = |nodes, edges| Limits {
-            nodes,
-            edges,
-            deadline: None,
-        };
-        assert!(read_graph(text.as_bytes(), Format::Auto, limits(2, 1)).is_ok());
-        let e = read_graph(text.as_bytes(), Format::Auto, limits(1, 1)).unwrap_err();
-        assert_eq!(e.to_string(), "the graph has more than 1 nodes");
-        let e = read_graph(text.as_bytes(), Format::Auto, limits(2, 0)).unwrap_err();
-        assert_eq!(e.to_string(), "the graph has more than 0 edges");
-        let links = r#"{"nodes": [{"id": 0, "cost_cpu": 1, "cost_ram": 1}, {"id": 1, "cost_cpu": 1, "cost_ram": 1}],
-            "links": [{"source": 0, "target": 1}]}"#;
-        assert!(read_graph(links.as_bytes(), Format::Auto, limits(2, 1)).is_ok());
-        assert!(read_graph(links.as_bytes(), Format::Auto, limits(2, 0)).is_err());
-    }
-
-    #[test]
-    fn a_deadline_that_has_passed_stops_the_reading() {
-        let g = crate::graph::generate::linear(3000);
-        let text = serde_json::to_string(&g.to_spec()).unwrap();
-        let limits = |deadline| Limits {
-            deadline,
-            ..Limits::NONE
-        };
-        let late = Some(std::time::Instant::now());
-        let e = read_graph(text.as_bytes(), Format::Auto, limits(late)).unwrap_err();
-        assert!(matches!(e, GraphError::TimeLimit { nodes: 0 }), "{e:?}");
-        assert_eq!(
-            e.to_string(),
-            "the time limit passed while reading the graph (0 nodes read)"
-        );
-        let later = std::time::Instant::now().checked_add(std::time::Duration::from_secs(600));
-        let read = read_graph(text.as_bytes(), Format::Auto, limits(later)).unwrap();
-        assert_eq!(read.len(), g.len());
-    }
-
-    #[test]
-    fn checkmate_flags_become_kinds_with_one_loss() {
-        let text = r#"{"nodes": [
-            {"id": 0, "name": "a", "backward": false, "cost_cpu": 1, "cost_ram": 1},
-            {"id": 1, "name": "loss", "backward": true, "cost_cpu": 1, "cost_ram": 1},
-            {"id": 2, "name": "a_bwd", "backward": true, "cost_cpu": 1, "cost_ram": 1}],
-            "links": [{"source": 0, "target": 1}, {"source": 1, "target": 2}, {"source": 0, "target": 2}]}"#;
-        let g = parse_graph(text, Format::Auto).unwrap();
-        let kinds: Vec<_> = g.nodes().iter().map(|n| n.kind.unwrap()).collect();
-        assert_eq!(
-            kinds,
-            [NodeKind::Forward, NodeKind::Loss, NodeKind::Backward]
-        );
-        assert_eq!(g.node(1).op.as_deref(), Some("loss"));
-    }
-}
+mod tests;

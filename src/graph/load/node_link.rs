@@ -20,8 +20,6 @@ pub(super) fn node_link_spec(
     problems: &mut Problems,
 ) -> Result<GraphSpec, GraphError> {
     let mut spec = GraphSpec::default();
-    // Σ param_cost, exact; `Graph::new` refuses a `fixed_memory` above `MAX_BYTES`.
-    let mut params: u128 = 0;
     let graph_attrs = root.get("graph").and_then(Value::as_object);
     if let Some(name) = graph_attrs
         .and_then(|g| g.get("name"))
@@ -29,6 +27,45 @@ pub(super) fn node_link_spec(
     {
         spec.name = Some(name.to_string());
     }
+    let (params, backward_flags) = read_nodes(&mut spec, raw, limits, problems)?;
+    match u64::try_from(params) {
+        Ok(p) if p <= MAX_BYTES => spec.fixed_memory = p,
+        _ => problems.push(Problem::graph(
+            ProblemKind::InvalidMemory,
+            "param_cost",
+            format!(
+                "the sum of every node's `param_cost` (the graph's fixed memory) must be at \
+                 most 2^53 = {MAX_BYTES} bytes, got {params}"
+            ),
+        )),
+    }
+    let position: HashMap<String, usize> = spec
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.id.clone(), i))
+        .collect();
+    read_links(&mut spec, &position, raw, limits, problems)?;
+    assign_kinds(&mut spec, &backward_flags, &position);
+    if let Some(order) = graph_attrs
+        .and_then(|g| g.get("order"))
+        .and_then(Value::as_array)
+    {
+        apply_order(&mut spec, order, &position);
+    }
+    Ok(spec)
+}
+
+/// The nodes, into `spec.nodes` (without inputs); returns `Σ param_cost`, exact
+/// (`Graph::new` refuses a `fixed_memory` above `MAX_BYTES`), and each node's
+/// `backward` flag.
+fn read_nodes(
+    spec: &mut GraphSpec,
+    raw: &RawFields,
+    limits: Limits,
+    problems: &mut Problems,
+) -> Result<(u128, Vec<Option<bool>>), GraphError> {
+    let mut params: u128 = 0;
     let mut backward_flags: Vec<Option<bool>> = Vec::new();
     for_each_node(raw, limits, problems, |index, obj, problems| {
         let (key_field, key) = match obj.get("id") {
@@ -84,23 +121,18 @@ pub(super) fn node_link_spec(
             op,
         });
     })?;
-    match u64::try_from(params) {
-        Ok(p) if p <= MAX_BYTES => spec.fixed_memory = p,
-        _ => problems.push(Problem::graph(
-            ProblemKind::InvalidMemory,
-            "param_cost",
-            format!(
-                "the sum of every node's `param_cost` (the graph's fixed memory) must be at \
-                 most 2^53 = {MAX_BYTES} bytes, got {params}"
-            ),
-        )),
-    }
-    let position: HashMap<String, usize> = spec
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.id.clone(), i))
-        .collect();
+    Ok((params, backward_flags))
+}
+
+/// The links (`links`, or networkx's `edges`), each as an input of its target; a link
+/// naming an unknown node, or of another shape, is a problem.
+fn read_links(
+    spec: &mut GraphSpec,
+    position: &HashMap<String, usize>,
+    raw: &RawFields,
+    limits: Limits,
+    problems: &mut Problems,
+) -> Result<(), GraphError> {
     let links = match raw.get("links").or_else(|| raw.get("edges")) {
         Some(v) => match raw::items(v, limits.edges, "edges", limits.deadline)? {
             Ok(items) => items,
@@ -141,14 +173,7 @@ pub(super) fn node_link_spec(
             )),
         }
     }
-    assign_kinds(&mut spec, &backward_flags, &position);
-    if let Some(order) = graph_attrs
-        .and_then(|g| g.get("order"))
-        .and_then(Value::as_array)
-    {
-        apply_order(&mut spec, order, &position);
-    }
-    Ok(spec)
+    Ok(())
 }
 
 /// Checkmate marks forward ops `backward: false` and the loss and gradient ops `true`;

@@ -76,7 +76,8 @@ pub(super) fn native_node(raw: &RawValue, edges_left: &mut usize) -> Option<Type
 
 #[cfg(test)]
 mod tests {
-    use super::super::{checked_native, raw};
+    use super::super::native::checked_native;
+    use super::super::raw;
     use super::*;
     use crate::graph::Problems;
 

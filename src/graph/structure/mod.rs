@@ -6,9 +6,9 @@
 //!   reads the gradient `δ_{j+1}` (the output of `G_{j+1}`; `δ_{L+1}` is the loss output)
 //!   and any of the forward values `x_{j−1}` (the stage's input; nothing for `j = 1`),
 //!   `x_j` (its output) and `x_{j+1}` (the next stage's output, for `j < L`), and nothing
-//!   else. The last is Checkmate's Keras extraction rule (checkmate.md §4.3): for each
+//!   else. The last is the rule of Checkmate's Keras graph extraction (Jain et al., MLSys 2020): for each
 //!   forward edge `u → i` it adds `i → b(u)`, so `G_j` reads `x_{j+1}` ("next outputs").
-//! * **Join graph** (Beaumont et al. 2020, seed digest §3): `k >= 2` such chains
+//! * **Join graph** (Beaumont, Herrmann, Pallez, Shilova, Phil. Trans. R. Soc. A 2020): `k >= 2` such chains
 //!   ("branches", possibly of different lengths) whose last outputs all meet in the one
 //!   loss, each with its own backward chain starting from the loss.
 //!
@@ -24,29 +24,46 @@ use super::{Graph, NodeKind};
 use fixedbitset::FixedBitSet;
 use serde::Serialize;
 
-/// One stage `j` of a chain or branch: the forward op `F_j` and its backward op `G_j`,
-/// with their costs and output sizes.
+/// One stage `j` of a chain or branch, as numbers: the costs of its forward op `F_j` and
+/// backward op `G_j`, the sizes of their outputs, and which forward values `G_j` reads
+/// besides the incoming gradient. What detection finds in a graph ([`Stage`]) and what
+/// the chain generators build one from (`crate::graph::generate::chain_graph`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct StageSpec {
+    /// Cost of `F_j`.
+    pub fw: f64,
+    /// Cost of `G_j`.
+    pub bw: f64,
+    /// Size of `x_j`, the output of `F_j`.
+    pub x: u64,
+    /// Size of `δ_j`, the output of `G_j`.
+    pub delta: u64,
+    /// `G_j` reads `x_{j−1}` (always false for `j = 1`, whose input is nothing).
+    pub reads_input: bool,
+    /// `G_j` reads `x_j`.
+    pub reads_output: bool,
+}
+
+/// A stage detected in a graph: its two ops' nodes, its [`StageSpec`] (read through
+/// `Deref`: `stage.fw`, `stage.x`), and whether `G_j` reads the next stage's output.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Stage {
     /// Node index of `F_j`, whose output is `x_j`.
     pub forward: usize,
     /// Node index of `G_j`, whose output is `δ_j`.
     pub backward: usize,
-    /// Cost of `F_j`.
-    pub fw: f64,
-    /// Cost of `G_j`.
-    pub bw: f64,
-    /// Size of `x_j`.
-    pub x: u64,
-    /// Size of `δ_j`.
-    pub delta: u64,
-    /// `G_j` reads `x_{j−1}` (always false for `j = 1`).
-    pub reads_input: bool,
-    /// `G_j` reads `x_j`.
-    pub reads_output: bool,
+    #[serde(flatten)]
+    pub spec: StageSpec,
     /// `G_j` reads `x_{j+1}`, the output of stage `j + 1` (always false for `j = L`,
     /// whose next output is the loss, read as the gradient `δ_{L+1}`).
     pub reads_next_output: bool,
+}
+
+impl std::ops::Deref for Stage {
+    type Target = StageSpec;
+    fn deref(&self) -> &StageSpec {
+        &self.spec
+    }
 }
 
 /// A chain training graph: stages `1..=L` (`stages[j−1]` is stage `j`) and the loss.
@@ -295,10 +312,54 @@ fn ancestor_sources(graph: &Graph, v: usize) -> usize {
 
 /// The branches (each as stages `1..=L_b`) and the loss.
 fn detect_branches(graph: &Graph) -> Result<(Vec<Vec<Stage>>, usize), NotStructured> {
-    let n = graph.len();
     let loss = find_loss(graph)?;
-    // Forward part: ancestors of the loss.
-    let mut forward = vec![false; n];
+    let forward = forward_part(graph, loss);
+    if graph.has_kinds() {
+        check_kinds(graph, loss, &forward)?;
+    }
+    let (chains, branch_of) = forward_lines(graph, loss, &forward)?;
+    let next_grad = backward_successors(graph, loss, &forward)?;
+    let mut branches: Vec<Option<Vec<Stage>>> = vec![None; chains.len()];
+    for &start in &next_grad[loss] {
+        let mut path = vec![start];
+        while let Some(&w) = next_grad[*path.last().expect("non-empty")].first() {
+            path.push(w);
+        }
+        let b = branch_of_line(graph, &path, &forward, &branch_of, chains.len())?;
+        let fwd = &chains[b];
+        if branches[b].is_some() {
+            return Err(broken(
+                graph,
+                start,
+                "a second backward line for one branch",
+            ));
+        }
+        if path.len() != fwd.len() {
+            return Err(broken(
+                graph,
+                start,
+                format!(
+                    "its backward line has {} ops but its forward line has {}",
+                    path.len(),
+                    fwd.len()
+                ),
+            ));
+        }
+        branches[b] = Some(line_stages(graph, fwd, &path, &forward)?);
+    }
+    check_covered(graph, loss, &branches)?;
+    Ok((
+        branches
+            .into_iter()
+            .map(|b| b.expect("all covered"))
+            .collect(),
+        loss,
+    ))
+}
+
+/// The forward part: the ancestors of the loss.
+fn forward_part(graph: &Graph, loss: usize) -> Vec<bool> {
+    let mut forward = vec![false; graph.len()];
     let mut stack = vec![loss];
     while let Some(v) = stack.pop() {
         for &u in graph.preds(v) {
@@ -308,32 +369,44 @@ fn detect_branches(graph: &Graph) -> Result<(Vec<Vec<Stage>>, usize), NotStructu
             }
         }
     }
-    if graph.has_kinds() {
-        for v in (0..n).filter(|&v| v != loss) {
-            let want = if forward[v] {
-                NodeKind::Forward
-            } else {
-                NodeKind::Backward
-            };
-            if graph.node(v).kind != Some(want) {
-                return Err(broken(
-                    graph,
-                    v,
-                    format!(
-                        "its kind is {:?} but its position (it {} the loss) makes it {want:?}",
-                        graph.node(v).kind.expect("checked"),
-                        if forward[v] {
-                            "precedes"
-                        } else {
-                            "does not precede"
-                        }
-                    ),
-                ));
-            }
+    forward
+}
+
+/// Every node's declared kind agrees with its position (before the loss or not).
+fn check_kinds(graph: &Graph, loss: usize, forward: &[bool]) -> Result<(), NotStructured> {
+    for v in (0..graph.len()).filter(|&v| v != loss) {
+        let want = if forward[v] {
+            NodeKind::Forward
+        } else {
+            NodeKind::Backward
+        };
+        if graph.node(v).kind != Some(want) {
+            return Err(broken(
+                graph,
+                v,
+                format!(
+                    "its kind is {:?} but its position (it {} the loss) makes it {want:?}",
+                    graph.node(v).kind.expect("checked"),
+                    if forward[v] {
+                        "precedes"
+                    } else {
+                        "does not precede"
+                    }
+                ),
+            ));
         }
     }
-    // Forward lines: each forward node reads at most one node and feeds exactly one
-    // forward node or the loss.
+    Ok(())
+}
+
+/// Forward lines: each forward node reads at most one node and feeds exactly one forward
+/// node or the loss. Returns the lines (source first) and each forward node's line.
+fn forward_lines(
+    graph: &Graph,
+    loss: usize,
+    forward: &[bool],
+) -> Result<(Vec<Vec<usize>>, Vec<usize>), NotStructured> {
+    let n = graph.len();
     let mut chains: Vec<Vec<usize>> = Vec::new();
     let mut branch_of = vec![usize::MAX; n];
     for v in (0..n).filter(|&v| forward[v]) {
@@ -367,8 +440,18 @@ fn detect_branches(graph: &Graph) -> Result<(Vec<Vec<Stage>>, usize), NotStructu
     if chains.is_empty() {
         return Err(broken(graph, loss, "the loss reads no forward op"));
     }
-    // Backward lines: each backward op reads exactly one backward op or the loss (its
-    // gradient input); they form one path per branch, starting at the loss.
+    Ok((chains, branch_of))
+}
+
+/// Backward lines: each backward op reads exactly one backward op or the loss (its
+/// gradient input); they form one path per branch, starting at the loss. Returns, for
+/// every node, the backward ops reading it as their gradient (at most one, checked).
+fn backward_successors(
+    graph: &Graph,
+    loss: usize,
+    forward: &[bool],
+) -> Result<Vec<Vec<usize>>, NotStructured> {
+    let n = graph.len();
     let grad_input = |v: usize| -> Result<usize, NotStructured> {
         let g: Vec<usize> = graph
             .preds(v)
@@ -399,111 +482,107 @@ fn detect_branches(graph: &Graph) -> Result<(Vec<Vec<Stage>>, usize), NotStructu
             "its gradient feeds more than one backward op",
         ));
     }
-    let mut branches: Vec<Option<Vec<Stage>>> = vec![None; chains.len()];
-    for &start in &next_grad[loss] {
-        let mut path = vec![start];
-        while let Some(&w) = next_grad[*path.last().expect("non-empty")].first() {
-            path.push(w);
-        }
-        let b = match path
-            .iter()
-            .flat_map(|&v| graph.preds(v).iter())
-            .find(|&&u| forward[u])
-        {
-            Some(&u) => branch_of[u],
-            None if chains.len() == 1 => 0,
-            None => {
+    Ok(next_grad)
+}
+
+/// The branch of a backward line: that of the first forward value it reads (the only
+/// branch when it reads none).
+fn branch_of_line(
+    graph: &Graph,
+    path: &[usize],
+    forward: &[bool],
+    branch_of: &[usize],
+    branches: usize,
+) -> Result<usize, NotStructured> {
+    match path
+        .iter()
+        .flat_map(|&v| graph.preds(v).iter())
+        .find(|&&u| forward[u])
+    {
+        Some(&u) => Ok(branch_of[u]),
+        None if branches == 1 => Ok(0),
+        None => Err(broken(
+            graph,
+            path[0],
+            "a backward line that reads no forward value, so its branch is unknown",
+        )),
+    }
+}
+
+/// The stages `1..=L` of a forward line `fwd` and its backward line `path` (loss side
+/// first), each backward op reading only its stage's input, output or the next output.
+fn line_stages(
+    graph: &Graph,
+    fwd: &[usize],
+    path: &[usize],
+    forward: &[bool],
+) -> Result<Vec<Stage>, NotStructured> {
+    let mut stages = Vec::with_capacity(fwd.len());
+    for (t, &g) in path.iter().enumerate() {
+        let j = fwd.len() - t; // stage j, 1-based
+        let (input, output) = (j.checked_sub(2).map(|i| fwd[i]), fwd[j - 1]);
+        let next = fwd.get(j).copied();
+        let (mut reads_input, mut reads_output, mut reads_next_output) = (false, false, false);
+        for &u in graph.preds(g).iter().filter(|&&u| forward[u]) {
+            if Some(u) == input {
+                reads_input = true;
+            } else if u == output {
+                reads_output = true;
+            } else if Some(u) == next {
+                reads_next_output = true;
+            } else {
                 return Err(broken(
                     graph,
-                    start,
-                    "a backward line that reads no forward value, so its branch is unknown",
-                ))
+                    g,
+                    format!(
+                        "the backward op of stage {j} reads '{}', which is neither the input nor the output of that stage nor of the next",
+                        graph.id(u)
+                    ),
+                ));
             }
-        };
-        let fwd = &chains[b];
-        if branches[b].is_some() {
-            return Err(broken(
-                graph,
-                start,
-                "a second backward line for one branch",
-            ));
         }
-        if path.len() != fwd.len() {
-            return Err(broken(
-                graph,
-                start,
-                format!(
-                    "its backward line has {} ops but its forward line has {}",
-                    path.len(),
-                    fwd.len()
-                ),
-            ));
-        }
-        let mut stages = Vec::with_capacity(fwd.len());
-        for (t, &g) in path.iter().enumerate() {
-            let j = fwd.len() - t; // stage j, 1-based
-            let (input, output) = (j.checked_sub(2).map(|i| fwd[i]), fwd[j - 1]);
-            let next = fwd.get(j).copied();
-            let (mut reads_input, mut reads_output, mut reads_next_output) = (false, false, false);
-            for &u in graph.preds(g).iter().filter(|&&u| forward[u]) {
-                if Some(u) == input {
-                    reads_input = true;
-                } else if u == output {
-                    reads_output = true;
-                } else if Some(u) == next {
-                    reads_next_output = true;
-                } else {
-                    return Err(broken(
-                        graph,
-                        g,
-                        format!(
-                            "the backward op of stage {j} reads '{}', which is neither the input nor the output of that stage nor of the next",
-                            graph.id(u)
-                        ),
-                    ));
-                }
-            }
-            stages.push(Stage {
-                forward: output,
-                backward: g,
+        stages.push(Stage {
+            forward: output,
+            backward: g,
+            spec: StageSpec {
                 fw: graph.cost(output),
                 bw: graph.cost(g),
                 x: graph.memory(output),
                 delta: graph.memory(g),
                 reads_input,
                 reads_output,
-                reads_next_output,
-            });
-        }
-        stages.reverse();
-        branches[b] = Some(stages);
+            },
+            reads_next_output,
+        });
     }
+    stages.reverse();
+    Ok(stages)
+}
+
+/// Every node lies on a forward/backward line pair or is the loss.
+fn check_covered(
+    graph: &Graph,
+    loss: usize,
+    branches: &[Option<Vec<Stage>>],
+) -> Result<(), NotStructured> {
+    let n = graph.len();
     let covered: usize = branches.iter().flatten().map(|s| 2 * s.len()).sum();
-    if covered + 1 != n {
-        let seen: Vec<bool> = {
-            let mut seen = vec![false; n];
-            seen[loss] = true;
-            for s in branches.iter().flatten().flatten() {
-                seen[s.forward] = true;
-                seen[s.backward] = true;
-            }
-            seen
-        };
-        let v = (0..n)
-            .find(|&v| !seen[v])
-            .expect("some node is not covered");
-        return Err(broken(
-            graph,
-            v,
-            "not part of any forward/backward line pair",
-        ));
+    if covered + 1 == n {
+        return Ok(());
     }
-    Ok((
-        branches
-            .into_iter()
-            .map(|b| b.expect("all covered"))
-            .collect(),
-        loss,
+    let mut seen = vec![false; n];
+    seen[loss] = true;
+    for s in branches.iter().flatten().flatten() {
+        seen[s.forward] = true;
+        seen[s.backward] = true;
+    }
+    let v = (0..n)
+        .find(|&v| !seen[v])
+        .expect("some node is not covered");
+    Err(broken(
+        graph,
+        v,
+        "not part of any forward/backward line pair",
     ))
 }
 

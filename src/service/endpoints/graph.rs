@@ -5,11 +5,11 @@
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
 #![allow(clippy::result_large_err)]
 
-use super::super::problem::{ApiProblem, Kind};
-use super::super::request::Body;
 use super::{json_response, read_body, ApiResult, Shared};
 use crate::budget::Budget;
 use crate::front::{read_schedule, report, simulate_report};
+use crate::service::problem::{ApiProblem, Kind};
+use crate::service::request::Body;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;

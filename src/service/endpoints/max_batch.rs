@@ -7,21 +7,17 @@
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
 #![allow(clippy::result_large_err)]
 
-use super::super::jobs::JobResult;
-use super::super::problem::{ApiProblem, Kind};
-use super::super::request::{Body, Options};
-use super::super::AppState;
-use super::accepted;
-use super::solve::pool_problem;
-use super::{read_body, ApiResult, Shared};
+use super::{read_body, start_job, ApiResult, Shared};
 use crate::budget::Budget;
 use crate::front::max_batch::{search, Field, MaxBatchError, MaxBatchInput, MaxBatchRequest};
 use crate::graph::Graph;
-use crate::solve::{self, SolveError};
+use crate::service::jobs::JobResult;
+use crate::service::problem::{ApiProblem, Kind};
+use crate::service::request::{Body, Options};
+use crate::service::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use std::sync::Arc;
 
 /// A max-batch request the caller got wrong names its field (422); a solve that failed is
 /// the solve's problem.
@@ -51,44 +47,19 @@ impl From<MaxBatchError> for ApiProblem {
 /// `POST /v1/max-batch`: 202 with the job's id and `Location`.
 pub async fn max_batch(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
     let (graph, request, options) = read_body(&state, bytes, read).await?;
-    if state.pool.is_full() {
-        state.metrics.rejected();
-        return Err(ApiProblem::new(Kind::Busy, "the solve queue is full").retry_after(1));
-    }
-    let (id, cancel) = state.jobs.create()?;
-    let job_state = state.clone();
-    let job_id = id.clone();
-    tokio::spawn(async move {
-        let mut solve_options = options.solve_options(cancel.clone());
-        let sink_state = job_state.clone();
-        let sink_id = job_id.clone();
-        solve_options.progress = Some(Arc::new(move |p: solve::Progress| {
-            sink_state.jobs.progress(&sink_id, p)
-        }));
-        let start_state = job_state.clone();
-        let start_id = job_id.clone();
-        let events_only = options.events_only;
-        let outcome = job_state
-            .pool
-            .run(cancel, move || {
-                start_state.jobs.started(&start_id);
+    start_job(&state, move |job| async move {
+        let mut solve_options = options.solve_options(job.cancel.clone());
+        solve_options.progress = Some(job.progress());
+        let mut result = job
+            .on_worker("max-batch", move || {
                 search(&graph, &request, &solve_options)
             })
-            .await;
-        let outcome = match outcome {
-            Err(e) => Err(pool_problem(&job_state, "max-batch", e)),
-            Ok(Err(MaxBatchError::Solve(SolveError::Cancelled))) => return,
-            Ok(Err(e)) => Err(e.into()),
-            Ok(Ok(mut r)) => {
-                if let Some(result) = r.result.as_mut().filter(|_| events_only) {
-                    Options::drop_stages(result);
-                }
-                Ok(JobResult::MaxBatch(Box::new(r)))
-            }
-        };
-        job_state.jobs.finish(&job_id, outcome);
-    });
-    Ok(accepted(&id))
+            .await??;
+        if let Some(r) = result.result.as_mut().filter(|_| options.events_only) {
+            Options::drop_stages(r);
+        }
+        Ok(JobResult::MaxBatch(Box::new(result)))
+    })
 }
 
 /// A max-batch request, checked against its graph.

@@ -4,9 +4,9 @@
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
 #![allow(clippy::result_large_err)]
 
-use super::super::metrics::Gauges;
-use super::super::problem::{ApiProblem, Kind};
 use super::{json_response, ApiResult, Shared};
+use crate::service::metrics::Gauges;
+use crate::service::problem::{ApiProblem, Kind};
 use crate::solve;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -34,7 +34,7 @@ pub async fn readyz(State(state): Shared) -> ApiResult {
         ));
     }
     if state.pool.is_full() {
-        return Err(ApiProblem::new(Kind::Busy, "the solve queue is full").retry_after(1));
+        return Err(ApiProblem::queue_full());
     }
     Ok(json_response(
         StatusCode::OK,
@@ -68,7 +68,7 @@ pub async fn metrics(State(state): Shared) -> Response {
 
 /// `GET /openapi.json`: the contract in `api/openapi.yaml`, as JSON.
 pub async fn openapi() -> Response {
-    json_response(StatusCode::OK, super::super::openapi_document())
+    json_response(StatusCode::OK, crate::service::openapi_document())
 }
 
 pub async fn not_found() -> ApiProblem {

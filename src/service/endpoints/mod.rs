@@ -1,6 +1,9 @@
 //! The endpoints, one file per group: `solve` (solve, jobs, sweep: everything that runs a
-//! solver in the worker pool), `graph` (simulate and inspect: answers computed in the
-//! request, no solver), `meta` (solvers, health, metrics, the contract, fallbacks).
+//! solver in the worker pool), `plot` (the pictures), `max_batch` (the max-batch job),
+//! `graph` (simulate and inspect: answers computed in the request, no solver), `meta`
+//! (solvers, health, metrics, the contract, fallbacks). Every job (a solve, a trade-off
+//! sweep, a max-batch search) is admitted and started by [`start_job`], and runs its CPU
+//! work on a worker of the pool through [`Job::on_worker`].
 //! Bodies are read by `super::request`, on a blocking thread ([`off_runtime`]) so that a
 //! large body never holds up the async runtime's threads (`/healthz`, `/metrics` and the
 //! other requests); the work goes to `crate::front`, `crate::solve` and
@@ -21,9 +24,12 @@ pub use meta::{healthz, method_not_allowed, metrics, not_found, openapi, readyz,
 pub use plot::plot;
 pub use solve::{create_job, delete_job, get_job, solve, sweep};
 
+use super::jobs::JobResult;
+use super::pool::PoolError;
 use super::problem::{ApiProblem, Kind};
 use super::request::body_bytes;
 use super::AppState;
+use crate::solve::ProgressSink;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
@@ -31,6 +37,8 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
+use std::future::Future;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 type Shared = State<Arc<AppState>>;
@@ -93,5 +101,93 @@ async fn off_runtime<T: Send + 'static>(
             Err(ApiProblem::new(Kind::Internal, format!("panic: {message}")))
         }
         Err(e) => Err(ApiProblem::new(Kind::Draining, e.to_string()).retry_after(1)),
+    }
+}
+
+/// A job being started: its id, its cancel flag (raised by `DELETE /v1/jobs/{id}` and at
+/// shutdown) and the service it reports to.
+struct Job {
+    id: String,
+    cancel: Arc<AtomicBool>,
+    state: Arc<AppState>,
+}
+
+impl Job {
+    /// A sink that shows the work's progress on the job.
+    fn progress(&self) -> ProgressSink {
+        let (state, id) = (self.state.clone(), self.id.clone());
+        Arc::new(move |p| state.jobs.progress(&id, p))
+    }
+
+    /// Marks the job running; called when a worker takes it.
+    fn starter(&self) -> impl FnOnce() + Send + 'static {
+        let (state, id) = (self.state.clone(), self.id.clone());
+        move || state.jobs.started(&id)
+    }
+
+    /// Runs `work` on a worker of the pool, the job marked running when it starts; `what`
+    /// names the work when it panics.
+    async fn on_worker<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ApiProblem> {
+        let started = self.starter();
+        self.state
+            .pool
+            .run(self.cancel.clone(), move || {
+                started();
+                work()
+            })
+            .await
+            .map_err(|e| pool_problem(&self.state, what, e))
+    }
+}
+
+/// Admits a job and starts it: 503 when the solve queue ([`admit`]) or the job table is
+/// full; else `work`'s future runs on the runtime and its outcome is recorded on the job
+/// (`GET /v1/jobs/{id}`). Answers 202 with the job's id.
+fn start_job<F>(state: &Arc<AppState>, work: impl FnOnce(Job) -> F) -> ApiResult
+where
+    F: Future<Output = Result<JobResult, ApiProblem>> + Send + 'static,
+{
+    admit(state)?;
+    let (id, cancel) = state.jobs.create()?;
+    let outcome = work(Job {
+        id: id.clone(),
+        cancel,
+        state: state.clone(),
+    });
+    let (jobs_state, job_id) = (state.clone(), id.clone());
+    tokio::spawn(async move {
+        let outcome = outcome.await;
+        jobs_state.jobs.finish(&job_id, outcome);
+    });
+    Ok(accepted(&id))
+}
+
+/// Refuses new work while the solve queue is full (503, counted as rejected).
+fn admit(state: &AppState) -> Result<(), ApiProblem> {
+    if state.pool.is_full() {
+        state.metrics.rejected();
+        return Err(ApiProblem::queue_full());
+    }
+    Ok(())
+}
+
+/// The problem of work the pool did not run to its end: refused (busy), panicked, or the
+/// pool closed; `what` names the work in the metrics of a panic.
+fn pool_problem(state: &AppState, what: &str, e: PoolError) -> ApiProblem {
+    match e {
+        PoolError::Busy { .. } => {
+            state.metrics.rejected();
+            ApiProblem::new(Kind::Busy, e.to_string()).retry_after(1)
+        }
+        PoolError::Panicked(_) => {
+            state.metrics.solve(what, "panic");
+            tracing::error!(solver = what, error = %e, "a solve panicked");
+            ApiProblem::new(Kind::Internal, e.to_string())
+        }
+        PoolError::Closed => ApiProblem::new(Kind::Draining, e.to_string()).retry_after(1),
     }
 }

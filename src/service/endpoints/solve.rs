@@ -10,15 +10,16 @@
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
 #![allow(clippy::result_large_err)]
 
-use super::super::jobs::{Cancelled, JobResult, JobView};
-use super::super::pool::{CancelOnDrop, PoolError};
-use super::super::problem::{ApiProblem, Kind};
-use super::super::request::{Body, Options, SolveRequest};
-use super::super::AppState;
-use super::{json_response, read_body, ApiResult, Shared};
+use super::{json_response, pool_problem, read_body, start_job, ApiResult, Shared};
 use crate::budget::Budget;
 use crate::front::{answer_reserve, timed_peak, Clock};
 use crate::graph::Graph;
+use crate::plot::sweep::solve_each;
+use crate::service::jobs::{Cancelled, JobResult, JobView};
+use crate::service::pool::CancelOnDrop;
+use crate::service::problem::{ApiProblem, Kind};
+use crate::service::request::{Body, Options, SolveRequest};
+use crate::service::AppState;
 use crate::solve::{self, Instance, SolveError, SolveResult, Status};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
@@ -101,21 +102,6 @@ fn count_solve(
     state.metrics.solve(solver, status);
 }
 
-pub(super) fn pool_problem(state: &AppState, solver: &str, e: PoolError) -> ApiProblem {
-    match e {
-        PoolError::Busy { .. } => {
-            state.metrics.rejected();
-            ApiProblem::new(Kind::Busy, e.to_string()).retry_after(1)
-        }
-        PoolError::Panicked(_) => {
-            state.metrics.solve(solver, "panic");
-            tracing::error!(solver, error = %e, "a solve panicked");
-            ApiProblem::new(Kind::Internal, e.to_string())
-        }
-        PoolError::Closed => ApiProblem::new(Kind::Draining, e.to_string()).retry_after(1),
-    }
-}
-
 /// Reads a solve request off the async runtime.
 pub(super) async fn read_solve(
     state: &Arc<AppState>,
@@ -124,21 +110,34 @@ pub(super) async fn read_solve(
     read_body(state, bytes, SolveRequest::read).await
 }
 
-/// `POST /solve`, `POST /v1/solve`. The request's future holds the cancel flag's guard
-/// from before the solve is queued until its answer is ready: a client that disconnects
-/// drops the future, which raises the flag (the solver's `Stop`) and frees the worker.
-pub async fn solve(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    let admitted = Instant::now();
-    let request = read_solve(&state, bytes).await?;
+/// A solve run for the request in hand (`POST /v1/solve`, a picture solved on the spot):
+/// the request's future holds the cancel flag's guard from before the solve is queued
+/// until its answer is ready, so a client that disconnects drops the future, which raises
+/// the flag (the solver's `Stop`) and frees the worker. The time limit counts from
+/// `admitted` as [`run_solve`] says. A time limit with no schedule is 504. Returns the
+/// result and whether it came from the cache.
+pub(super) async fn solve_in_request(
+    state: &Arc<AppState>,
+    request: SolveRequest,
+    admitted: Option<Instant>,
+) -> Result<(Arc<SolveResult>, bool), ApiProblem> {
     let cancel = Arc::new(AtomicBool::new(false));
     let guard = CancelOnDrop::new(cancel.clone());
-    let events_only = request.options.events_only;
-    let (result, hit) = run_solve(&state, request, Some(admitted), cancel, None, || ()).await?;
-    let result = Options::shape(events_only, result);
+    let (result, hit) = run_solve(state, request, admitted, cancel, None, || ()).await?;
     guard.disarm();
     if result.status == Status::NoSolution {
         return Err(ApiProblem::time_limit((*result).clone()));
     }
+    Ok((result, hit))
+}
+
+/// `POST /solve`, `POST /v1/solve` ([`solve_in_request`]).
+pub async fn solve(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
+    let admitted = Instant::now();
+    let request = read_solve(&state, bytes).await?;
+    let events_only = request.options.events_only;
+    let (result, hit) = solve_in_request(&state, request, Some(admitted)).await?;
+    let result = Options::shape(events_only, result);
     if result.status == Status::Error {
         return Err(ApiProblem::new(
             Kind::Internal,
@@ -156,34 +155,22 @@ pub async fn solve(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -
 /// `POST /v1/jobs`: 202 with the job's id and `Location`.
 pub async fn create_job(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
     let request = read_solve(&state, bytes).await?;
-    if state.pool.is_full() {
-        state.metrics.rejected();
-        return Err(ApiProblem::new(Kind::Busy, "the solve queue is full").retry_after(1));
-    }
-    let (id, cancel) = state.jobs.create()?;
-    let (job_state, job_id) = (state.clone(), id.clone());
-    let sink_state = state.clone();
-    let sink_id = id.clone();
-    let progress: solve::ProgressSink = Arc::new(move |p| sink_state.jobs.progress(&sink_id, p));
-    let start_state = state.clone();
-    let start_id = id.clone();
-    let events_only = request.options.events_only;
-    tokio::spawn(async move {
-        let outcome = run_solve(
-            &job_state,
+    start_job(&state, move |job| async move {
+        let events_only = request.options.events_only;
+        let (progress, started) = (job.progress(), job.starter());
+        let (result, _) = run_solve(
+            &job.state,
             request,
             None,
-            cancel,
+            job.cancel.clone(),
             Some(progress),
-            move || start_state.jobs.started(&start_id),
+            started,
         )
-        .await
-        .map(|(result, _)| {
-            JobResult::Solve(Box::new((*Options::shape(events_only, result)).clone()))
-        });
-        job_state.jobs.finish(&job_id, outcome);
-    });
-    Ok(super::accepted(&id))
+        .await?;
+        Ok(JobResult::Solve(Box::new(
+            (*Options::shape(events_only, result)).clone(),
+        )))
+    })
 }
 
 fn no_job(id: &str) -> ApiProblem {
@@ -224,42 +211,38 @@ pub async fn delete_job(
     }
 }
 
-/// `POST /v1/sweep`: one result per budget, in the order given, solved one after the
-/// other on one worker within the server's time limit overall.
+/// `POST /v1/sweep`: one result per budget, in the order given, solved one after the other
+/// on one worker within the server's time limit overall (`crate::plot::sweep::solve_each`).
 pub async fn sweep(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    let (graph, bytes, options) = read_body(&state, bytes, read_sweep).await?;
-    let cap = state.config.time_limit();
+    let (graph, budgets, options) = read_body(&state, bytes, read_sweep).await?;
+    let total = state.config.time_limit();
     let cancel = Arc::new(AtomicBool::new(false));
     let guard = CancelOnDrop::new(cancel.clone());
-    let work_cancel = cancel.clone();
+    let solve_options = options.solve_options(cancel.clone());
     let worker_state = state.clone();
     let outcome = state
         .pool
         .run(cancel, move || {
-            let end = Instant::now() + cap;
-            bytes
-                .iter()
-                .map(|&budget| {
-                    let left = end.saturating_duration_since(Instant::now());
-                    let mut o = options.solve_options(work_cancel.clone());
-                    o.time_limit = Some(options.time_limit.min(left));
-                    let result = solve::solve(
-                        &Instance {
-                            graph: &graph,
-                            budget,
-                        },
-                        &options.solver,
-                        &o,
-                    );
-                    count_solve(&worker_state, &options.solver, &work_cancel, &result);
-                    result.map(|mut r| {
-                        if options.events_only {
-                            Options::drop_stages(&mut r);
-                        }
-                        r
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()
+            let counted = |result: &Result<SolveResult, SolveError>| {
+                count_solve(
+                    &worker_state,
+                    &options.solver,
+                    &solve_options.cancel,
+                    result,
+                )
+            };
+            let mut results = solve_each(
+                &graph,
+                &options.solver,
+                &budgets,
+                &solve_options,
+                total,
+                &counted,
+            )?;
+            if options.events_only {
+                results.iter_mut().for_each(Options::drop_stages);
+            }
+            Ok::<_, SolveError>(results)
         })
         .await;
     guard.disarm();

@@ -5,8 +5,8 @@
 //! solve ([`EndedBy`]).
 
 use crate::schedule::{simulate, Schedule};
-use crate::solve::checkmate::stage_cut_bound;
 use crate::solve::details::{AutoDetails, Details, StageCutDetails, Tried, Verdict};
+use crate::solve::exact::checkmate::stage_cut_bound;
 use crate::solve::{
     Bound, BoundMethod, Claim, Effort, EndedBy, Instance, Outcome, Plan, Scope, SolveError,
     SolveOptions, Stop,

@@ -1,5 +1,5 @@
 //! Memory-efficient backpropagation through time (Gruslys, Munos, Danihelka, Lanctot,
-//! Graves, NeurIPS 2016; seed digest §5): the BPTT-HSM, BPTT-ISM and BPTT-MSM policies.
+//! Graves, "Memory-Efficient Backpropagation Through Time", NeurIPS 2016): the BPTT-HSM, BPTT-ISM and BPTT-MSM policies.
 //!
 //! # Gruslys' units
 //!
@@ -9,18 +9,18 @@
 //!
 //! * **HSM** (hidden states, §3.1 eq. 2): `Q(t, m, y) = y + C(t−y, m−1) + C(y, m)`,
 //!   `C(1, m) = 1`, `C(t, 1) = t(t+1)/2`. It equals Revolve's `t(t, m) + t`
-//!   ([`hsm_cost`], no table needed).
-//! * **ISM** (internal states, §3.2, reconstructed in §5.4):
+//!   (`hsm_cost`, no table needed).
+//! * **ISM** (internal states, §3.2, as reconstructed here):
 //!   `Q(t, m, y) = y + C(y−1, m) + C(t−y, m−1)`, `1 <= y <= t`, `C(0, m) = 0`,
 //!   `C(t >= 1, 0) = ∞`.
-//! * **MSM** (mixed, §3.3-3.4, eq. 8-10, reconstructed in §5.5): memory in hidden-state
+//! * **MSM** (mixed, §3.3-3.4, eq. 8-10, as reconstructed here): memory in hidden-state
 //!   units, an internal state costs `α`; either action, with the internal state of the
 //!   sub-sequence's first step charged `β = α − 1` (its input hidden state is already
 //!   stored): `Q_1 = y + C(y, m) + C(t−y, m−1)` (`y < t`),
 //!   `Q_2 = y + C(y−1, m) + C(t−y, m − [y>1]·α − [y=1]·β)`; a non-empty right part keeps
 //!   at least one unit.
 //!
-//! [`Recurrence`] holds the `C` and `D` tables (`O(t²·m)` time) and replays a policy to
+//! `Recurrence` (the tests' oracle, built only with them) holds the `C` and `D` tables (`O(t²·m)` time) and replays a policy to
 //! count its forward operations. The paper's headline, sequence length 1000: ISM with 50
 //! slots costs 1950 forward ops, so with backward = 2 forward the time is
 //! `(1950 + 2000) / (1000 + 2000) = 1.317` times standard BPTT's for 5 % of its memory.
@@ -35,12 +35,14 @@
 //! the node sizes rather than set.
 
 use super::chain_dp::{solve_graph, table_footprint, Policy};
+#[cfg(test)]
 use super::revolve::revolve_steps;
 use crate::solve::Footprint;
 use crate::solve::{Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo};
 
 /// BPTT-HSM's cost `C(t, m)` (forward operations), by the closed form; `None` when no
 /// schedule exists (`m = 0`, `t >= 2`).
+#[cfg(test)]
 pub fn hsm_cost(t: u64, m: u64) -> Option<u64> {
     if t == 0 {
         return Some(0);
@@ -51,6 +53,7 @@ pub fn hsm_cost(t: u64, m: u64) -> Option<u64> {
 }
 
 /// Which BPTT recurrence.
+#[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Model {
     Hsm,
@@ -62,15 +65,18 @@ pub enum Model {
 }
 
 /// One action of a policy: advance `y` steps and store a hidden or an internal state.
+#[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Store {
     Hidden(usize),
     Internal(usize),
 }
 
+#[cfg(test)]
 const INF: u64 = u64::MAX;
 
 /// The `C` and `D` tables of one BPTT model for every `t <= t_max`, `m <= m_max`.
+#[cfg(test)]
 pub struct Recurrence {
     model: Model,
     m_max: usize,
@@ -78,6 +84,7 @@ pub struct Recurrence {
     d: Vec<Option<Store>>,
 }
 
+#[cfg(test)]
 impl Recurrence {
     pub fn new(model: Model, t_max: usize, m_max: usize) -> Recurrence {
         let w = m_max + 1;
@@ -220,8 +227,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hsm_table_matches_the_digest() {
-        // Rows t = 10 and t = 20 of §5.8, m = 1..8.
+    fn hsm_table_matches_the_tabulated_values() {
+        // Tabulated C(t, m) for t = 10 and t = 20, m = 1..8.
         let row10 = [55, 30, 25, 24, 23, 22, 21, 20];
         let row20 = [210, 85, 65, 59, 53, 52, 51, 50];
         let rec = Recurrence::new(Model::Hsm, 20, 8);
@@ -250,7 +257,7 @@ mod tests {
     }
 
     #[test]
-    fn ism_and_msm_tables_match_the_digest() {
+    fn ism_and_msm_tables_match_the_tabulated_values() {
         let ism = Recurrence::new(Model::Ism, 16, 8);
         let ism16 = [136, 50, 36, 30, 27, 26, 25, 24];
         let ism10 = [55, 24, 18, 16, 15, 14, 13, 12];

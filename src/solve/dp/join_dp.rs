@@ -1,5 +1,5 @@
 //! A join-graph DP (after Beaumont, Herrmann, Pallez, Shilova, Phil. Trans. R. Soc. A
-//! 2020; seed digest §3): `k` branches meeting at the loss.
+//! 2020): `k` branches meeting at the loss.
 //!
 //! The paper's recurrence is not in the seed; this module derives a DP over a family of
 //! *nested persistent* schedules, built on the chain DP ([`super::chain_dp`]).
@@ -92,7 +92,7 @@
 //! (`tests/fixtures/join_dp_above_exhaustive.json` is empty). On 40 random joins with
 //! costs and sizes 1..=3 join-dp is never below the optimum and above it on the pairs
 //! listed in `tests/fixtures/join_dp_random_above_exhaustive.json`. On the unit joins of
-//! 2-3 branches of length <= 4 too large for the oracle, `tests/join_dp.rs` compares it with
+//! 2-3 branches of length <= 4 too large for the oracle, `tests/it/join_dp.rs` compares it with
 //! the best MILP optimum over the nesting orders (`tests/fixtures/join_dp_vs_milp.json`):
 //! on all 164 (join, budget) pairs (144 feasible, up to 25 nodes) the two agree,
 //! and without the second turn four of them, the 2-branch joins at 3 slots, would be

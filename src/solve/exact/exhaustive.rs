@@ -3,7 +3,7 @@
 //!
 //! A state is `(resident, computed)`: the outputs in memory and the nodes computed at
 //! least once. From a state, `compute(v)` is allowed when `v` is not resident, all its
-//! inputs are, and `K + Σ_{u resident} s_u + s_v <= M` (the simulator's rules, §6.2); it
+//! inputs are, and `K + Σ_{u resident} s_u + s_v <= M` (the simulator's rules); it
 //! costs `c_v`. `free(v)` of a resident `v` costs nothing. The goal is `computed = V`.
 //! Execution order is free (not the solver order), so this is the global optimum of the
 //! unified model, against which every other solver is tested.
@@ -141,28 +141,7 @@ fn search_within(
         }
         let (resident, computed) = (k & mask, k >> BITS);
         if computed == all {
-            let mut events = Vec::new();
-            let mut at = k;
-            while let Some(&(prev, event)) = parent.get(&at) {
-                events.push(event);
-                at = prev;
-            }
-            events.reverse();
-            return Ok(Outcome::Plan(Plan {
-                schedule: Schedule::new(events),
-                claim: Claim::Optimal,
-                solver: "exhaustive",
-                scope: Scope::GlobalOptimum,
-                lower_bound: Some(Bound {
-                    cost: g,
-                    scope: Scope::GlobalOptimum,
-                    method: BoundMethod::Search,
-                }),
-                message: None,
-                details: Some(Details::Exhaustive(ExhaustiveDetails {
-                    states_expanded: pops,
-                })),
-            }));
+            return Ok(optimal_plan(&parent, k, g, pops));
         }
         let in_use = graph.fixed_memory() + mem_of(resident);
         for (v, &needs) in preds.iter().enumerate() {
@@ -197,6 +176,33 @@ fn search_within(
             "no schedule in any order fits in {} bytes ({pops} states searched)",
             instance.budget
         ),
+    })
+}
+
+/// The plan of the goal state `k`, reached at cost `g` after `pops` expansions: its
+/// events read back along `parent`.
+fn optimal_plan(parent: &HashMap<u32, (u32, Event)>, k: u32, g: f64, pops: u64) -> Outcome {
+    let mut events = Vec::new();
+    let mut at = k;
+    while let Some(&(prev, event)) = parent.get(&at) {
+        events.push(event);
+        at = prev;
+    }
+    events.reverse();
+    Outcome::Plan(Plan {
+        schedule: Schedule::new(events),
+        claim: Claim::Optimal,
+        solver: "exhaustive",
+        scope: Scope::GlobalOptimum,
+        lower_bound: Some(Bound {
+            cost: g,
+            scope: Scope::GlobalOptimum,
+            method: BoundMethod::Search,
+        }),
+        message: None,
+        details: Some(Details::Exhaustive(ExhaustiveDetails {
+            states_expanded: pops,
+        })),
     })
 }
 

@@ -1,6 +1,6 @@
 //! Chen et al., "Training Deep Nets with Sublinear Memory Cost" (2016): segment the
 //! forward pass at checkpoints, keep only the checkpoints through the forward pass, and
-//! recompute each segment once, just before its backward pass (seed digest §2A.4).
+//! recompute each segment once, just before its backward pass.
 //!
 //! Candidates for checkpoints are the *articulation points* of the forward pass in solver
 //! order: forward nodes `c` that no forward edge `u -> v` with `u < c < v` jumps over

@@ -1,5 +1,5 @@
 //! `dtr`: Dynamic Tensor Rematerialization (Kirisame, Lyubomirsky, Haan, Brennan, He,
-//! Roesch, Chen, Tatlock, ICLR 2021; `reference/anchors.md` §9), run ahead of time on the
+//! Roesch, Chen, Tatlock, "Dynamic Tensor Rematerialization", ICLR 2021), run ahead of time on the
 //! graph instead of at run time in the framework.
 //!
 //! DTR is online and greedy. The ops run in solver order; before an op runs, each input
@@ -32,6 +32,7 @@
 //! at the start of each op also give a Checkmate stage schedule ([`stages`]), one of the
 //! MIP starts of [`crate::solve::exact::checkmate`].
 
+use super::dtr_ahead::Lookahead;
 use crate::graph::Graph;
 use crate::schedule::stages::{Keep, StagePlan, Stages};
 use crate::schedule::{Event, Schedule};
@@ -69,7 +70,7 @@ impl Solver for Dtr {
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         let graph = instance.graph;
         let stop = Stop::start(options);
-        match run(graph, instance.budget, &stop) {
+        match run(graph, instance.budget, &stop, None) {
             Ok(run) => fit(
                 instance,
                 "dtr",
@@ -108,9 +109,24 @@ impl Solver for Dtr {
 /// most DTR's, though its peak may differ (values are kept to their last use in a stage).
 /// `None` when DTR finds no schedule or `stop` ends it first.
 pub(crate) fn stages(graph: &Graph, budget: u64, stop: &Stop) -> Option<Stages> {
-    let run = run(graph, budget, stop).ok()?;
+    let run = run(graph, budget, stop, None).ok()?;
     let plan = StagePlan::new(graph, run.entering, |_| stop.poll()).ok()?;
     Some(plan.to_dense())
+}
+
+/// The events of a run of DTR that evicts by `ahead`'s rule instead of `h_DTR`'s staleness
+/// ([`super::dtr_ahead`]); `Ok(None)` when it finds no schedule.
+pub(super) fn run_ahead(
+    graph: &Graph,
+    budget: u64,
+    stop: &Stop,
+    ahead: &Lookahead,
+) -> Result<Option<Vec<Event>>, Stopped> {
+    match run(graph, budget, stop, Some(ahead)) {
+        Ok(run) => Ok(Some(run.events)),
+        Err(Stuck::Stopped(stopped)) => Err(stopped),
+        Err(Stuck::NoRoom(_) | Stuck::Thrashing(_)) => Ok(None),
+    }
 }
 
 /// What a run of DTR produced.
@@ -147,6 +163,8 @@ struct State<'g> {
     clock: u64,
     events: Vec<Event>,
     evictions: usize,
+    /// The eviction rule's distance to the next use, in place of the staleness.
+    ahead: Option<&'g Lookahead>,
     /// A thousandth of the mean op cost, added to every op that `h_DTR` counts: free ops
     /// (inputs, reshapes) still cost events, and a neighbourhood of them is no free
     /// eviction (without it, zero-cost tensors are evicted and rematerialised in cascades).
@@ -175,8 +193,9 @@ const EVENTS_PER_NODE: usize = 16;
 /// neighbourhood is cut short (its cost only grows, so the cut favours deep tensors).
 const NEIGHBOURHOOD: usize = 64;
 
-/// Runs DTR.
-fn run(graph: &Graph, budget: u64, stop: &Stop) -> Result<Run, Stuck> {
+/// Runs DTR; with `ahead`, its eviction rule divides by the distance to the next use
+/// instead of the staleness.
+fn run(graph: &Graph, budget: u64, stop: &Stop, ahead: Option<&Lookahead>) -> Result<Run, Stuck> {
     let n = graph.len();
     let capacity = budget
         .checked_sub(graph.fixed_memory())
@@ -199,6 +218,7 @@ fn run(graph: &Graph, budget: u64, stop: &Stop) -> Result<Run, Stuck> {
         clock: 0,
         events: Vec::new(),
         evictions: 0,
+        ahead,
         unit: match graph.total_cost() / n as f64 * 1e-3 {
             u if u > 0.0 => u,
             _ => 1.0,
@@ -328,7 +348,8 @@ impl State<'_> {
     }
 
     /// `h_DTR(t)`: the cost of rematerialising `t` (its op and the non-resident ancestors
-    /// that would be recomputed with it) over its size times its staleness.
+    /// that would be recomputed with it) over its size times its staleness (with `ahead`:
+    /// its distance to the next use).
     fn score(&self, t: usize) -> f64 {
         let graph = self.graph;
         let mut cost = graph.cost(t) + self.unit;
@@ -346,8 +367,11 @@ impl State<'_> {
             }
             stack.extend_from_slice(graph.preds(u));
         }
-        let staleness = (self.clock - self.last_use[t] + 1) as f64;
-        cost / (graph.memory(t) as f64 * staleness)
+        let spacing = match self.ahead {
+            Some(ahead) => ahead.distance(graph, t, self.stage, &self.computed, &self.resident),
+            None => (self.clock - self.last_use[t] + 1) as f64,
+        };
+        cost / (graph.memory(t) as f64 * spacing)
     }
 }
 
@@ -356,7 +380,7 @@ mod tests {
     use super::*;
     use crate::graph::generate;
     use crate::schedule::simulate;
-    use crate::solve::exhaustive::Exhaustive;
+    use crate::solve::exact::exhaustive::Exhaustive;
 
     /// A stop that never comes.
     fn never() -> Stop {
@@ -383,7 +407,7 @@ mod tests {
                     Ok(Outcome::Plan(p)) => simulate(&g, &p.schedule).unwrap().total_cost,
                     other => panic!("linear-{layers} @ {budget}: {other:?}"),
                 };
-                let Ok(run) = run(&g, budget, &never()) else {
+                let Ok(run) = run(&g, budget, &never(), None) else {
                     assert!(budget < peak, "linear-{layers}: no schedule at the peak");
                     misses += 1;
                     continue;
@@ -418,7 +442,7 @@ mod tests {
     fn at_the_checkpoint_all_peak_nothing_is_evicted() {
         let g = generate::random_layered(60, 7);
         let peak = crate::schedule::checkpoint_all_peak(&g);
-        let run = run(&g, peak, &never()).unwrap();
+        let run = run(&g, peak, &never(), None).unwrap();
         assert_eq!(run.evictions, 0);
         let stats = simulate(&g, &Schedule::new(run.events)).unwrap();
         assert_eq!(stats.total_cost, g.total_cost());
@@ -433,7 +457,8 @@ mod tests {
         let peak = crate::schedule::checkpoint_all_peak(&g);
         for percent in [90, 80, 70, 60] {
             let budget = peak * percent / 100;
-            let run = run(&g, budget, &never()).unwrap_or_else(|e| panic!("{percent}%: {e:?}"));
+            let run =
+                run(&g, budget, &never(), None).unwrap_or_else(|e| panic!("{percent}%: {e:?}"));
             // Ops run in solver order: computed once each, they would peak at the
             // checkpoint-all peak, so DTR must evict and recompute.
             assert!(run.evictions > 0, "{percent}%");

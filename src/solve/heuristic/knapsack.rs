@@ -1,5 +1,5 @@
 //! `knapsack`: the saved-set knapsack of PyTorch's memory-budget partitioner
-//! (`torch._functorch.config.activation_memory_budget`, 2024; `reference/anchors-2026.md`),
+//! (`torch._functorch.config.activation_memory_budget`, 2024, in `torch/_functorch/partitioners.py`),
 //! replayed with remat's backward pass.
 //!
 //! The partitioner decides which forward values the backward pass *saves* and recomputes
@@ -357,7 +357,7 @@ mod tests {
                 let budget = low + (peak - low) * step / 6;
                 let options = SolveOptions::default();
                 let Some(cut) =
-                    crate::solve::checkmate::stage_cut_bound(&g, budget, &options).unwrap()
+                    crate::solve::exact::checkmate::stage_cut_bound(&g, budget, &options).unwrap()
                 else {
                     continue;
                 };

@@ -1,8 +1,12 @@
 //! The heterogeneous chain DP: optimal persistent checkpointing of a chain with per-stage
-//! costs and sizes (Butt's precise-cost generalisation of Gruslys' DP, seed digest
-//! §4.5-4.6 with the corrected restatement of §4.6.7; rotor's persistent DP with its
-//! forward kinds F∅ / F_ck / F_all, anchors §4), stated directly in the one memory model
-//! of the simulator (§6.2) so that its predicted cost and peak are the simulator's.
+//! costs and sizes (Butt's precise-cost generalisation of Gruslys' DP: S. Butt, "Precise
+//! Optimal Checkpointing for Memory-Efficient Deep Learning", MEng thesis, Imperial
+//! College London, 2019, §3.1; rotor's persistent DP with its forward kinds F∅ / F_ck /
+//! F_all: Beaumont, Eyraud-Dubois, Herrmann, Joly, Shilova, "Optimal checkpointing for
+//! heterogeneous chains: how to train deep architectures with limited memory", ACM TOMS
+//! 2024), stated directly in the one memory model of the simulator
+//! ([`crate::schedule::simulate()`]) so that its predicted cost and peak are the
+//! simulator's.
 //!
 //! # Model
 //!
@@ -15,7 +19,7 @@
 //!
 //! # Next-output reads (Checkmate's Keras rule)
 //!
-//! Chains extracted by Checkmate's Keras rule (checkmate.md §4.3) have `G_j` also read
+//! Chains extracted by Checkmate's Keras rule (Jain et al., MLSys 2020) have `G_j` also read
 //! `x_{j+1}` ([`crate::graph::structure::Stage::reads_next_output`]), which `G_{j+1}` reads
 //! too, so `G_j` needs `δ_{j+1}`, `x_{j+1}` and `x_j` together. The DP keeps `x_{j+1}`
 //! resident from `G_{j+1}` to `G_j`: the gradient passed from `G_{j+1}` to the rest is the
@@ -32,7 +36,7 @@
 //!
 //! `C(a, b, m)`, `0 <= a < b <= L+1`: the cheapest way to compute `δ_{a+1}`, given that
 //! `x_a` is resident and owned by the caller (outside `m`), and that `δ_{b+1}` is resident
-//! (held, `δ'_{b+1}`) inside `m` and owned by us (Butt's ownership fix, §4.6.3), never using
+//! (held, `δ'_{b+1}`) inside `m` and owned by us (Butt's ownership fix), never using
 //! more than `m` slots, and leaving only `δ'_{a+1}` behind. `C(a, a, m) = 0`. Options:
 //!
 //! * **Base**, `b = a + 1 = j`: `F_j` (only when `G_j` reads `x_j`) then `G_j`, then free
@@ -57,10 +61,10 @@
 //! `K + P(0, L+1)`, with `P` the maximum of the terms above along the chosen plan.
 //!
 //! Optimal **among persistent schedules** (a checkpoint lives until its left part is
-//! done): for heterogeneous sizes a non-persistent schedule can be cheaper (seed digest
-//! §4.10 item 4: 28 vs 25), and the tests list every such case found
-//! (`tests/fixtures/chain_dp_above_exhaustive.json`). Besides recomputing a tensor early
-//! and dropping its checkpoint (§4.10), the cases there show a second source: a
+//! done): for heterogeneous sizes a non-persistent schedule can be cheaper (a three-stage
+//! chain at budget 10 costs 28 here, 25 at the exhaustive optimum), and the tests list
+//! every such case found (`tests/fixtures/chain_dp_above_exhaustive.json`). Besides recomputing a tensor early
+//! and dropping its checkpoint, the cases there show a second source: a
 //! sub-problem holds its input checkpoint `x_a` until it returns, even when, as when
 //! `G_{a+1}` does not read `x_a`, nothing after `F_{a+1}` needs it; a schedule that frees
 //! it at once can fit a budget the DP declares infeasible.
@@ -79,9 +83,7 @@
 //! end `b` and, for each, by start `a` descending: the options of `(a, b)` read
 //! `C(k, b, ·)`, `k > a`, just filled and still in the caches, and `C(a, k, ·)`, `k < b`.
 //! Two threads fill consecutive ends, the second a step behind the first (it waits only
-//! for `C(a, b, ·)` of the same `a`). Against rows filled by length `b − a`, two threads
-//! taking each length's rows one at a time: rotor's L = 1000 chain with 500 slots in
-//! 16.9 to 19.3 s instead of 28.8 to 30.7 s, L = 500 in 2.3 to 2.4 s instead of 3.5 s.
+//! for `C(a, b, ·)` of the same `a`).
 //! No choice table is kept: the plan is rebuilt by re-evaluating the options of the
 //! `O(L)` sub-problems it visits. A row whose values are all exactly single-precision numbers
 //! (integer costs below 2^24) is stored as such, half the bytes; the slot cap counts 4
@@ -91,9 +93,8 @@
 //!
 //! The fill waits on memory more than it computes: each option reads two rows that lie
 //! far apart, and most of what it reads it only compares. The options loop asks the CPU
-//! for the rows of the option a few `k` ahead (a prefetch): without it, rotor's L = 1000
-//! chain with 500 slots takes 32 to 37 s instead of 18 to 19 s (L = 500: 3.7 to 4.0 s
-//! instead of 2.2 to 2.5 s).
+//! for the rows of the option a few `k` ahead (a prefetch). The fill order and the
+//! prefetch were measured against the alternatives: `docs/performance.md`.
 //!
 //! # Where things are
 //!
@@ -121,7 +122,7 @@ pub(crate) use solvers::solve_graph;
 pub use solvers::{
     solve_chain, stages_footprint, table_footprint, ChainAnswer, ChainDp, EquivChain,
 };
-pub use table::{Interrupted, Table};
+pub use table::Table;
 
 #[cfg(test)]
 mod tests;

@@ -1,12 +1,13 @@
 //! Unit tests of the chain DP: the slot cap, the option list each policy allows, and
 //! small chains against Revolve's closed form, the simulator and the oracle. The oracle
-//! sweeps whose exceptions fixtures list are in `tests/chain_dp.rs`.
+//! sweeps whose exceptions fixtures list are in `tests/it/chain_dp.rs`.
 
 use super::model::{capped_slots, MAX_TABLE_BYTES};
 use super::recurrence::Opt;
 use super::{DpChain, Policy, Table};
-use crate::graph::generate::{chain_graph, linear, StageSpec};
+use crate::graph::generate::{chain_graph, linear};
 use crate::graph::structure::chain;
+use crate::graph::structure::StageSpec;
 use crate::graph::Graph;
 use crate::schedule::simulate;
 use crate::solve::dp::revolve::revolve_steps;
@@ -175,7 +176,7 @@ fn emitted_plans_have_the_predicted_cost_and_peak() {
 }
 
 /// chain-dp against Revolve's closed form on Checkmate's uniform chains;
-/// `tests/dp_vs_milp.rs` adds the MILP and the oracle through the driver.
+/// `tests/it/dp_vs_milp.rs` adds the MILP and the oracle through the driver.
 #[test]
 fn uniform_chains_equal_revolve() {
     for n in 1..=6usize {

@@ -2,11 +2,12 @@
 //! Revolve, of the paper's model and of the two-level schedule with its sweep, against the
 //! sequence length; and the factor the simulator measures on a linear graph.
 
-use super::model::{recompute_factor, useful_snapshots, Intervals};
+use super::model::{recompute_factor, useful_snapshots};
 use super::schedule::{makespan, two_level_schedule};
 use crate::graph::structure::chain;
 use crate::graph::{Graph, Storage};
 use crate::schedule::simulate;
+use crate::solve::details::Intervals;
 use crate::solve::Footprint;
 use serde::Serialize;
 

@@ -1,8 +1,8 @@
 //! `two-level`: asynchronous multistage checkpointing (Kukreja, Hückelheim, Gorman,
 //! "Backpropagation for long sequences: beyond memory constraints with constant
-//! overheads", seed 000; digest §1), on a chain training graph with a slow storage tier.
+//! overheads", arXiv 2018), on a chain training graph with a slow storage tier.
 //!
-//! # The scheme (SEED L60-L69, L92-L103)
+//! # The scheme
 //!
 //! In Revolve's view of a chain of `L` stages ([`super::revolve`]), `l = L + 1` steps map
 //! `x_{j−1}` to `x_j`, `x_0` is the virtual chain input and step `L + 1` is the loss. With
@@ -10,7 +10,7 @@
 //! tier, the *checkpointing interval* is
 //!
 //! ```text
-//! I = ⌈T_T / T_A⌉                                                        (SEED L92-L94)
+//! I = ⌈T_T / T_A⌉
 //! ```
 //!
 //! so that one copy finishes while the next `I` steps run. The steps fall into
@@ -28,11 +28,11 @@
 //!    reverse order) when it was stored, so it has the whole interval to arrive.
 //!
 //! "In the case where there are very few layers, there might not be time to save a
-//! single checkpoint ... this strategy would fall back to classic Revolve" (SEED L103):
+//! single checkpoint ... this strategy would fall back to classic Revolve" (the paper):
 //! when no base is stored (`q <= 3`) the solver runs plain Revolve. It also does when
 //! plain Revolve is faster (see the model below), and says so.
 //!
-//! # Memory (digest §1.7 P3)
+//! # Memory
 //!
 //! Fast memory holds the `s` snapshots of the current interval (its base included), the
 //! working state, the next state or gradient being computed, the incoming gradient, and
@@ -43,15 +43,15 @@
 //! `s <= I − 1` whose schedule the simulator finds within the budget (the slot model is
 //! exact on uniform chains; sizes that differ are measured, not assumed).
 //!
-//! # Time (SEED L75-L101)
+//! # Time
 //!
 //! The paper's recompute factor, with `t(l, s)` Revolve's extra forward steps
-//! ([`super::revolve::revolve_steps`]) and 1 meaning no recomputation (digest §1.3):
+//! ([`super::revolve::revolve_steps`]) and 1 meaning no recomputation:
 //!
 //! ```text
 //! R(l, s) = (t(l, s) + 1) / l
-//! T_revolve = n·R(n, s)·T_A + n·T_B                                      (SEED L90)
-//! T_async   = n·R(I, s)·T_A + n·T_B                                      (SEED L98-L99)
+//! T_revolve = n·R(n, s)·T_A + n·T_B
+//! T_async   = n·R(I, s)·T_A + n·T_B
 //! ```
 //!
 //! `T_async` counts, for each interval, the Revolve that re-runs its forward steps from the
@@ -70,7 +70,7 @@
 //! when a load takes at most the time of one interval's reversal,
 //! `t(I, s)·T_A + I·T_B`; otherwise each of the stored bases' loads stalls the backward
 //! pass by `T_R − (t(I, s)·T_A + I·T_B)` (`T_R` the read time; the paper's choice of `I`
-//! ignores this side, digest §1.7 P2), which [`Assessment::predicted_stall`] adds up and
+//! ignores this side), which [`Assessment::predicted_stall`](crate::solve::details::Assessment::predicted_stall) adds up and
 //! the simulator reports stall by stall. Both of the paper's figures are reported next
 //! to the simulated makespan. On a chain whose stages differ, `T_A` and `T_B` are the mean
 //! stage costs, `T_T` is the time to store the largest state, and the model is an
@@ -78,9 +78,9 @@
 //!
 //! # Where things are
 //!
-//! * `model.rs`: the model above: `R(l, s)`, `I`, [`Intervals`], [`StepTimes`], `T_async`,
-//!   the slot model of the snapshots, and [`assess`] ([`Assessment`]).
-//! * `schedule.rs`: [`two_level_schedule`], the events of the scheme.
+//! * `model.rs`: the model above: `R(l, s)`, `I`, [`Intervals`](crate::solve::details::Intervals), [`StepTimes`](crate::solve::details::StepTimes), `T_async`,
+//!   the slot model of the snapshots, and [`assess`] ([`Assessment`](crate::solve::details::Assessment)).
+//! * `schedule.rs`: `two_level_schedule`, the events of the scheme.
 //! * `solver.rs`: [`TwoLevel`], which searches the snapshot count in the simulator and
 //!   compares with plain Revolve ([`super::revolve::Revolve::fit`]).
 //! * `figure3.rs`: the Figure 3 table ([`figure3`]) and the simulated factor.
@@ -93,8 +93,5 @@ mod solver;
 mod tests;
 
 pub use figure3::{figure3, simulated_factor, FactorRow};
-pub use model::{
-    assess, interval, least_budget, recompute_factor, t_async, Assessment, Intervals, StepTimes,
-};
-pub use schedule::two_level_schedule;
+pub use model::{assess, least_budget};
 pub use solver::TwoLevel;

@@ -4,14 +4,14 @@
 //! [`assess`], the model's verdict for a chain and a budget before any simulation (also
 //! the storage tier of `remat inspect`).
 //!
-//! [`Assessment`] and the structs inside it declare their fields in alphabetical order,
-//! the order in which their JSON has always printed.
+//! [`Assessment`], [`Intervals`] and [`StepTimes`] are figures a result reports, so they
+//! are defined with the other details (`crate::solve::details`); their methods are here.
 
-use super::super::revolve::{revolve_steps, ChainView};
 use crate::graph::structure::{chain, Chain};
 use crate::graph::{Graph, Storage};
+use crate::solve::details::{Assessment, Intervals, StepTimes};
+use crate::solve::dp::revolve::{revolve_steps, ChainView};
 use crate::solve::SolveError;
-use serde::Serialize;
 
 /// The recompute factor `R(l, s) = (t(l, s) + 1) / l` (1 = no recomputation); `None` when
 /// no Revolve schedule exists (`s = 0`, `l >= 2`) or `l = 0`.
@@ -28,19 +28,6 @@ pub fn interval(t_t: f64, t_a: f64) -> Option<u64> {
     }
     let i = (t_t / t_a).ceil();
     (i.is_finite() && i < u64::MAX as f64).then_some(i as u64)
-}
-
-/// The intervals of `l` steps for interval length `I`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Intervals {
-    /// `q = ⌈l / I⌉`.
-    pub count: u64,
-    /// The interval `I`.
-    pub interval: u64,
-    /// Steps of the last interval, `l − (q−1)·I`.
-    pub last: u64,
-    /// Revolve steps `l` (chain stages + the loss).
-    pub steps: u64,
 }
 
 impl Intervals {
@@ -68,16 +55,6 @@ impl Intervals {
     }
 }
 
-/// Per-step times of a chain: the paper's `T_A`, `T_B`, and the loss.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct StepTimes {
-    /// Mean backward cost `T_B`.
-    pub backward: f64,
-    /// Mean forward cost `T_A`.
-    pub forward: f64,
-    pub loss: f64,
-}
-
 impl StepTimes {
     pub fn of(chain: &Chain) -> StepTimes {
         let n = chain.len() as f64;
@@ -94,44 +71,7 @@ impl StepTimes {
     }
 }
 
-/// What the tier does for one chain and budget: the model's figures, before any
-/// simulation.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Assessment {
-    /// Whether the two-level schedule is predicted faster than plain Revolve.
-    pub helps: bool,
-    pub intervals: Intervals,
-    /// The time to load the largest state back.
-    pub load_time: f64,
-    /// Whether a load can arrive while one interval is reversed.
-    pub loads_hidden: bool,
-    /// The stalls the model predicts otherwise: every stored base's load outlasts the
-    /// reversal of the interval it is prefetched during by `T_R − (t(I, s)·T_A + I·T_B)`.
-    pub predicted_stall: f64,
-    /// `R(I, s)`: the paper's factor of an interval.
-    pub r_interval: Option<f64>,
-    /// `R(l, s')`: the paper's factor of plain Revolve.
-    pub r_revolve: Option<f64>,
-    /// Snapshots `s'` plain Revolve gets from the budget.
-    pub revolve_snapshots: Option<u64>,
-    /// Snapshots `s` per interval (two-level) from the budget.
-    pub snapshots: Option<u64>,
-    /// The graph-exact `T_async` of the two-level schedule (see the module docs).
-    pub t_async: Option<f64>,
-    /// The paper's `T_async` with `n = l` (SEED L98-L99).
-    pub t_async_paper: Option<f64>,
-    /// The graph-exact time of plain Revolve.
-    pub t_revolve: Option<f64>,
-    /// The paper's `T_revolve` with `n = l` (SEED L90).
-    pub t_revolve_paper: Option<f64>,
-    pub times: StepTimes,
-    /// `T_T`: the time to store the largest state.
-    pub transfer_time: f64,
-    /// One sentence saying whether the tier helps, and why.
-    pub verdict: String,
-}
-
-/// The paper's `n·R·T_A + n·T_B` with `n = l` steps (SEED L90, L98-L99).
+/// The paper's `n·R·T_A + n·T_B` with `n = l` steps.
 pub(super) fn paper_time(times: &StepTimes, steps: u64, r: f64) -> f64 {
     let n = steps as f64;
     n * r * times.forward + n * times.backward

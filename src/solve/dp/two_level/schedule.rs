@@ -1,11 +1,11 @@
 //! The two-level schedule: the sweep that stores interval bases to the slow tier, then the
 //! intervals in reverse, each prefetching the base of the one before it and running
-//! Revolve's graph view inside ([`super::super::revolve::ChainView`]).
+//! Revolve's graph view inside ([`crate::solve::dp::revolve::ChainView`]).
 
-use super::super::revolve::ChainView;
-use super::model::Intervals;
 use crate::graph::structure::Chain;
 use crate::schedule::{Event, Schedule, SimStats};
+use crate::solve::details::Intervals;
+use crate::solve::dp::revolve::ChainView;
 use crate::solve::SolveError;
 
 /// The two-level schedule for `intervals` with `s` snapshots per interval.

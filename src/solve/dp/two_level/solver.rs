@@ -3,13 +3,13 @@
 //! the shorter simulated makespan; the model's figures and the simulated ones in its
 //! details.
 
-use super::super::revolve::Revolve;
 use super::model::{
     assess_chain, inputs, paper_time, recompute_factor, slot_size, slots, t_async, useful_snapshots,
 };
 use super::schedule::{makespan, two_level_schedule};
 use crate::schedule::{simulate, Schedule, SimStats};
 use crate::solve::details::{Details, TwoLevelDetails};
+use crate::solve::dp::revolve::Revolve;
 use crate::solve::footprint::Halt;
 use crate::solve::{
     internal, Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo,

@@ -1,14 +1,16 @@
 //! Tests of two-level: the model against the simulator on uniform chains (makespan, stalls,
-//! forward steps), the fallback to Revolve, the Figure 3 anchors, and the paper's claim
+//! forward steps), the fallback to Revolve, the values of Figure 3, and the paper's claim
 //! `T_async <= T_revolve` as a property.
 
-use super::model::{paper_time, useful_snapshots};
+use super::model::{paper_time, recompute_factor, useful_snapshots};
+use super::schedule::two_level_schedule;
 use super::*;
 use crate::graph::generate::linear;
 use crate::graph::structure::chain;
 use crate::graph::{Graph, Storage};
 use crate::graph::{GraphError, GraphSpec, NodeKind};
 use crate::schedule::simulate;
+use crate::solve::details::{Intervals, StepTimes};
 use crate::solve::{find, solve, SolveResult, Status};
 use crate::solve::{Instance, SolveError, SolveOptions};
 use proptest::prelude::*;
@@ -100,7 +102,7 @@ fn slow_reads_stall_and_the_makespan_exceeds_the_model() {
 
 #[test]
 fn short_chains_fall_back_to_revolve() {
-    // 10 stages, I = 4: 3 intervals, nothing to store (SEED L103).
+    // 10 stages, I = 4: 3 intervals, nothing to store (the paper's fallback).
     let g = chain_graph(10, 1.0, 1.0, r#"{"transfer_time": 4}"#).unwrap();
     let a = assess(&g, 8).unwrap();
     assert_eq!(a.intervals.stored(), 0);
@@ -176,7 +178,7 @@ fn backward_ops_that_read_their_input_work_too() {
 
 #[test]
 fn figure_3_anchor_values() {
-    // Digest §1.3: R(1024, 100) = 1947/1024, R(I, 100) = 1 for I <= 101.
+    // Kukreja et al.'s Figure 3: R(1024, 100) = 1947/1024, R(I, 100) = 1 for I <= 101.
     assert_eq!(recompute_factor(1024, 100), Some(1947.0 / 1024.0));
     assert_eq!(recompute_factor(8, 100), Some(1.0));
     assert_eq!(recompute_factor(101, 100), Some(1.0));
@@ -238,7 +240,7 @@ fn unsupported_graphs_say_why() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
-    /// The paper's claim (SEED L101): R(I, s) <= R(n, s) for every n >= I, so
+    /// The paper's claim: R(I, s) <= R(n, s) for every n >= I, so
     /// T_async <= T_revolve in its model.
     #[test]
     fn paper_t_async_never_exceeds_t_revolve(

@@ -5,7 +5,7 @@
 //! the status, whether an incumbent exists, the proven bound, the gap and the
 //! column values.
 //!
-//! Three HiGHS facts shape this module (`ecosystem.md` §1):
+//! Three HiGHS facts shape this module:
 //! * a `highs::Model` is `!Send`, and HiGHS's task scheduler is a thread-local global that
 //!   refuses a second, different `threads` value on the same OS thread. Every run therefore
 //!   happens on a fresh scoped thread, which also resets that scheduler on exit, so callers
@@ -14,13 +14,11 @@
 //! * cancellation and deadlines are enforced through the C callback API
 //!   (`Highs_setCallback` with the MIP, simplex and IPM interrupt callbacks), on top of the
 //!   `time_limit` option; an interrupted MIP keeps its incumbent. Some phases check
-//!   neither: the root LP of a large MIP ran 60 s past a 10 s deadline on ResNet50
-//!   (424,567 rows), and PDLP calls no callback. So [`run`] waits for HiGHS only until
+//!   neither (the root LP of a large MIP, and PDLP, which calls no callback). So [`run`] waits for HiGHS only until
 //!   the deadline, or the caller's cancellation, plus [`GRACE`]; past it, the run is
 //!   abandoned (reported as a time limit, or a cancellation, without a solution) and its
 //!   thread, whose interrupt flag stays raised, ends on its own at HiGHS's next check (PDLP:
-//!   at its tolerance or its time limit). Until then it holds its memory (a 999-node LP:
-//!   3 GB for 15 s after the answer); [`abandoned_bytes`] counts it, and admission adds it
+//!   at its tolerance or its time limit). Until then it holds its memory; [`abandoned_bytes`] counts it, and admission adds it
 //!   to a new model's.
 
 use super::lagrangian::Lagrangian;
@@ -475,6 +473,52 @@ fn set(
         .map_err(|_| HighsError::Option(name))
 }
 
+/// HiGHS's options for a run: the time left, the gap, the node limit (MIPs), the threads,
+/// the seed and, for a relaxation solved by PDLP, its solver, presolve and tolerances.
+fn configure(
+    model: &mut highs::Model,
+    controls: &Controls,
+    integral: bool,
+    first_order: bool,
+) -> Result<(), HighsError> {
+    if let Some(deadline) = controls.stop.deadline() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        set(model, "time_limit", left.as_secs_f64())?;
+    }
+    if let Some(gap) = controls.mip_rel_gap {
+        set(model, "mip_rel_gap", gap)?;
+    }
+    if let (Some(nodes), true) = (controls.max_nodes, integral) {
+        set(
+            model,
+            "mip_max_nodes",
+            i32::try_from(nodes).unwrap_or(i32::MAX),
+        )?;
+    }
+    if let Some(threads) = controls.threads {
+        set(model, "threads", threads as i32)?;
+    }
+    set(
+        model,
+        "random_seed",
+        (controls.seed % i32::MAX as u64) as i32,
+    )?;
+    if first_order && !integral {
+        set(model, "solver", "pdlp")?;
+        // With presolve, the duals of a run stopped short came back unusable (ResNet-18:
+        // L(y) = −8e12 against an optimum of 3.4e11).
+        set(model, "presolve", "off")?;
+        for name in [
+            "primal_feasibility_tolerance",
+            "dual_feasibility_tolerance",
+            "pdlp_optimality_tolerance",
+        ] {
+            set(model, name, FIRST_ORDER_TOLERANCE)?;
+        }
+    }
+    Ok(())
+}
+
 fn solve_here(job: Job) -> Result<Run, HighsError> {
     let Job {
         problem,
@@ -489,41 +533,7 @@ fn solve_here(job: Job) -> Result<Run, HighsError> {
     let mut model = problem
         .try_optimise(Sense::Minimise)
         .map_err(HighsError::Model)?;
-    if let Some(deadline) = controls.stop.deadline() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        set(&mut model, "time_limit", left.as_secs_f64())?;
-    }
-    if let Some(gap) = controls.mip_rel_gap {
-        set(&mut model, "mip_rel_gap", gap)?;
-    }
-    if let (Some(nodes), true) = (controls.max_nodes, integral) {
-        set(
-            &mut model,
-            "mip_max_nodes",
-            i32::try_from(nodes).unwrap_or(i32::MAX),
-        )?;
-    }
-    if let Some(threads) = controls.threads {
-        set(&mut model, "threads", threads as i32)?;
-    }
-    set(
-        &mut model,
-        "random_seed",
-        (controls.seed % i32::MAX as u64) as i32,
-    )?;
-    if first_order && !integral {
-        set(&mut model, "solver", "pdlp")?;
-        // With presolve, the duals of a run stopped short came back unusable (ResNet-18:
-        // L(y) = −8e12 against an optimum of 3.4e11).
-        set(&mut model, "presolve", "off")?;
-        for name in [
-            "primal_feasibility_tolerance",
-            "dual_feasibility_tolerance",
-            "pdlp_optimality_tolerance",
-        ] {
-            set(&mut model, name, FIRST_ORDER_TOLERANCE)?;
-        }
-    }
+    configure(&mut model, &controls, integral, first_order)?;
     if let (Some(start), true) = (start.as_deref(), integral) {
         // A start HiGHS finds infeasible is ignored by HiGHS; a wrong length is a bug.
         model
@@ -584,145 +594,4 @@ fn solve_here(job: Job) -> Result<Run, HighsError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::solve::SolveOptions;
-
-    fn controls(relax: bool) -> Controls {
-        Controls {
-            relax,
-            stop: Stop::start(&SolveOptions::default()),
-            mip_rel_gap: None,
-            max_nodes: None,
-            threads: Some(1),
-            seed: 0,
-            first_order: false,
-        }
-    }
-
-    #[test]
-    fn merges_duplicates_and_solves_mip_and_relaxation() {
-        // min -x - y  s.t.  x + y + x <= 3 (i.e. 2x + y <= 3), x, y in {0,1,2}.
-        let mut lp = Lp::new();
-        let x = lp.add_col(-1.0, 0.0, 2.0, true);
-        let y = lp.add_col(-1.0, 0.0, 2.0, true);
-        lp.add_row(
-            f64::NEG_INFINITY,
-            3.0,
-            &mut vec![(x, 1.0), (y, 1.0), (x, 1.0)],
-        );
-        let mip = run(lp.clone(), None, &controls(false)).unwrap();
-        assert_eq!(mip.status, RunStatus::Optimal);
-        let v = mip.columns.unwrap();
-        assert_eq!(-v[x] - v[y], -2.0);
-        // Relaxation: x = 0.5, y = 2; its bound is L(y) of its duals, at most the optimum.
-        let rel = run(lp, None, &controls(true)).unwrap();
-        let v = rel.columns.unwrap();
-        assert!((-v[x] - v[y] + 2.5).abs() < 1e-9);
-        let bound = rel.bound.unwrap();
-        assert!(bound <= -2.5 && bound > -2.5 - 1e-9, "{bound}");
-    }
-
-    #[test]
-    fn a_run_without_a_verdict_is_unresolved_and_a_failure_is_an_error() {
-        use HighsModelStatus as M;
-        for status in [M::Unknown, M::ReachedIterationLimit, M::ObjectiveBound] {
-            assert_eq!(
-                run_status(status, false).unwrap(),
-                RunStatus::Unresolved(status)
-            );
-        }
-        assert_eq!(run_status(M::Optimal, true).unwrap(), RunStatus::Optimal);
-        assert_eq!(
-            run_status(M::ReachedTimeLimit, false).unwrap(),
-            RunStatus::TimeLimit
-        );
-        assert_eq!(
-            run_status(M::ReachedInterrupt, true).unwrap(),
-            RunStatus::Cancelled
-        );
-        for status in [M::SolveError, M::PostsolveError, M::ModelError] {
-            assert!(matches!(
-                run_status(status, false),
-                Err(HighsError::Status(s)) if s == status
-            ));
-        }
-    }
-
-    /// A covering LP: `min Σ c_j x_j` with `Σ_{j ∈ row} x_j >= 1`, `x` in `[0, 1]`.
-    fn covering(seed: u64) -> Lp {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-        let mut lp = Lp::new();
-        let cols: Vec<usize> = (0..60)
-            .map(|_| lp.add_col(rng.random_range(1.0..10.0), 0.0, 1.0, true))
-            .collect();
-        for _ in 0..80 {
-            let mut terms: Vec<(usize, f64)> = (0..4)
-                .map(|_| (cols[rng.random_range(0..cols.len())], 1.0))
-                .collect();
-            lp.add_row(1.0, f64::INFINITY, &mut terms);
-        }
-        lp
-    }
-
-    #[test]
-    fn the_first_order_bound_is_proven_below_the_simplex_optimum() {
-        for seed in 0..4 {
-            let lp = covering(seed);
-            let exact = run(lp.clone(), None, &controls(true)).unwrap();
-            assert_eq!(exact.status, RunStatus::Optimal);
-            let x = exact.columns.unwrap();
-            let optimum: f64 = lp.cost.iter().zip(&x).map(|(c, x)| c * x).sum();
-            let (problem, lagrangian) = lp.into_highs(true);
-            let pdlp = solve_here(Job {
-                problem,
-                lagrangian,
-                integral: false,
-                first_order: true,
-                start: None,
-                controls: controls(true),
-            })
-            .unwrap();
-            let bound = pdlp.bound.unwrap();
-            assert!(bound <= optimum, "seed {seed}: {bound} > {optimum}");
-            assert!(
-                bound >= optimum * (1.0 - 1e-3),
-                "seed {seed}: {bound} far below {optimum}"
-            );
-        }
-    }
-
-    #[test]
-    fn waiting_ends_a_grace_after_cancellation_and_returns_an_answer_at_once() {
-        let options = SolveOptions::default();
-        let stop = Stop::start(&options);
-        let (sender, receiver) = std::sync::mpsc::channel::<u8>();
-        sender.send(7).unwrap();
-        assert_eq!(wait(&receiver, &stop), Ok(7));
-        options.cancel.store(true, Ordering::Relaxed);
-        let began = Instant::now();
-        assert_eq!(
-            wait(&receiver, &stop),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
-        );
-        let waited = began.elapsed();
-        assert!(waited >= GRACE && waited < GRACE + 10 * POLL, "{waited:?}");
-        drop(sender);
-    }
-
-    #[test]
-    fn infeasible_is_reported_and_threads_may_change() {
-        let mut lp = Lp::new();
-        let x = lp.add_col(1.0, 0.0, 1.0, true);
-        lp.add_row(2.0, f64::INFINITY, &mut vec![(x, 1.0)]);
-        for threads in [1, 2, 1] {
-            let mut c = controls(false);
-            c.threads = Some(threads);
-            assert_eq!(
-                run(lp.clone(), None, &c).unwrap().status,
-                RunStatus::Infeasible
-            );
-        }
-    }
-}
+mod tests;

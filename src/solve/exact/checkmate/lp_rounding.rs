@@ -1,5 +1,5 @@
 //! The LP relaxation of the Checkmate MILP ([`super`]) as a lower bound (`lp-bound`), and
-//! Checkmate's two-phase LP rounding (`lp-rounding`; paper §5, `checkmate.md` §2).
+//! Checkmate's two-phase LP rounding (`lp-rounding`; Jain et al., MLSys 2020, §5).
 //!
 //! Phase 1 solves the relaxation (R, S, FREE in `[0,1]`) and rounds only `S*`:
 //! a deterministic threshold sweep (`S = [S* >= τ]` for `τ = 0.05, 0.10, ..., 0.95` and
@@ -135,19 +135,72 @@ fn round_relaxation(
     if let Some(outcome) = precheck(instance, solver) {
         return Ok(outcome);
     }
+    admit(instance.graph, options, solver)?;
+    let tries = match try_budgets(instance, options, solver, &stop, relaxation)? {
+        Ok(tries) => tries,
+        Err(proven) => return Ok(proven),
+    };
+    conclude(instance, options, solver, scope, tries, &stop)
+}
+
+/// What the LPs at the budgets tried gave.
+#[derive(Default)]
+struct Tries {
+    details: CheckmateDetails,
+    lower_bound: Option<Bound>,
+    /// The budgets whose LP was solved.
+    tried: Vec<u64>,
+    /// The first rounding that fits.
+    found: Option<Candidate>,
+    /// Why the LP gave no solution to round, when it stopped without a verdict.
+    cut_short: Option<String>,
+}
+
+impl Tries {
+    /// The LP at the real budget: its figures for the details, whether it reached its
+    /// optimum, and its bound.
+    fn note_full_budget(
+        &mut self,
+        graph: &crate::graph::Graph,
+        model: &StageModel,
+        run: &backend::Run,
+        relaxation: &mut Relaxation,
+    ) {
+        self.details = model.details();
+        self.details.lp_time_s = Some(run.time.as_secs_f64());
+        self.details.lp_status = Some(run.status.to_string());
+        relaxation.optimal = run.status == RunStatus::Optimal;
+        // Proven by the run's duals whether or not it reached its optimum; a run
+        // stopped short counts when its bound beats Σ_v c_v, which every schedule pays
+        // (the duals of an unfinished run may be far from optimal, and L(y) below 0).
+        self.lower_bound = run
+            .bound
+            .map(|b| model.cost(b))
+            .filter(|&b| relaxation.optimal || b > graph.total_cost())
+            .map(|cost| Bound {
+                cost,
+                scope: Scope::OptimalForOrder,
+                method: BoundMethod::LpRelaxation,
+            });
+    }
+}
+
+/// The LP relaxation at the real budget, then at [`RETRY_FRACTIONS`] of it while no
+/// rounding fits the real budget; `Err` the outcome when the LP at the real budget is
+/// infeasible (proven).
+fn try_budgets(
+    instance: &Instance,
+    options: &SolveOptions,
+    solver: &'static str,
+    stop: &Stop,
+    relaxation: &mut Relaxation,
+) -> Result<Result<Tries, Outcome>, SolveError> {
+    const TIME_LIMIT: &str = "the time limit passed while solving the LP relaxation";
     let graph = instance.graph;
-    admit(graph, options, solver)?;
     let (min_budget, _) = graph.min_feasible_budget();
     let working = instance.budget - graph.fixed_memory();
-    let fractions = std::iter::once(1.0).chain(RETRY_FRACTIONS);
-    let mut lower_bound = None;
-    let mut details = CheckmateDetails::default();
-    let mut tried = Vec::new();
-    let mut found: Option<Candidate> = None;
-    // Why the LP gave no solution to round, when it stopped without a verdict.
-    let mut cut_short: Option<String> = None;
-    const TIME_LIMIT: &str = "the time limit passed while solving the LP relaxation";
-    for fraction in fractions {
+    let mut tries = Tries::default();
+    for fraction in std::iter::once(1.0).chain(RETRY_FRACTIONS) {
         let lp_budget = graph.fixed_memory() + (working as f64 * fraction).floor() as u64;
         if lp_budget < min_budget {
             break;
@@ -156,39 +209,24 @@ fn round_relaxation(
             graph,
             budget: lp_budget,
         };
-        let mut model = match StageModel::build_relaxation(&lp_instance, &stop) {
+        let mut model = match StageModel::build_relaxation(&lp_instance, stop) {
             Ok(model) => model,
             Err(Stopped::Cancelled) => return Err(SolveError::Cancelled),
             Err(Stopped::TimeLimit) => {
-                cut_short = Some(TIME_LIMIT.into());
+                tries.cut_short = Some(TIME_LIMIT.into());
                 break;
             }
         };
-        let run = backend::run(model.take_lp(), None, &controls(options, true, &stop))
+        let run = backend::run(model.take_lp(), None, &controls(options, true, stop))
             .map_err(|e| failed(solver, e))?;
-        tried.push(lp_budget);
+        tries.tried.push(lp_budget);
         if fraction == 1.0 {
-            details = model.details();
-            details.lp_time_s = Some(run.time.as_secs_f64());
-            details.lp_status = Some(run.status.to_string());
-            relaxation.optimal = run.status == RunStatus::Optimal;
-            // Proven by the run's duals whether or not it reached its optimum; a run
-            // stopped short counts when its bound beats Σ_v c_v, which every schedule pays
-            // (the duals of an unfinished run may be far from optimal, and L(y) below 0).
-            lower_bound = run
-                .bound
-                .map(|b| model.cost(b))
-                .filter(|&b| relaxation.optimal || b > graph.total_cost())
-                .map(|cost| Bound {
-                    cost,
-                    scope: Scope::OptimalForOrder,
-                    method: BoundMethod::LpRelaxation,
-                });
+            tries.note_full_budget(graph, &model, &run, relaxation);
         }
         match (run.status, run.columns) {
             (RunStatus::Cancelled, _) => return Err(SolveError::Cancelled),
             (RunStatus::Infeasible, _) if fraction == 1.0 => {
-                return Ok(Outcome::Infeasible {
+                return Ok(Err(Outcome::Infeasible {
                     solver,
                     proven: Some(Scope::OptimalForOrder),
                     reason: format!(
@@ -197,25 +235,25 @@ fn round_relaxation(
                          feasible budget is {min_budget} bytes)",
                         instance.budget
                     ),
-                })
+                }))
             }
             // A point HiGHS left without a verdict is rounded too: the simulator judges.
             (RunStatus::Optimal | RunStatus::Unresolved(_), Some(columns)) => {
-                found = round(instance, options, &model, &columns, &stop, fraction);
+                tries.found = round(instance, options, &model, &columns, stop, fraction);
                 if fraction == 1.0 {
                     relaxation.columns = Some(columns);
                 }
-                if found.is_some() {
-                    details.lp_budget = Some(lp_budget);
+                if tries.found.is_some() {
+                    tries.details.lp_budget = Some(lp_budget);
                     break;
                 }
             }
             (RunStatus::TimeLimit, _) => {
-                cut_short = Some(TIME_LIMIT.into());
+                tries.cut_short = Some(TIME_LIMIT.into());
                 break;
             }
             (status @ RunStatus::Unresolved(_), _) => {
-                cut_short = Some(format!(
+                tries.cut_short = Some(format!(
                     "HiGHS ended the LP relaxation without a verdict (status {status})"
                 ));
                 break;
@@ -227,6 +265,26 @@ fn round_relaxation(
             return Err(SolveError::Cancelled);
         }
     }
+    Ok(Ok(tries))
+}
+
+/// The plan from the first rounding that fits, else from the best baseline, saying
+/// which and why; no plan when neither fits.
+fn conclude(
+    instance: &Instance,
+    options: &SolveOptions,
+    solver: &'static str,
+    scope: Scope,
+    tries: Tries,
+    stop: &Stop,
+) -> Result<Outcome, SolveError> {
+    let Tries {
+        mut details,
+        lower_bound,
+        tried,
+        found,
+        cut_short,
+    } = tries;
     let rounded = found.is_some();
     let candidate = match found {
         Some(c) => Some(c),

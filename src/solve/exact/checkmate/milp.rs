@@ -2,15 +2,9 @@
 //! HiGHS's branch and bound, started from the cheapest verified schedule we have: the
 //! LP rounding ([`super::lp_rounding`]), the best baseline ([`super::best_baseline`], DTR's
 //! stages among them) and, when neither already meets the LP bound, the best rounding
-//! RENS finds ([`super::rens`]). On linear-32 at 11 and FCN8 at 0.8 DTR's stages are the
-//! optimum (the rounding's start is 94 against 88 on linear-32): the LP bound of the model
-//! with the boundary rows (k) then proves it at once, where branch and bound from the
-//! rounding took 65 s on linear-32 to find it.
-//! On the MLSys graphs the LP bound is within a fraction of a percent of the optimum and
-//! much of HiGHS's time goes into finding a good incumbent, so this start matters more than
-//! any solver setting: before the rows (k), FCN8 at 0.9 took 22 s from the best baseline's
-//! start, 0.5 s of branch and bound from the optimum, 2.3 s from RENS's start (4.7e-7
-//! above it).
+//! RENS finds ([`super::rens`]). On the MLSys graphs the LP bound is within a fraction of a
+//! percent of the optimum and much of HiGHS's time goes into finding a good incumbent, so
+//! this start matters more than any solver setting (measured in `docs/performance.md`).
 //!
 //! Outcomes: `optimal` when HiGHS closes the gap (to its relative tolerance, 1e-4 unless
 //! the caller asks for another); `feasible` with the dual bound as `lower_bound` when the
@@ -24,16 +18,14 @@
 use super::lp_rounding::Rounded;
 use super::rens::rens;
 use super::{
-    backend, best_baseline, controls, failed, precheck, solve_rounding, without_spurious,
+    backend, best_baseline, controls, extract, failed, precheck, solve_rounding, without_spurious,
     Candidate, StageModel,
 };
-use crate::schedule::simulate;
-use crate::schedule::stages::Stages;
 use crate::solve::details::{CheckmateDetails, Details};
 use crate::solve::Footprint;
 use crate::solve::{
-    internal, Bound, BoundMethod, Claim, Instance, Outcome, Scope, SolveError, SolveOptions,
-    Solver, SolverInfo, Stop, Stopped,
+    Bound, BoundMethod, Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver,
+    SolverInfo, Stop, Stopped,
 };
 use backend::RunStatus;
 
@@ -78,96 +70,192 @@ pub(crate) fn solve_milp(
         return Ok(outcome);
     }
     let stop = Stop::start(options);
-    let graph = instance.graph;
+    let (relaxed, start) = match relax(instance, options)? {
+        Ok(relaxed) => relaxed,
+        Err(proven) => return Ok(proven),
+    };
+    let tolerance = options.mip_gap.unwrap_or(DEFAULT_GAP).min(DEFAULT_GAP);
+    let start = improve_start(instance, options, &stop, start, &relaxed, tolerance)?;
+    let built = StageModel::build(instance, &stop);
+    let mut details = built
+        .as_ref()
+        .map_or_else(|_| CheckmateDetails::default(), StageModel::details);
+    details.lp_bound = Some(relaxed.lp_bound.map(|b| b.cost));
+    details.start = Some(start.as_ref().map(|c| (c.source.clone(), c.cost)));
+    let model = match built {
+        Ok(model) => model,
+        Err(stopped) => {
+            return stopped_building(stopped, start, relaxed.lp_bound, tolerance, details)
+        }
+    };
+    if !relaxed.lp_solved {
+        return Ok(without_branch_and_bound(
+            instance.graph,
+            start,
+            &relaxed,
+            &stop,
+            tolerance,
+            details,
+        ));
+    }
+    if let (true, Some(c)) = (relaxed.closes(&start, tolerance), &start) {
+        details.solve_time_s = Some(0.0);
+        return Ok(plan(c.clone(), relaxed.lp_bound, tolerance, None, details));
+    }
+    let from = Start {
+        candidate: start,
+        lp_bound: relaxed.lp_bound,
+        tolerance,
+    };
+    branch_and_bound(instance, options, &stop, model, from, details)
+}
+
+/// What the LP relaxation told: whether it reached its optimum, its bound, why not
+/// (`lp_note`), and its point.
+struct Relaxed {
+    /// The relaxation at the full budget reached its optimum (a plan without a bound, or
+    /// no solution, means the time limit or HiGHS stopped it, as `lp_note` says).
+    lp_solved: bool,
+    lp_bound: Option<Bound>,
+    lp_note: String,
+    columns: Option<Vec<f64>>,
+}
+
+impl Relaxed {
+    /// `start` is within `tolerance` of the LP bound.
+    fn closes(&self, start: &Option<Candidate>, tolerance: f64) -> bool {
+        match (start, self.lp_bound) {
+            (Some(c), Some(lb)) => relative_gap(c.cost, lb.cost) <= tolerance,
+            _ => false,
+        }
+    }
+}
+
+/// The LP relaxation and its rounding, in half of the time limit (under a work limit the
+/// time limit is a safety cap, not a share to split): the relaxation and the rounding as
+/// the first start, or `Err` the outcome when infeasibility is proven.
+fn relax(
+    instance: &Instance,
+    options: &SolveOptions,
+) -> Result<Result<(Relaxed, Option<Candidate>), Outcome>, SolveError> {
     let mut rounding_options = options.clone();
-    // Under a work limit the time limit is a safety cap, not a share to split.
     if options.work_limit.is_none() {
         rounding_options.time_limit = options.time_limit.map(|d| d / 2);
     }
-    // `lp_solved`: the relaxation at the full budget reached its optimum (a plan without
-    // a bound, or no solution, means the time limit or HiGHS stopped it, as `lp_note` says).
     let Rounded {
         outcome,
         relaxation,
     } = solve_rounding(instance, &rounding_options, NAME, Scope::OptimalForOrder)?;
-    let lp_solved = relaxation.optimal;
-    let (mut start, lp_bound, lp_note) = match outcome {
+    let (start, lp_bound, lp_note) = match outcome {
         Outcome::Plan(plan) => (
-            Candidate::from_plan(graph, &plan),
+            Candidate::from_plan(instance.graph, &plan),
             plan.lower_bound,
             plan.message.unwrap_or_default(),
         ),
         proven @ Outcome::Infeasible {
             proven: Some(_), ..
-        } => return Ok(proven),
+        } => return Ok(Err(proven)),
         Outcome::NoSolution { reason, .. } | Outcome::Infeasible { reason, .. } => {
             (None, None, reason)
         }
     };
-    let tolerance = options.mip_gap.unwrap_or(DEFAULT_GAP).min(DEFAULT_GAP);
-    // The best baseline (DTR's stages among them), when it is cheaper than the rounding:
-    // on linear-32 at 11 DTR's schedule is the optimum (88), the rounding's 94.
+    let relaxed = Relaxed {
+        lp_solved: relaxation.optimal,
+        lp_bound,
+        lp_note,
+        columns: relaxation.columns,
+    };
+    Ok(Ok((relaxed, start)))
+}
+
+/// The start made cheaper by the best baseline (DTR's stages among them: on linear-32 at
+/// 11 DTR's schedule is the optimum, 88, the rounding's 94) and, when the LP was solved
+/// and its bound is not met yet, by RENS's best rounding; before the MILP's model is
+/// built, so that one model lives at a time.
+fn improve_start(
+    instance: &Instance,
+    options: &SolveOptions,
+    stop: &Stop,
+    mut start: Option<Candidate>,
+    relaxed: &Relaxed,
+    tolerance: f64,
+) -> Result<Option<Candidate>, SolveError> {
     if let Some(found) = best_baseline(instance, options)? {
         found.keep_if_cheaper(&mut start);
     }
-    let closed = |start: &Option<Candidate>| match (start, lp_bound) {
-        (Some(c), Some(lb)) => relative_gap(c.cost, lb.cost) <= tolerance,
-        _ => false,
-    };
-    // The best rounding of the relaxation, when it is cheaper than the start; before the
-    // model below is built, so that one model lives at a time.
-    if let (true, false, Some(columns)) = (lp_solved, closed(&start), relaxation.columns.as_deref())
-    {
-        if let Some(found) = rens(instance, options, &stop, columns)? {
+    if let (true, false, Some(columns)) = (
+        relaxed.lp_solved,
+        relaxed.closes(&start, tolerance),
+        relaxed.columns.as_deref(),
+    ) {
+        if let Some(found) = rens(instance, options, stop, columns)? {
             found.keep_if_cheaper(&mut start);
         }
     }
-    let built = StageModel::build(instance, &stop);
-    let mut details = built
-        .as_ref()
-        .map_or_else(|_| CheckmateDetails::default(), StageModel::details);
-    details.lp_bound = Some(lp_bound.map(|b| b.cost));
-    details.start = Some(start.as_ref().map(|c| (c.source.clone(), c.cost)));
-    let mut model = match built {
-        Ok(model) => model,
-        Err(stopped) => return stopped_building(stopped, start, lp_bound, tolerance, details),
+    Ok(start)
+}
+
+/// The answer when the relaxation did not finish in half of the time limit, or HiGHS
+/// ended it without a verdict. Branch and bound must solve the same LP at its root before
+/// anything else, so it cannot finish either (ResNet50: the root LP alone outlasts a 60 s
+/// limit); keep the start.
+fn without_branch_and_bound(
+    graph: &crate::graph::Graph,
+    start: Option<Candidate>,
+    relaxed: &Relaxed,
+    stop: &Stop,
+    tolerance: f64,
+    mut details: CheckmateDetails,
+) -> Outcome {
+    details.solve_time_s = Some(0.0);
+    let Some(start) = start else {
+        return Outcome::NoSolution {
+            solver: NAME,
+            reason: format!(
+                "the LP relaxation did not reach its optimum ({:.1} s elapsed): {}",
+                stop.elapsed().as_secs_f64(),
+                relaxed.lp_note
+            ),
+        };
     };
-    if !lp_solved {
-        // The relaxation did not finish in half of the time limit, or HiGHS ended it
-        // without a verdict. Branch and bound must solve the same LP at its root before
-        // anything else, so it cannot finish either (ResNet50: the root LP alone outlasts a
-        // 60 s limit); keep the start.
-        details.solve_time_s = Some(0.0);
-        let Some(start) = start else {
-            return Ok(Outcome::NoSolution {
-                solver: NAME,
-                reason: format!(
-                    "the LP relaxation did not reach its optimum ({:.1} s elapsed): {lp_note}",
-                    stop.elapsed().as_secs_f64(),
-                ),
-            });
-        };
-        // Every node is computed at least once, so Σ_v c_v bounds every schedule's cost
-        // (the LP's own bound is never below it: R[t,t] = 1 in every stage); the bound the
-        // unfinished LP's duals prove may be higher.
-        let trivial = Bound::sum_of_costs(graph);
-        let (bound, which) = match lp_bound {
-            Some(lb) if lb.cost > trivial.cost => (lb, "its duals' bound"),
-            _ => {
-                details.trivial_bound = Some(trivial.cost);
-                (trivial, "the sum of the node costs")
-            }
-        };
-        let unproven = format!(
-            "the LP relaxation did not reach its optimum ({lp_note}); \
-             branch and bound, whose root is that LP, was not started; the bound is {which}"
-        );
-        return Ok(plan(start, Some(bound), tolerance, Some(unproven), details));
-    }
-    if let (true, Some(c)) = (closed(&start), &start) {
-        details.solve_time_s = Some(0.0);
-        return Ok(plan(c.clone(), lp_bound, tolerance, None, details));
-    }
+    // Every node is computed at least once, so Σ_v c_v bounds every schedule's cost
+    // (the LP's own bound is never below it: R[t,t] = 1 in every stage); the bound the
+    // unfinished LP's duals prove may be higher.
+    let trivial = Bound::sum_of_costs(graph);
+    let (bound, which) = match relaxed.lp_bound {
+        Some(lb) if lb.cost > trivial.cost => (lb, "its duals' bound"),
+        _ => {
+            details.trivial_bound = Some(trivial.cost);
+            (trivial, "the sum of the node costs")
+        }
+    };
+    let unproven = format!(
+        "the LP relaxation did not reach its optimum ({}); \
+         branch and bound, whose root is that LP, was not started; the bound is {which}",
+        relaxed.lp_note
+    );
+    plan(start, Some(bound), tolerance, Some(unproven), details)
+}
+
+/// Where branch and bound starts: the verified start, the LP bound, the relative gap
+/// that counts as closed.
+struct Start {
+    candidate: Option<Candidate>,
+    lp_bound: Option<Bound>,
+    tolerance: f64,
+}
+
+/// Branch and bound from the start for the rest of the time; the cheaper of the start
+/// and HiGHS's incumbent, with the better of the LP's and branch and bound's bounds.
+fn branch_and_bound(
+    instance: &Instance,
+    options: &SolveOptions,
+    stop: &Stop,
+    mut model: StageModel,
+    start: Start,
+    mut details: CheckmateDetails,
+) -> Result<Outcome, SolveError> {
+    let graph = instance.graph;
     options.report(
         format!(
             "milp: {} variables, {} constraints",
@@ -176,7 +264,7 @@ pub(crate) fn solve_milp(
         ),
         None,
     );
-    let point = start.as_ref().and_then(|c| {
+    let point = start.candidate.as_ref().and_then(|c| {
         let stages = without_spurious(graph, c.stages().clone());
         model.point(graph, &stages)
     });
@@ -184,7 +272,7 @@ pub(crate) fn solve_milp(
     let run = backend::run(
         model.take_lp(),
         point.as_deref(),
-        &controls(options, false, &stop),
+        &controls(options, false, stop),
     )
     .map_err(|e| failed(NAME, e))?;
     details.solve_time_s = Some(run.time.as_secs_f64());
@@ -193,7 +281,7 @@ pub(crate) fn solve_milp(
         scope: Scope::OptimalForOrder,
         method: BoundMethod::BranchAndBound,
     });
-    let lower_bound = [branch_and_bound, lp_bound]
+    let lower_bound = [branch_and_bound, start.lp_bound]
         .into_iter()
         .flatten()
         .max_by(|a, b| a.cost.total_cmp(&b.cost));
@@ -201,82 +289,81 @@ pub(crate) fn solve_milp(
         return Err(SolveError::Cancelled);
     }
     if run.status == RunStatus::Infeasible {
-        let (min_budget, _) = graph.min_feasible_budget();
-        return Ok(Outcome::Infeasible {
-            solver: NAME,
-            proven: Some(Scope::OptimalForOrder),
-            reason: format!(
-                "HiGHS proved that no frontier-advancing stage schedule in solver order fits in \
-                 {} bytes (the trivial lower bound on the minimum feasible budget is {} bytes)",
-                instance.budget, min_budget
-            ),
-        });
+        return Ok(proven_infeasible(instance));
     }
     let found = match run.columns {
         Some(columns) => match extract(graph, &model, &columns, instance.budget)? {
             Ok(fits) => Some(fits),
             Err(peak) => {
                 drop(model);
-                let repaired = repair(instance, options, &stop, start.as_ref(), peak)?;
+                let candidate = start.candidate.as_ref();
+                let repaired = repair(instance, options, stop, candidate, peak)?;
                 details.repair = Some(repaired.1.clone());
                 repaired.0
             }
         },
         None => None,
     };
-    let best = match (found, start) {
+    let best = match (found, start.candidate) {
         (Some(f), Some(s)) if s.cost < f.cost => Some(s),
         (Some(f), _) => Some(f),
         (None, s) => s,
     };
     let Some(best) = best else {
-        let why = match run.status {
-            RunStatus::Unresolved(_) => format!("HiGHS ended with status {}", run.status),
-            _ => "the time limit passed".into(),
-        };
-        return Ok(Outcome::NoSolution {
-            solver: NAME,
-            reason: format!(
-                "{why} after {:.1} s without a schedule within the budget",
-                stop.elapsed().as_secs_f64()
-            ),
-        });
+        return Ok(no_schedule(&run.status, stop));
     };
-    let stopped = match run.status {
+    let stopped = stopped_because(&run.status, options);
+    Ok(plan(
+        best,
+        lower_bound,
+        start.tolerance,
+        Some(stopped),
+        details,
+    ))
+}
+
+/// HiGHS proved that no stage schedule in solver order fits.
+fn proven_infeasible(instance: &Instance) -> Outcome {
+    let (min_budget, _) = instance.graph.min_feasible_budget();
+    Outcome::Infeasible {
+        solver: NAME,
+        proven: Some(Scope::OptimalForOrder),
+        reason: format!(
+            "HiGHS proved that no frontier-advancing stage schedule in solver order fits in \
+             {} bytes (the trivial lower bound on the minimum feasible budget is {} bytes)",
+            instance.budget, min_budget
+        ),
+    }
+}
+
+/// Branch and bound ended (`status`) without a schedule within the budget, and there was
+/// no start.
+fn no_schedule(status: &RunStatus, stop: &Stop) -> Outcome {
+    let why = match status {
+        RunStatus::Unresolved(_) => format!("HiGHS ended with status {status}"),
+        _ => "the time limit passed".into(),
+    };
+    Outcome::NoSolution {
+        solver: NAME,
+        reason: format!(
+            "{why} after {:.1} s without a schedule within the budget",
+            stop.elapsed().as_secs_f64()
+        ),
+    }
+}
+
+/// Why branch and bound stopped, for the plan's message.
+fn stopped_because(status: &RunStatus, options: &SolveOptions) -> String {
+    match status {
         RunStatus::Optimal => format!(
             "stopped at the requested relative gap {}",
             options.mip_gap.unwrap_or(DEFAULT_GAP)
         ),
         RunStatus::Unresolved(_) => {
-            format!(
-                "HiGHS ended with status {} before optimality was proved",
-                run.status
-            )
+            format!("HiGHS ended with status {status} before optimality was proved")
         }
         _ => "the time limit passed before optimality was proved".to_string(),
-    };
-    Ok(plan(best, lower_bound, tolerance, Some(stopped), details))
-}
-
-/// The schedule of a MILP solution (S rounded at 0.5, the minimal R): `Ok` a candidate
-/// when the simulator finds it within `budget`, `Err` its peak when it is not.
-pub(super) fn extract(
-    graph: &crate::graph::Graph,
-    model: &StageModel,
-    columns: &[f64],
-    budget: u64,
-) -> Result<Result<Candidate, u64>, SolveError> {
-    let stages = Stages::from_s(graph, model.s_at(columns, 0.5));
-    let schedule = stages.into_schedule(graph);
-    let stats = simulate(graph, &schedule).map_err(|e| internal(NAME, e))?;
-    if stats.peak_memory > budget {
-        return Ok(Err(stats.peak_memory));
     }
-    Ok(Ok(Candidate {
-        source: "branch and bound".into(),
-        schedule,
-        cost: stats.total_cost,
-    }))
 }
 
 /// HiGHS's default integrality tolerance (`mip_feasibility_tolerance`): a binary within it

@@ -125,8 +125,6 @@ impl StageModel {
     ) -> Result<StageModel, Stopped> {
         let began = Instant::now();
         let graph = instance.graph;
-        let n = graph.len();
-        let h = horizons(graph);
         let mem_scale = memory_scale(graph);
         let units = (instance.budget.saturating_sub(graph.fixed_memory()) / mem_scale)
             .saturating_sub(margin);
@@ -134,156 +132,46 @@ impl StageModel {
             Some(k) if normalise => (k as f64).exp2(),
             _ => 1.0,
         };
-        let m = |i: usize| (graph.memory(i) / mem_scale) as f64 / mem_div;
         // A relaxation for the first-order method keeps the paper's rows: big-M rows for
         // (d) and no (k). PDLP solves the exported ResNet-18 b32 in 78 s with them, 259 s
         // with the rows of one factor each (284,455 rows instead of 258,025), 375 s with
         // (k) beside the big-M rows.
         let paper_rows = normalise && first_order(model_size(graph).columns);
-        let budget_units = units as f64 / mem_div;
         let cost_scale = cost_scale(graph);
-        let mut lp = Lp::new();
-        let mut r = vec![Vec::new(); n];
-        let mut s = vec![Vec::new(); n];
-        let mut u = vec![Vec::new(); n];
-        for t in 0..n {
-            if t % 64 == 0 {
-                stop.poll()?;
-            }
-            r[t] = (0..=t)
-                .map(|i| {
-                    if t > h[i] {
-                        NONE
-                    } else {
-                        let lower = if i == t { 1.0 } else { 0.0 };
-                        lp.add_col(graph.cost(i) / cost_scale, lower, 1.0, true) as u32
-                    }
-                })
-                .collect();
-            s[t] = (0..t)
-                .map(|i| {
-                    if t > h[i] {
-                        NONE
-                    } else {
-                        lp.add_col(0.0, 0.0, 1.0, true) as u32
-                    }
-                })
-                .collect();
-            u[t] = (0..=t)
-                .map(|_| lp.add_col(0.0, 0.0, budget_units, false) as u32)
-                .collect();
-        }
-        let col = |c: u32| (c != NONE).then_some(c as usize);
-        let mut free = Vec::new();
-        // free_of[t][k]: the FREE columns (i, column) of the edges into k, in stage t.
+        let mut build = Build {
+            graph,
+            lp: Lp::new(),
+            r: Vec::new(),
+            s: Vec::new(),
+            u: Vec::new(),
+            free: Vec::new(),
+            mem_scale,
+            mem_div,
+            budget_units: units as f64 / mem_div,
+            paper_rows,
+            row: Vec::new(),
+        };
+        build.add_columns(cost_scale, stop)?;
+        // free_of[k]: the FREE columns (i, column) of the edges into k, in stage t.
         let mut free_of: Vec<Vec<(usize, usize)>> = Vec::new();
-        let mut row = Vec::new();
-        for t in 0..n {
+        for t in 0..graph.len() {
             stop.poll()?;
-            free_of.clear();
-            free_of.resize(t + 1, Vec::new());
-            for k in 0..=t {
-                if col(r[t][k]).is_some() {
-                    for &i in graph.preds(k) {
-                        // Continuous: its upper bounds (d) are integral wherever R
-                        // and S are, and nothing gains from a FREE below them.
-                        let c = lp.add_col(0.0, 0.0, 1.0, false);
-                        free.push((t as u32, i as u32, k as u32, c as u32));
-                        free_of[k].push((i, c));
-                    }
-                }
-            }
-            let r_t = |i: usize| col(r[t][i]);
-            let s_t = |i: usize| if i < t { col(s[t][i]) } else { None };
-            let s_next = |i: usize| s.get(t + 1).and_then(|row| col(row[i]));
-            // (e) U[t,0] = M_0 R[t,0] + Σ_i M_i S[t,i].
-            row.push((u[t][0] as usize, 1.0));
-            row.extend(r_t(0).map(|c| (c, -m(0))));
-            row.extend((0..t).filter_map(|i| s_t(i).map(|c| (c, -m(i)))));
-            lp.add_row(0.0, 0.0, &mut row);
-            // (f) U[t,k+1] = U[t,k] + M_{k+1} R[t,k+1] − Σ_{(i,k)} M_i FREE[t,(i,k)].
-            for k in 0..t {
-                row.push((u[t][k + 1] as usize, 1.0));
-                row.push((u[t][k] as usize, -1.0));
-                row.extend(r_t(k + 1).map(|c| (c, -m(k + 1))));
-                row.extend(free_of[k].iter().map(|&(i, c)| (c, m(i))));
-                lp.add_row(0.0, 0.0, &mut row);
-            }
-            // (b) persistence S[t,i] <= S[t-1,i] + R[t-1,i].
-            if t >= 1 {
-                for (i, &r_prev) in r[t - 1].iter().enumerate() {
-                    if let Some(c) = s_t(i) {
-                        row.push((c, 1.0));
-                        row.extend(col(r_prev).map(|c| (c, -1.0)));
-                        row.extend(s[t - 1].get(i).and_then(|&c| col(c)).map(|c| (c, -1.0)));
-                        lp.add_row(f64::NEG_INFINITY, 0.0, &mut row);
-                    }
-                }
-            }
-            // (c) dependencies R[t,v] <= R[t,u] + S[t,u].
-            for v in 0..=t {
-                let Some(rv) = r_t(v) else { continue };
-                for &p in graph.preds(v) {
-                    row.push((rv, 1.0));
-                    row.extend(r_t(p).map(|c| (c, -1.0)));
-                    row.extend(s_t(p).map(|c| (c, -1.0)));
-                    lp.add_row(f64::NEG_INFINITY, 0.0, &mut row);
-                }
-            }
-            // (k) the stage boundary:
-            // Σ_{i<t, i ∉ P(t)} M_i S[t+1,i] <= B − K − M_t − Σ_{P(t)} M_p.
-            if t + 1 < n && !paper_rows {
-                let inputs = graph.preds(t);
-                row.extend(
-                    (0..t)
-                        .filter(|i| !inputs.contains(i))
-                        .filter_map(|i| s_next(i).filter(|_| m(i) > 0.0).map(|c| (c, m(i)))),
-                );
-                if !row.is_empty() {
-                    let held = m(t) + inputs.iter().map(|&p| m(p)).sum::<f64>();
-                    lp.add_row(f64::NEG_INFINITY, budget_units - held, &mut row);
-                }
-            }
-            // (d) FREE[t,(i,k)] <= R[t,k] (1 − S[t+1,i]) Π_{j>k} (1 − R[t,j]).
-            for (k, frees) in free_of.iter().enumerate() {
-                let Some(rk) = r_t(k) else { continue };
-                for &(i, f) in frees {
-                    let later: Vec<usize> = graph
-                        .succs(i)
-                        .iter()
-                        .filter(|&&j| j > k && j <= t)
-                        .filter_map(|&j| r_t(j))
-                        .collect();
-                    let keep = s_next(i);
-                    if paper_rows {
-                        // With the hazards H = (1 − R[t,k]) + S[t+1,i] + Σ_j R[t,j] and κ
-                        // their number: 1 − FREE <= H and κ (1 − FREE) >= H.
-                        let kappa = 1.0 + keep.is_some() as u8 as f64 + later.len() as f64;
-                        row.push((f, -1.0));
-                        row.push((rk, 1.0));
-                        row.extend(keep.map(|c| (c, -1.0)));
-                        row.extend(later.iter().map(|&c| (c, -1.0)));
-                        lp.add_row(f64::NEG_INFINITY, 0.0, &mut row);
-                        row.push((f, kappa));
-                        row.push((rk, -1.0));
-                        row.extend(keep.map(|c| (c, 1.0)));
-                        row.extend(later.iter().map(|&c| (c, 1.0)));
-                        lp.add_row(f64::NEG_INFINITY, kappa - 1.0, &mut row);
-                        continue;
-                    }
-                    // One row a factor: FREE <= R[t,k], FREE + S[t+1,i] <= 1,
-                    // FREE + R[t,j] <= 1.
-                    row.push((f, 1.0));
-                    row.push((rk, -1.0));
-                    lp.add_row(f64::NEG_INFINITY, 0.0, &mut row);
-                    for hazard in keep.into_iter().chain(later) {
-                        row.push((f, 1.0));
-                        row.push((hazard, 1.0));
-                        lp.add_row(f64::NEG_INFINITY, 1.0, &mut row);
-                    }
-                }
-            }
+            build.add_free_columns(t, &mut free_of);
+            build.add_memory_rows(t, &free_of);
+            build.add_persistence_rows(t);
+            build.add_dependency_rows(t);
+            build.add_boundary_row(t);
+            build.add_free_rows(t, &free_of);
         }
+        let Build {
+            lp,
+            r,
+            s,
+            u,
+            free,
+            budget_units,
+            ..
+        } = build;
         let size = ModelSize::of_counts(
             lp.num_cols() as u64,
             lp.num_integer() as u64,
@@ -402,5 +290,237 @@ impl StageModel {
             }
         }
         Some(x)
+    }
+}
+
+/// The model being built: the columns of every stage so far, and the rows of the
+/// formulation in [`super`]'s module doc, added stage by stage in a fixed order.
+struct Build<'a> {
+    graph: &'a Graph,
+    lp: Lp,
+    r: Vec<Vec<u32>>,
+    s: Vec<Vec<u32>>,
+    u: Vec<Vec<u32>>,
+    free: Vec<(u32, u32, u32, u32)>,
+    mem_scale: u64,
+    mem_div: f64,
+    budget_units: f64,
+    /// The paper's big-M rows for (d) and no (k), for a first-order relaxation.
+    paper_rows: bool,
+    /// The row being written, reused.
+    row: Vec<(usize, f64)>,
+}
+
+/// The column of an entry of `r`, `s` or `u`, if it exists.
+fn col(c: u32) -> Option<usize> {
+    (c != NONE).then_some(c as usize)
+}
+
+impl Build<'_> {
+    /// `M_i`: the size of `i` in the rows' memory units.
+    fn m(&self, i: usize) -> f64 {
+        (self.graph.memory(i) / self.mem_scale) as f64 / self.mem_div
+    }
+
+    fn r_at(&self, t: usize, i: usize) -> Option<usize> {
+        col(self.r[t][i])
+    }
+
+    fn s_at(&self, t: usize, i: usize) -> Option<usize> {
+        if i < t {
+            col(self.s[t][i])
+        } else {
+            None
+        }
+    }
+
+    fn s_next(&self, t: usize, i: usize) -> Option<usize> {
+        self.s.get(t + 1).and_then(|row| col(row[i]))
+    }
+
+    /// Adds the row in `self.row` with the bounds `[lower, upper]`.
+    fn add_row(&mut self, lower: f64, upper: f64) {
+        self.lp.add_row(lower, upper, &mut self.row);
+    }
+
+    /// The R, S and U columns of every stage, cut at each node's horizon `h(i)`.
+    fn add_columns(&mut self, cost_scale: f64, stop: &Stop) -> Result<(), Stopped> {
+        let graph = self.graph;
+        let n = graph.len();
+        let h = horizons(graph);
+        let lp = &mut self.lp;
+        self.r = vec![Vec::new(); n];
+        self.s = vec![Vec::new(); n];
+        self.u = vec![Vec::new(); n];
+        for t in 0..n {
+            if t % 64 == 0 {
+                stop.poll()?;
+            }
+            self.r[t] = (0..=t)
+                .map(|i| {
+                    if t > h[i] {
+                        NONE
+                    } else {
+                        let lower = if i == t { 1.0 } else { 0.0 };
+                        lp.add_col(graph.cost(i) / cost_scale, lower, 1.0, true) as u32
+                    }
+                })
+                .collect();
+            self.s[t] = (0..t)
+                .map(|i| {
+                    if t > h[i] {
+                        NONE
+                    } else {
+                        lp.add_col(0.0, 0.0, 1.0, true) as u32
+                    }
+                })
+                .collect();
+            self.u[t] = (0..=t)
+                .map(|_| lp.add_col(0.0, 0.0, self.budget_units, false) as u32)
+                .collect();
+        }
+        Ok(())
+    }
+
+    /// The FREE columns of stage `t`, one an edge `(i, k)` with `R[t,k]`; `free_of[k]`
+    /// receives those of the edges into `k`.
+    fn add_free_columns(&mut self, t: usize, free_of: &mut Vec<Vec<(usize, usize)>>) {
+        free_of.clear();
+        free_of.resize(t + 1, Vec::new());
+        for (k, frees) in free_of.iter_mut().enumerate() {
+            if self.r_at(t, k).is_some() {
+                for &i in self.graph.preds(k) {
+                    // Continuous: its upper bounds (d) are integral wherever R
+                    // and S are, and nothing gains from a FREE below them.
+                    let c = self.lp.add_col(0.0, 0.0, 1.0, false);
+                    self.free.push((t as u32, i as u32, k as u32, c as u32));
+                    frees.push((i, c));
+                }
+            }
+        }
+    }
+
+    /// (e) `U[t,0] = M_0 R[t,0] + Σ_i M_i S[t,i]` and
+    /// (f) `U[t,k+1] = U[t,k] + M_{k+1} R[t,k+1] − Σ_{(i,k)} M_i FREE[t,(i,k)]`.
+    fn add_memory_rows(&mut self, t: usize, free_of: &[Vec<(usize, usize)>]) {
+        self.row.push((self.u[t][0] as usize, 1.0));
+        if let Some(c) = self.r_at(t, 0) {
+            self.row.push((c, -self.m(0)));
+        }
+        for i in 0..t {
+            if let Some(c) = self.s_at(t, i) {
+                self.row.push((c, -self.m(i)));
+            }
+        }
+        self.add_row(0.0, 0.0);
+        for (k, frees) in free_of.iter().enumerate().take(t) {
+            self.row.push((self.u[t][k + 1] as usize, 1.0));
+            self.row.push((self.u[t][k] as usize, -1.0));
+            if let Some(c) = self.r_at(t, k + 1) {
+                self.row.push((c, -self.m(k + 1)));
+            }
+            for &(i, c) in frees {
+                self.row.push((c, self.m(i)));
+            }
+            self.add_row(0.0, 0.0);
+        }
+    }
+
+    /// (b) persistence `S[t,i] <= S[t-1,i] + R[t-1,i]`.
+    fn add_persistence_rows(&mut self, t: usize) {
+        if t == 0 {
+            return;
+        }
+        for i in 0..self.r[t - 1].len() {
+            if let Some(c) = self.s_at(t, i) {
+                self.row.push((c, 1.0));
+                if let Some(c) = col(self.r[t - 1][i]) {
+                    self.row.push((c, -1.0));
+                }
+                if let Some(c) = self.s[t - 1].get(i).and_then(|&c| col(c)) {
+                    self.row.push((c, -1.0));
+                }
+                self.add_row(f64::NEG_INFINITY, 0.0);
+            }
+        }
+    }
+
+    /// (c) dependencies `R[t,v] <= R[t,u] + S[t,u]`.
+    fn add_dependency_rows(&mut self, t: usize) {
+        for v in 0..=t {
+            let Some(rv) = self.r_at(t, v) else { continue };
+            for &p in self.graph.preds(v) {
+                self.row.push((rv, 1.0));
+                if let Some(c) = self.r_at(t, p) {
+                    self.row.push((c, -1.0));
+                }
+                if let Some(c) = self.s_at(t, p) {
+                    self.row.push((c, -1.0));
+                }
+                self.add_row(f64::NEG_INFINITY, 0.0);
+            }
+        }
+    }
+
+    /// (k) the stage boundary:
+    /// `Σ_{i<t, i ∉ P(t)} M_i S[t+1,i] <= B − K − M_t − Σ_{P(t)} M_p`.
+    fn add_boundary_row(&mut self, t: usize) {
+        if t + 1 >= self.graph.len() || self.paper_rows {
+            return;
+        }
+        let inputs = self.graph.preds(t);
+        for i in (0..t).filter(|i| !inputs.contains(i)) {
+            if let Some(c) = self.s_next(t, i).filter(|_| self.m(i) > 0.0) {
+                self.row.push((c, self.m(i)));
+            }
+        }
+        if !self.row.is_empty() {
+            let held = self.m(t) + inputs.iter().map(|&p| self.m(p)).sum::<f64>();
+            self.add_row(f64::NEG_INFINITY, self.budget_units - held);
+        }
+    }
+
+    /// (d) `FREE[t,(i,k)] <= R[t,k] (1 − S[t+1,i]) Π_{j>k} (1 − R[t,j])`: one row a
+    /// factor, or for a first-order relaxation the paper's big-M rows.
+    fn add_free_rows(&mut self, t: usize, free_of: &[Vec<(usize, usize)>]) {
+        for (k, frees) in free_of.iter().enumerate() {
+            let Some(rk) = self.r_at(t, k) else { continue };
+            for &(i, f) in frees {
+                let later: Vec<usize> = self
+                    .graph
+                    .succs(i)
+                    .iter()
+                    .filter(|&&j| j > k && j <= t)
+                    .filter_map(|&j| self.r_at(t, j))
+                    .collect();
+                let keep = self.s_next(t, i);
+                if self.paper_rows {
+                    // With the hazards H = (1 − R[t,k]) + S[t+1,i] + Σ_j R[t,j] and κ
+                    // their number: 1 − FREE <= H and κ (1 − FREE) >= H.
+                    let kappa = 1.0 + keep.is_some() as u8 as f64 + later.len() as f64;
+                    self.row.push((f, -1.0));
+                    self.row.push((rk, 1.0));
+                    self.row.extend(keep.map(|c| (c, -1.0)));
+                    self.row.extend(later.iter().map(|&c| (c, -1.0)));
+                    self.add_row(f64::NEG_INFINITY, 0.0);
+                    self.row.push((f, kappa));
+                    self.row.push((rk, -1.0));
+                    self.row.extend(keep.map(|c| (c, 1.0)));
+                    self.row.extend(later.iter().map(|&c| (c, 1.0)));
+                    self.add_row(f64::NEG_INFINITY, kappa - 1.0);
+                    continue;
+                }
+                // One row a factor: FREE <= R[t,k], FREE + S[t+1,i] <= 1,
+                // FREE + R[t,j] <= 1.
+                self.row.push((f, 1.0));
+                self.row.push((rk, -1.0));
+                self.add_row(f64::NEG_INFINITY, 0.0);
+                for hazard in keep.into_iter().chain(later) {
+                    self.row.push((f, 1.0));
+                    self.row.push((hazard, 1.0));
+                    self.add_row(f64::NEG_INFINITY, 1.0);
+                }
+            }
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! RENS, the relaxation enforced neighbourhood search (Berthold, "RENS: the optimal
-//! rounding", Math. Prog. Comp. 6, 2014), as a start for [`super::milp`].
+//! rounding", Math. Prog. Comp. 6, 2014), as a start for the MILP's branch and bound.
 //!
 //! Let `x̄` be the optimum of the LP relaxation and `F = {j integer : x̄_j ∉ ℤ}` its
 //! fractional integer columns. The RENS sub-MIP is the MILP with every other integer
@@ -7,8 +7,8 @@
 //! points are exactly the roundings of `x̄` (with the continuous columns, FREE and U,
 //! free), and its optimum is the best of them. It is small when `|F|` is: on FCN8 at 90%
 //! of its checkpoint-all peak the relaxation leaves 19 of 5,329 integer columns
-//! fractional, and HiGHS solves the sub-MIP in 0.05 s to a schedule within 1e-6 of the
-//! optimum, which the full branch and bound then only has to prove.
+//! fractional, and the sub-MIP's optimum is within 1e-6 of the MILP's, which the full
+//! branch and bound then only has to prove.
 //!
 //! The sub-MIP runs only when at least half of the integer columns are fixed
 //! ([`MIN_FIXED`], Berthold's minimal fixing rate), for at most a share of the time that
@@ -16,8 +16,7 @@
 //! branch-and-bound nodes. Its solution is a schedule like any other: extracted from S
 //! and checked by the simulator.
 
-use super::milp::extract;
-use super::{backend, controls, failed, Candidate, StageModel};
+use super::{backend, controls, extract, failed, Candidate, StageModel};
 use crate::solve::{Instance, SolveError, SolveOptions, Stop, Stopped};
 use backend::RunStatus;
 use std::time::Duration;

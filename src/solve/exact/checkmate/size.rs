@@ -32,21 +32,9 @@
 //! (presolve, the row- and column-wise matrices of the simplex or the interior-point
 //! normal equations, the factor, branch and bound).
 //!
-//! Calibration (peak RSS, `/usr/bin/time -f %M`, of `remat solve -b 70% --time-limit 40
-//! --threads 1` on `remat gen random-layered --nodes N --seed 1`, `lp-bound` and `milp`,
-//! the larger of the two):
-//!
-//! | nodes | nonzeros | measured peak | estimate |
-//! |------:|---------:|--------------:|---------:|
-//! |   299 |   1.46 M |        346 MB |   509 MB |
-//! |   399 |   2.71 M |        649 MB |   716 MB |
-//! |   599 |   6.24 M |       1150 MB |  1298 MB |
-//! |   799 |  11.76 M |       1905 MB |  2209 MB |
-//! |   999 |  19.45 M |       3164 MB |  3477 MB |
-//!
-//! The estimate is the affine upper envelope of the measured peaks (147 B a nonzero,
-//! 235 MB fixed) with 10% on the slope; it includes the process's own baseline, about
-//! 20 MB.
+//! The estimate is the affine upper envelope of peaks measured on random layered graphs of
+//! 299 to 999 nodes (147 B a nonzero, 235 MB fixed) with 10% on the slope; it includes the
+//! process's own baseline, about 20 MB. The calibration table is in `docs/performance.md`.
 
 use crate::graph::Graph;
 use std::fmt;

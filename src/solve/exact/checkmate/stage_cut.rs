@@ -8,8 +8,8 @@
 //! Checkmate's terms, the stage `t*` that computes `ℓ` for the first time). Let `A` be the
 //! ancestors of `ℓ` and `I ⊆ A` its inputs. For `v ∈ A ∖ I` write `S_v = 1` when `v` is
 //! resident at `t*` (Checkmate's `S[t*, v]`) and `D_v = 1` when `v` is computed again after
-//! `t*` (Checkmate's `Σ_{t > t*} R[t, v] >= 1`). In the simulator's model (seed digest §6.2,
-//! without a storage tier, from which a value could come back without a computation):
+//! `t*` (Checkmate's `Σ_{t > t*} R[t, v] >= 1`). In the simulator's model
+//! ([`crate::schedule::simulate()`], without a storage tier, from which a value could come back without a computation):
 //!
 //! 1. every `v ∈ A` is computed before `t*` (the inputs of `ℓ` are resident at `t*`, and a
 //!    value is computed only while its own inputs are resident), so a schedule costs at

@@ -139,7 +139,11 @@ pub(super) mod tests {
     use crate::graph::{GraphSpec, NodeSpec};
 
     /// A node of unit cost for hand-written test graphs.
-    pub(in super::super) fn node(id: &str, memory: u64, inputs: &[&str]) -> NodeSpec {
+    pub(in crate::solve::heuristic::fastsa) fn node(
+        id: &str,
+        memory: u64,
+        inputs: &[&str],
+    ) -> NodeSpec {
         NodeSpec {
             id: id.into(),
             cost: 1.0,

@@ -1,7 +1,7 @@
 //! `fastsa`: simulated annealing over the compute sequence (Imanishi, Xu, Takagi, Wang,
 //! Castillo, "A fast heuristic to optimize time-space tradeoff for large models", NeurIPS
 //! 2023). The paper's code is not public; this is a clean-room implementation of what the
-//! paper fixes (`reference/anchors-2026.md` §2.1).
+//! paper fixes.
 //!
 //! * **State.** S is a sequence of T slots, each a nop or the compute of one node; a node
 //!   appearing again is a recomputation. The start sequence (checkpoint-all's order

@@ -42,10 +42,9 @@
 //! the cost of `t`, of the non-resident ancestors its recomputation would run (cut at a
 //! neighbourhood of 16 to 64 nodes) and of its evicted consumers with a future reader.
 //! Without the consumer term, the inputs of an evicted value look dead, are evicted first,
-//! and recomputations unfold the DAG (measured: 97x the compute on Moccasin's 1000-node
-//! graph at 90%, 1.17x with it). Candidates are scanned in full when few, else [`SAMPLE`]
-//! of them are drawn with the seed (DTR's sampling), so that an eviction costs the same on
-//! 10,000 nodes as on 100.
+//! and recomputations unfold the DAG (the figures are in `docs/performance.md`).
+//! Candidates are scanned in full when few, else [`SAMPLE`] of them are drawn with the seed
+//! (DTR's sampling), so that an eviction costs the same on 10,000 nodes as on 100.
 //!
 //! No single eviction rule is best on every graph and budget, so [`VARIANTS`] constructions
 //! run, differing in the neighbourhood cut and in what a value no target reads again

@@ -5,7 +5,7 @@
 //! schedule whenever one of them has.
 //! The default run takes every fourth case; `REMAT_FULL=1` all of them.
 
-mod common;
+use crate::common;
 
 use remat::budget::Budget;
 use remat::graph::Graph;

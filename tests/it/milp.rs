@@ -6,9 +6,9 @@
 //! `tests/fixtures/milp_above_exhaustive.json`, and where the LP rounding finds no schedule
 //! but the MILP does, in `tests/fixtures/rounding_without_schedule.json`; the test
 //! recomputes both lists (on a fast subset of the seeds unless `REMAT_FULL=1`) and compares.
-//! `REMAT_BLESS=1 cargo test --test milp` rewrites them.
+//! `REMAT_BLESS=1 cargo test --test it milp::` rewrites them.
 
-mod common;
+use crate::common;
 
 use remat::graph::generate::{linear, random_dag, random_layered, DagShape};
 use remat::graph::Graph;
@@ -274,12 +274,18 @@ fn time_limit_and_cancellation_are_respected() {
     let g = random_layered(301, 7);
     let budget = (checkpoint_all_peak(&g) as f64 * 0.8) as u64;
     let mut opts = options();
-    opts.time_limit = Some(Duration::from_secs(2));
+    let limit = Duration::from_secs(2);
+    opts.time_limit = Some(limit);
     let began = Instant::now();
     let r = solve::solve(&Instance { graph: &g, budget }, "milp", &opts).unwrap();
+    // HiGHS runs are abandoned one second past the deadline (README); the rest is the
+    // slack a loaded debug build may need to simulate and write the answer, as in
+    // tests/it/solve_limits.rs.
+    let promised = limit + Duration::from_secs(1);
+    let margin = Duration::from_secs(3);
     assert!(
-        began.elapsed() < Duration::from_secs(20),
-        "{:?}",
+        began.elapsed() <= promised + margin,
+        "{:?} with a {limit:?} limit",
         began.elapsed()
     );
     assert_sound(&r, "random_layered(301) with 2 s");
@@ -300,13 +306,11 @@ fn time_limit_and_cancellation_are_respected() {
 /// solution met the memory rows only within its tolerance, and its schedule peaked
 /// 2 bytes over the budget (an `error` result). The MILP now solves again with the budget
 /// rows tightened by the tolerance's reach (`details.repair` says so) and returns a
-/// schedule within the budget. About 3 minutes each in a debug build: under `REMAT_FULL`.
+/// schedule within the budget. About 3 minutes each in a debug build, so ignored; CI runs
+/// it (`cargo test -- --ignored full_`).
 #[test]
-fn milp_schedules_fit_although_highs_meets_memory_rows_within_tolerance() {
-    if !common::full() {
-        eprintln!("skipped: set REMAT_FULL=1");
-        return;
-    }
+#[ignore = "about 10 minutes in a debug build: cargo test -- --ignored full_ (CI runs it)"]
+fn full_milp_schedules_fit_although_highs_meets_memory_rows_within_tolerance() {
     for (seed, share) in [(15, "60%"), (4, "50%"), (8, "60%")] {
         let g = random_layered(40, seed);
         let budget = share

@@ -3,7 +3,7 @@
 //! `storage` object, `--solver two-level`, store/load events replayed by `simulate`,
 //! `inspect`'s verdict, `--storage`, `bench-tiers`).
 
-mod common;
+use crate::common;
 
 use common::remat;
 use std::path::PathBuf;

@@ -5,7 +5,7 @@
 use remat::graph::generate::{linear, random_layered};
 use remat::solve::{SolveResult, Status};
 
-mod common;
+use crate::common;
 
 use common::solve_on_one_thread as run;
 
@@ -82,6 +82,7 @@ fn the_portfolio_returns_its_cheapest_verified_candidate_and_names_it() {
         "chen-greedy",
         "recompute-all",
         "dtr",
+        "dtr-ahead",
     ] {
         let b = run(&g, budget, other, None);
         if let Some(stats) = &b.stats {

@@ -10,13 +10,13 @@
 //!
 //! ```text
 //! cargo build --release
-//! REMAT_SOAK_BIN=target/release/remat cargo test --release --test soak -- --ignored --nocapture
+//! REMAT_SOAK_BIN=target/release/remat cargo test --release --test it soak:: -- --ignored --nocapture
 //! ```
 //!
 //! The server is `REMAT_SOAK_BIN`, else this build's binary, started with `--workers 2
 //! --queue 32` and a 4 GiB address-space limit when `prlimit` exists.
 
-mod server;
+use crate::server;
 
 use remat::graph::generate::random_layered;
 use serde_json::{json, Value};

@@ -2,8 +2,8 @@
 //! scan over every batch with the same solver, the no-recomputation batch against the
 //! checkpoint-all peak, bad input naming its field in both shells.
 
-mod common;
-mod server;
+use crate::common;
+use crate::server;
 
 use remat::budget::Budget;
 use remat::front::max_batch::{search, MaxBatchInput, MaxBatchRequest, MaxBatchResult};

@@ -17,8 +17,7 @@
 //! 100,000-node solve). The full-size figures, measured by hand on a release build, are in
 //! docs/performance.md.
 
-mod common;
-mod server;
+use crate::server;
 
 use serde_json::{json, Value};
 use server::{long_graph, send, Process, Server};

@@ -5,7 +5,7 @@
 //! graphs, and again on the MLSys benchmark set where `REMAT_MLSYS` names it (the
 //! `mlsys_*` tests, ignored otherwise: `common::mlsys_dir`).
 
-mod common;
+use crate::common;
 
 use remat::budget::Budget;
 use remat::schedule::checkpoint_all_peak;

@@ -3,7 +3,7 @@
 //! with the documented status and a body that matches both the saved response and the
 //! contract's schema.
 
-mod server;
+use crate::server;
 
 use serde_json::Value;
 use server::{config, request, Server};

@@ -3,8 +3,8 @@
 //! solve or without, over the CLI and the service; the result says what ended the search,
 //! and a time limit that bites is reported as such.
 
-mod common;
-mod server;
+use crate::common;
+use crate::server;
 
 use common::remat;
 use serde_json::{json, Value};

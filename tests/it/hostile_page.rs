@@ -5,7 +5,7 @@
 //! name this server (403) and `Origin`, when sent, must be the server's own or a
 //! configured one (403); the configured ones get CORS headers.
 
-mod server;
+use crate::server;
 
 use serde_json::{json, Value};
 use server::{config, request_with, Reply, Server};

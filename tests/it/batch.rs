@@ -1,7 +1,7 @@
 //! `remat batch` end to end: the benchmark graphs at three budgets, resume, and runs that
 //! are interrupted (SIGINT) or killed (SIGKILL) midway.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

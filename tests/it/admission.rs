@@ -9,8 +9,8 @@
 //! nodes, the 100,001-node star, 320,000 edgeless nodes on `/v1/inspect` and 60 MB of
 //! `{}` nodes.
 
-mod common;
-mod server;
+use crate::common;
+use crate::server;
 
 use remat::graph::generate::{linear, random_layered};
 use serde_json::{json, Value};
@@ -210,6 +210,29 @@ fn the_cli_refuses_a_model_over_solve_memory_with_exit_2() {
         stderr.contains("over the memory limit of 1073741824 bytes") && stderr.contains("columns"),
         "{stderr}"
     );
+    // Every command that solves takes the same flag and the same policy (`bench` too).
+    let svg = dir.join("g1500.svg");
+    let memory = ["-s", "milp", "--solve-memory", "1GiB"];
+    for command in [
+        &["bench", graph, "--fractions", "0.7"][..],
+        &[
+            "plot",
+            "timeline",
+            graph,
+            "-b",
+            "70%",
+            "-o",
+            svg.to_str().unwrap(),
+        ],
+    ] {
+        let out = remat(&[command, &memory].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {stderr}");
+        assert!(
+            stderr.contains("over the memory limit of 1073741824 bytes"),
+            "{command:?}: {stderr}"
+        );
+    }
     let out = remat(&[
         "solve",
         graph,

@@ -21,8 +21,8 @@
 //!
 //! Without `REMAT_FULL` each oracle sweep runs a quarter of its joins.
 
-mod common;
-mod dp;
+use crate::common;
+use crate::dp;
 
 use common::{bless, check_fixture, full, subset, Fixture};
 use dp::{against_exhaustive, exhaustive, feasible_budgets, run_dp, run_heuristic};

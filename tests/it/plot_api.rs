@@ -1,8 +1,8 @@
 //! `POST /v1/plot/*` on a real server: the same bytes as `remat plot`, the trade-off sweep
 //! as a job (polled to its picture, or cancelled), and bad requests as problem documents.
 
-mod common;
-mod server;
+use crate::common;
+use crate::server;
 
 use serde_json::{json, Value};
 use server::{config, Server};
@@ -117,6 +117,42 @@ async fn pictures_are_the_clis_and_the_sweep_is_a_job() {
         .await
         .assert_problem(404, "not-found");
     server.stop().await.unwrap();
+}
+
+/// The one rule of both shells (`crate::plot::request`): a trade-off takes `budgets` or
+/// `points`, and refuses both with one message naming both, as each shell spells them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_shells_refuse_budgets_with_points_naming_both() {
+    let server = Server::start(config(1, 4)).await;
+    let body = json!({"graph": graph(), "solvers": ["dtr"], "budgets": ["80%"], "points": 4});
+    let p = server
+        .post("/v1/plot/tradeoff", &body)
+        .await
+        .assert_problem(422, "invalid-request");
+    assert_eq!(p["field"], "points");
+    assert_eq!(p["detail"], "give `budgets` or `points`, not both");
+    server.stop().await.unwrap();
+    let out = std::env::temp_dir().join(format!("remat-both-{}.svg", std::process::id()));
+    let o = common::remat(&[
+        "plot",
+        "tradeoff",
+        "graphs/linear-8.json",
+        "--solvers",
+        "dtr",
+        "--budgets",
+        "80%",
+        "--points",
+        "4",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("give --budgets or --points, not both"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "no picture is written");
 }
 
 async fn request_delete(server: &Server, id: &str) -> Value {

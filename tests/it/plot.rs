@@ -5,7 +5,7 @@
 //! rises with the budget on any bundled graph, while the points where a plain solver's
 //! curve rises are named.
 
-mod common;
+use crate::common;
 
 use remat::budget::between_min_and_peak;
 use remat::graph::Graph;

@@ -2,7 +2,7 @@
 //! the same settings in the Dockerfiles, compose and Kubernetes, every setting one that
 //! `remat serve` reads, and the probes on the documented endpoints.
 
-mod server;
+use crate::server;
 
 use serde_json::Value;
 use server::Process;

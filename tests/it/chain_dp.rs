@@ -5,13 +5,14 @@
 //! persistent family's limits, see `solve::dp::chain_dp`) are exactly those the fixtures
 //! list. Without `REMAT_FULL` each sweep runs a quarter of its chains.
 
-mod common;
-mod dp;
+use crate::common;
+use crate::dp;
 
 use common::{check_fixture, subset};
 use dp::{above_exhaustive, against_exhaustive, feasible_budgets};
-use remat::graph::generate::{chain_graph_reading, next_reading_chain, random_chain, StageSpec};
+use remat::graph::generate::{chain_graph_reading, next_reading_chain, random_chain};
 use remat::graph::structure::chain;
+use remat::graph::structure::StageSpec;
 use serde::{Deserialize, Serialize};
 
 /// A pair where the persistent optimum is above the global optimum, as

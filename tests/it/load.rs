@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo build --release
-//! REMAT_LOAD_BIN=target/release/remat cargo test --test load -- --ignored --nocapture
+//! REMAT_LOAD_BIN=target/release/remat cargo test --test it load:: -- --ignored --nocapture
 //! ```
 //!
 //! Starts `remat serve` (the binary in `REMAT_LOAD_BIN`, else this build's) on a loopback
@@ -14,7 +14,7 @@
 //! 200 or 503 (overload) and that the server's resident memory stays bounded, and prints
 //! throughput, latency percentiles and memory.
 
-mod server;
+use crate::server;
 
 use rand::{Rng, SeedableRng};
 use serde_json::json;

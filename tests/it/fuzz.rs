@@ -7,9 +7,9 @@
 //! every 4xx is `application/problem+json`.
 //!
 //! `cargo test` runs `REMAT_FUZZ_CASES` cases per target (64 by default, a few seconds);
-//! longer runs: `REMAT_FUZZ_CASES=100000 cargo test --release --test fuzz`. A crashing
+//! longer runs: `REMAT_FUZZ_CASES=100000 cargo test --release --test it fuzz::`. A crashing
 //! input proptest finds is shrunk and stored under `proptest-regressions/`; keep it there
-//! and add it to the regression tests (`tests/hardening_input.rs`).
+//! and add it to the regression tests (`tests/it/hardening_input.rs`).
 
 use axum::body::Body;
 use axum::http::{header, Request};

@@ -5,12 +5,11 @@
 //! chen-greedy's cost. The networks are in the MLSys benchmark set: the test runs where
 //! `REMAT_MLSYS` names it and is ignored otherwise (`common::mlsys_dir`).
 
-mod common;
+use crate::common;
 
 use remat::budget::Budget;
 use remat::graph::structure::chain;
-use remat::solve::dp::structured::exact_solver_for;
-use remat::solve::{self, Instance, Scope, SolveOptions, Status};
+use remat::solve::{self, exact_solver_for, Instance, Scope, SolveOptions, Status};
 
 #[test]
 #[ignore = "needs the MLSys set: REMAT_MLSYS=DIR"]

@@ -5,7 +5,7 @@
 //! documented code); HTTP cases go through the router in-process and assert a 4xx
 //! `application/problem+json` naming the field.
 
-mod common;
+use crate::common;
 
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};

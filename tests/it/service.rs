@@ -1,7 +1,7 @@
 //! The real server on a loopback port, exercised over HTTP: every endpoint, every error
 //! class, the queue, cancellation, the cache and graceful shutdown.
 
-mod server;
+use crate::server;
 
 use remat::budget::Budget;
 use remat::graph::load::{graph_from_value, Format};

@@ -2,7 +2,7 @@
 //! native graph and schedule types serialise is in the schema, with the same required set,
 //! and every bundled graph is in the native format.
 
-mod common;
+use crate::common;
 
 use remat::graph::GraphSpec;
 use serde_json::Value;

@@ -4,7 +4,7 @@
 //! optimum; a claim scoped to the solver order (`optimal_in_scope`, `proven_in_scope`)
 //! says so, and `auto` then looks in other orders.
 
-mod common;
+use crate::common;
 
 use remat::graph::generate::{random_dag, DagShape};
 use remat::graph::{Graph, GraphSpec, NodeSpec};
@@ -41,6 +41,7 @@ fn every_claim_holds_for_the_set_it_names() {
                 "lp-bound",
                 "lp-rounding",
                 "dtr",
+                "dtr-ahead",
                 "sethi-ullman",
                 "fastsa",
             ] {

@@ -1,0 +1,258 @@
+//! `dtr-ahead`: DTR (Kirisame, Lyubomirsky, Haan, Brennan, He, Roesch, Chen, Tatlock,
+//! "Dynamic Tensor Rematerialization", ICLR 2021) run ahead of time with what a runtime
+//! cannot know: when each tensor is read next. Belady's rule for a cache ("A study of
+//! replacement algorithms for a virtual-storage computer", IBM Systems Journal 1966)
+//! evicts the page used furthest in the future; here that distance replaces DTR's
+//! staleness, its online estimate:
+//!
+//! ```text
+//! h(t) = (c_0(t) + Σ_{t' ∈ e*(t)} c_0(t')) / (m(t) · d(t)^β)
+//! ```
+//!
+//! with `c_0`, `m` and the upstream evicted neighbourhood `e*` as in [`super::dtr`], `τ`
+//! the op whose first computation is being run and `next(t)` the first consumer of `t`
+//! in solver order not yet computed. The distance `d(t)` is counted in ops,
+//! `next(t) − τ + 1`, or in cost, `Σ_{τ ≤ u < next(t)} c_u + ε` (`ε` DTR's thousandth of the
+//! mean op cost). A tensor the backward pass reads only at its far end (the encoder's
+//! side of a U-Net's skip connection, a ResNet's stem) goes first, one read by the next
+//! few ops stays, and among equals the one cheapest to bring back per byte goes.
+//!
+//! A tensor is also read when an evicted descendant is rematerialised from it, which a
+//! direct consumer does not show (a block's input, evicted after its forward, is needed
+//! again as soon as the block's backward recomputes the block). So a rule may take
+//! `next(t)` as the least next use over `t` and its evicted descendants reachable through
+//! evicted tensors (the downstream half of the paper's `e*`, at most [`NEIGHBOURHOOD`]
+//! of them): a lower estimate of the next read, never later than the direct one.
+//!
+//! The rules are the two measures with `β = 1` and `β = 1/2` ([`RULES`]), each with the
+//! direct and with the downstream `next(t)`; each is one run of DTR's engine, and the
+//! answer is the cheapest schedule the simulator puts within the budget (ties: the first
+//! rule).
+//!
+//! Scope: a heuristic, no optimality claim; eight runs of DTR's engine, each with its
+//! limits (the caller's `stop` polled, cascades given up), so on graphs where DTR gives up
+//! at a budget every rule may too.
+
+use super::dtr;
+use crate::graph::Graph;
+use crate::schedule::{simulate, Schedule};
+use crate::solve::{
+    fit, internal, Footprint, Instance, Outcome, Scope, SolveError, SolveOptions, Solver,
+    SolverInfo, Stop,
+};
+
+pub struct DtrAhead;
+
+/// How the distance to the next use is counted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Measure {
+    /// Ops in solver order.
+    Ops,
+    /// The cost of the ops in between.
+    Cost,
+}
+
+/// The distances tried, each with and without the evicted descendants, in order: the
+/// measure of `d(t)` and its exponent `β`.
+const RULES: [(Measure, f64); 4] = [
+    (Measure::Ops, 1.0),
+    (Measure::Ops, 0.5),
+    (Measure::Cost, 1.0),
+    (Measure::Cost, 0.5),
+];
+
+/// The most evicted descendants `next(t)` visits (as DTR's `e*`).
+const NEIGHBOURHOOD: usize = 64;
+
+/// One eviction rule: the distance `d(t)^β` that divides `h`.
+pub(crate) struct Lookahead {
+    measure: Measure,
+    exponent: f64,
+    /// Whether `next(t)` also counts the next use of `t`'s evicted descendants.
+    downstream: bool,
+    /// `prefix[v]`: `Σ_{u < v} c_u`, in solver order.
+    prefix: Vec<f64>,
+    /// `ε`, so that a distance in cost is never zero.
+    unit: f64,
+}
+
+impl Lookahead {
+    fn new(graph: &Graph, measure: Measure, exponent: f64, downstream: bool) -> Lookahead {
+        let mut prefix = Vec::with_capacity(graph.len() + 1);
+        prefix.push(0.0);
+        for v in 0..graph.len() {
+            prefix.push(prefix[v] + graph.cost(v));
+        }
+        let unit = match graph.total_cost() / graph.len().max(1) as f64 * 1e-3 {
+            u if u > 0.0 => u,
+            _ => 1.0,
+        };
+        Lookahead {
+            measure,
+            exponent,
+            downstream,
+            prefix,
+            unit,
+        }
+    }
+
+    /// `d(t)^β` while op `stage` is being run, `computed` flagging the ops computed at
+    /// least once (all those before `stage`) and `resident` those in memory.
+    pub(crate) fn distance(
+        &self,
+        graph: &Graph,
+        t: usize,
+        stage: usize,
+        computed: &[bool],
+        resident: &[bool],
+    ) -> f64 {
+        let next_use = |v: usize| {
+            graph
+                .succs(v)
+                .iter()
+                .copied()
+                .filter(|&u| !computed[u])
+                .min()
+                .unwrap_or(graph.len())
+        };
+        let mut next = next_use(t);
+        if self.downstream {
+            // At most NEIGHBOURHOOD tensors are seen: a list is the set.
+            let mut seen: Vec<usize> = Vec::with_capacity(NEIGHBOURHOOD);
+            let mut stack: Vec<usize> = graph.succs(t).to_vec();
+            while let Some(u) = stack.pop() {
+                if resident[u] || !computed[u] || seen.contains(&u) {
+                    continue;
+                }
+                seen.push(u);
+                next = next.min(next_use(u));
+                if seen.len() == NEIGHBOURHOOD {
+                    break;
+                }
+                stack.extend_from_slice(graph.succs(u));
+            }
+        }
+        let next = next.max(stage);
+        let d = match self.measure {
+            Measure::Ops => (next - stage + 1) as f64,
+            Measure::Cost => self.prefix[next] - self.prefix[stage] + self.unit,
+        };
+        d.powf(self.exponent)
+    }
+}
+
+impl Solver for DtrAhead {
+    fn info(&self) -> SolverInfo {
+        SolverInfo {
+            name: "dtr-ahead",
+            description: "DTR run ahead of time with the future known: the tensor of least \
+                          rematerialisation cost / (size x distance to its next use) evicted \
+                          (Belady's rule weighted by DTR's cost), eight distance rules, the \
+                          cheapest schedule kept.",
+            scope: Scope::Heuristic,
+            accepts: "any graph",
+        }
+    }
+
+    fn footprint(&self, instance: &Instance) -> Footprint {
+        dtr::Dtr.footprint(instance)
+    }
+
+    fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
+        let graph = instance.graph;
+        let stop = Stop::start(options);
+        let mut best: Option<(f64, Schedule)> = None;
+        let rules = [false, true]
+            .into_iter()
+            .flat_map(|downstream| RULES.map(|(m, e)| (m, e, downstream)));
+        for (measure, exponent, downstream) in rules {
+            let ahead = Lookahead::new(graph, measure, exponent, downstream);
+            let events = match dtr::run_ahead(graph, instance.budget, &stop, &ahead) {
+                Ok(Some(events)) => events,
+                Ok(None) => continue,
+                Err(stopped) if best.is_none() => {
+                    return stopped.outcome("dtr-ahead", "while running DTR's rules")
+                }
+                Err(_) => break,
+            };
+            let schedule = Schedule::new(events);
+            let stats = simulate(graph, &schedule).map_err(|e| internal("dtr-ahead", e))?;
+            let cheaper = best.as_ref().is_none_or(|(c, _)| stats.total_cost < *c);
+            if stats.peak_memory <= instance.budget && cheaper {
+                best = Some((stats.total_cost, schedule));
+            }
+        }
+        match best {
+            Some((_, schedule)) => fit(instance, "dtr-ahead", schedule, None),
+            None => Ok(Outcome::Infeasible {
+                solver: "dtr-ahead",
+                proven: None,
+                reason: format!(
+                    "none of DTR's {} look-ahead rules found a schedule within {} bytes (its \
+                     pinned inputs filled the budget or its rematerialisations cascaded)",
+                    2 * RULES.len(),
+                    instance.budget
+                ),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::generate::{random_dag, DagShape};
+    use crate::schedule::checkpoint_all_peak;
+    use crate::solve::solve;
+
+    /// On random DAGs of up to 9 nodes, at every budget from the least feasible to the
+    /// checkpoint-all peak: every schedule passes the simulator within the budget and
+    /// costs at least the exhaustive optimum.
+    #[test]
+    fn never_below_the_exhaustive_optimum_and_always_valid() {
+        let mut found = 0;
+        for seed in 0..300u64 {
+            let n = 2 + (seed % 8) as usize;
+            let graph = random_dag(&DagShape::dense(n), seed);
+            let (min_budget, _) = graph.min_feasible_budget();
+            let peak = checkpoint_all_peak(&graph);
+            let step = ((peak - min_budget) / 12).max(1);
+            for budget in (min_budget..=peak).step_by(step as usize) {
+                let instance = Instance {
+                    graph: &graph,
+                    budget,
+                };
+                let ours = solve(&instance, "dtr-ahead", &SolveOptions::default()).unwrap();
+                let Some(stats) = ours.stats else {
+                    continue;
+                };
+                found += 1;
+                assert!(stats.peak_memory <= budget, "seed {seed} @ {budget}");
+                let optimum = solve(&instance, "exhaustive", &SolveOptions::default())
+                    .unwrap()
+                    .stats
+                    .expect("a schedule fits, so the oracle finds one")
+                    .total_cost;
+                assert!(
+                    stats.total_cost >= optimum - 1e-9 * optimum.abs().max(1.0),
+                    "seed {seed} @ {budget}: {} < optimum {optimum}",
+                    stats.total_cost
+                );
+            }
+        }
+        // At least the checkpoint-all peak of every graph (DTR gives up at many tight budgets).
+        assert!(found >= 300, "only {found} cases got a schedule");
+    }
+
+    /// With the whole checkpoint-all peak nothing is evicted: the cost is `Σ_v c_v`.
+    #[test]
+    fn at_the_checkpoint_all_peak_nothing_is_recomputed() {
+        let graph = random_dag(&DagShape::dense(9), 7);
+        let instance = Instance {
+            graph: &graph,
+            budget: checkpoint_all_peak(&graph),
+        };
+        let r = solve(&instance, "dtr-ahead", &SolveOptions::default()).unwrap();
+        assert_eq!(r.stats.map(|s| s.total_cost), Some(graph.total_cost()));
+    }
+}
