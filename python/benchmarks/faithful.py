@@ -311,7 +311,8 @@ def eager_row(
         result = remat.solve_local(
             graph, int(graph["fixed_memory"]) + budget, binary=backend.binary, time_limit=args.time_limit
         )
-        p = plan(graph, result, backend, on_overrun="warn")
+        # make_step passes the model's output straight to the loss: nothing else holds it
+        p = plan(graph, result, backend, on_overrun="warn", hold_output=False)
         plain = make_step(m, loss_fn, n_in)
 
         def eager(*a: Any) -> Any:
