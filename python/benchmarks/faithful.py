@@ -429,10 +429,11 @@ def main() -> None:
     ap.add_argument("--binary", default=None, help="the remat binary ($REMAT_BIN, PATH)")
     ap.add_argument("--json", default=None, help="also write the rows here")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda: measured by the CUDA allocator (CudaBytes)")
-    ap.add_argument("--check", nargs="+", default=None, help="the acceptance checks over these --json files")
+    ap.add_argument("--check", nargs="+", default=None, help="the table and acceptance checks of these --json files")
     args = ap.parse_args()
     if args.check:
         rows = [r for f in args.check for r in json.loads(Path(f).read_text())]
+        print(table(rows, {r["model"]: r for r in rows if r["row"] == "none"}) + "\n")
         results = check(rows)
         for name, passed, text in results:
             print(f"({name}) {'met' if passed else 'NOT MET'}: {text}")
