@@ -362,7 +362,7 @@ def table(rows: list[Row], bases: dict[str, Row], cuda: bool = False) -> str:
             f"{r['measured']} | {met} | {pred if pred is not None else '-'} | {err} | "
             f"{r['flops'] / max(base['flops'], 1):.3f} | {r['seconds'] / base['seconds']:.2f} | "
             f"{'yes' if r.get('equal') else 'NO'} |"
-            + (f" {r['live']} | {r['with_scratch']} | {r['max_allocated']} |" if cuda else "")
+            + (f" {cuda_blocks(r)} | {cuda_blocks(r, 'with_scratch')} | {r['max_allocated']} |" if cuda else "")
         )
     return "\n".join(lines)
 
@@ -449,7 +449,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.check:
         rows = [r for f in args.check for r in json.loads(Path(f).read_text())]
-        print(table(rows, {r["model"]: r for r in rows if r["row"] == "none"}) + "\n")
+        cuda = any(r.get("max_allocated") for r in rows)  # rows measured with --device cuda
+        print(table(rows, {r["model"]: r for r in rows if r["row"] == "none"}, cuda) + "\n")
         results = check(rows)
         for name, passed, text in results:
             print(f"({name}) {'met' if passed else 'NOT MET'}: {text}")
