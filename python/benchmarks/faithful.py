@@ -326,7 +326,8 @@ def eager_row(
         result = remat.solve_local(
             graph, int(graph["fixed_memory"]) + budget, binary=backend.binary, time_limit=args.time_limit
         )
-        p = plan(graph, result, backend, on_overrun="warn")
+        # make_step passes the model's output straight to the loss: nothing else holds it
+        p = plan(graph, result, backend, on_overrun="warn", hold_output=False)
         plain = make_step(m, loss_fn, n_in)
 
         def eager(*a: Any) -> Any:
@@ -361,7 +362,7 @@ def table(rows: list[Row], bases: dict[str, Row], cuda: bool = False) -> str:
             f"{r['measured']} | {met} | {pred if pred is not None else '-'} | {err} | "
             f"{r['flops'] / max(base['flops'], 1):.3f} | {r['seconds'] / base['seconds']:.2f} | "
             f"{'yes' if r.get('equal') else 'NO'} |"
-            + (f" {r['live']} | {r['with_scratch']} | {r['max_allocated']} |" if cuda else "")
+            + (f" {cuda_blocks(r)} | {cuda_blocks(r, 'with_scratch')} | {r['max_allocated']} |" if cuda else "")
         )
     return "\n".join(lines)
 
@@ -444,10 +445,12 @@ def main() -> None:
     ap.add_argument("--binary", default=None, help="the remat binary ($REMAT_BIN, PATH)")
     ap.add_argument("--json", default=None, help="also write the rows here")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda: measured by the CUDA caching allocator")
-    ap.add_argument("--check", nargs="+", default=None, help="the acceptance checks over these --json files")
+    ap.add_argument("--check", nargs="+", default=None, help="the table and acceptance checks of these --json files")
     args = ap.parse_args()
     if args.check:
         rows = [r for f in args.check for r in json.loads(Path(f).read_text())]
+        cuda = any(r.get("max_allocated") for r in rows)  # rows measured with --device cuda
+        print(table(rows, {r["model"]: r for r in rows if r["row"] == "none"}, cuda) + "\n")
         results = check(rows)
         for name, passed, text in results:
             print(f"({name}) {'met' if passed else 'NOT MET'}: {text}")

@@ -26,7 +26,8 @@ autograd node whose apply runs each backward op):
 
 - forward: each node is freed after its last forward use unless held: saved by an op outside the
   checkpointed regions, cached by SAC, an input of a checkpointed region, or a model output (the
-  caller holds `out = model(x)` through backward);
+  caller holds `out = model(x)` through backward; `hold_output=False`: the caller passes the
+  output straight to the loss, `loss_fn(model(x)).backward()`, and it lives as autograd needs it);
 - backward, per autograd node: its saved tensors are unpacked before it applies, which replays a
   checkpointed region at the first unpack of one of its tensors: the region's forward runs again
   up to the last tensor it saves (early stop: inputs are saved before an op runs and outputs
@@ -99,7 +100,7 @@ Saves = list[set[Key] | None]  # per region: the op calls SAC saves; None: regio
 class _Sac:
     """The graph indexed once for simulating what eager SAC runs (`run`), by node number."""
 
-    def __init__(self, graph: dict[str, Any]) -> None:
+    def __init__(self, graph: dict[str, Any], hold_output: bool = True) -> None:
         nodes = graph["nodes"]
         self.ids: list[str] = [n["id"] for n in nodes]
         self.index = index = {v: i for i, v in enumerate(self.ids)}
@@ -120,9 +121,9 @@ class _Sac:
         self.is_bwd = [n.get("kind") == "backward" for n in nodes]
         is_loss = {n["id"] for n in nodes if n.get("kind") == "loss"}
         # the model's outputs and the loss: the caller holds them (`out = model(x)`, `loss =
-        # loss_fn(out)`) until the step ends
+        # loss_fn(out)`) until the step ends; the outputs only with `hold_output`
         self.output = [
-            any(s in is_loss for s in succ_ids[n["id"]])
+            hold_output and any(s in is_loss for s in succ_ids[n["id"]])
             if n.get("kind") == "forward"
             else n["id"] in is_loss and not any(s in is_loss for s in succ_ids[n["id"]])
             for n in nodes
@@ -578,16 +579,19 @@ def plan(
     *,
     budget: int | None = None,
     on_overrun: OnOverrun = "raise",
+    hold_output: bool = True,
 ) -> Plan:
     """Project `result`'s schedule onto SAC policies within `budget` (the result's budget by
     default) and simulate what SAC will run. Candidates: the projection of the schedule fitted
     to the budget, and per-block checkpointing (every region checkpointed, only region inputs
     kept), each filled where the budget leaves room; the one that recomputes least among those
     that fit wins. When none fits, `remat.OverBudget` is raised (`on_overrun="warn"`: an
-    `OverBudgetWarning`, and the plan with the lowest peak is returned)."""
+    `OverBudgetWarning`, and the plan with the lowest peak is returned). `hold_output`: the caller
+    holds the model's output through backward (`out = model(x); loss_fn(out).backward()`); False
+    when it goes straight into the loss (`loss_fn(model(x)).backward()`)."""
     if on_overrun not in ("raise", "warn"):
         raise ApplyError(f"on_overrun must be 'raise' or 'warn', got {on_overrun!r}")
-    sac = _Sac(graph)
+    sac = _Sac(graph, hold_output)
     if sac.regions == 0:
         raise ApplyError("the graph has no checkpoint regions: export it with regions=[...] (the modules to wrap)")
     schedule = result.get("schedule", {}).get("events") if result.get("schedule") else None

@@ -83,11 +83,8 @@ pub struct SimStats {
 
 /// Replays `schedule` against `graph`.
 pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError> {
-    match replay_polled(graph, schedule, || Ok::<(), Infallible>(())) {
-        Ok(stats) => Ok(stats),
-        Err(Ended::Invalid(e)) => Err(e),
-        Err(Ended::Stopped(never)) => match never {},
-    }
+    let Ok(result) = simulate_polled(graph, schedule, || Ok::<(), Infallible>(()));
+    result
 }
 
 /// Events replayed between two calls of the poll of [`simulate_polled`].
@@ -98,196 +95,244 @@ pub const POLL_EVERY: usize = 1 << 16;
 pub fn simulate_polled<E>(
     graph: &Graph,
     schedule: &Schedule,
-    poll: impl FnMut() -> Result<(), E>,
-) -> Result<Result<SimStats, SimError>, E> {
-    match replay_polled(graph, schedule, poll) {
-        Ok(stats) => Ok(Ok(stats)),
-        Err(Ended::Invalid(e)) => Ok(Err(e)),
-        Err(Ended::Stopped(e)) => Err(e),
-    }
-}
-
-/// Why a replay ended without stats.
-enum Ended<E> {
-    Invalid(SimError),
-    Stopped(E),
-}
-
-impl<E> From<SimError> for Ended<E> {
-    fn from(e: SimError) -> Ended<E> {
-        Ended::Invalid(e)
-    }
-}
-
-fn replay_polled<E>(
-    graph: &Graph,
-    schedule: &Schedule,
     mut poll: impl FnMut() -> Result<(), E>,
-) -> Result<SimStats, Ended<E>> {
-    let n = graph.len();
-    let mut resident = vec![false; n];
-    let mut stored = vec![false; n];
-    let mut computes = vec![0u32; n];
-    let mut memory = graph.fixed_memory();
-    let mut peak = memory;
-    let mut peak_event = 0;
-    let mut total_cost = 0.0;
-    let mut memory_after = Vec::with_capacity(schedule.events.len());
-    let fail = |index: usize, v: usize, rule: Rule, message: String| SimError {
-        event: Some(index),
-        node: Some(graph.id(v).to_string()),
-        rule,
-        message,
-    };
+) -> Result<Result<SimStats, SimError>, E> {
+    let mut tape = Tape::new(graph, schedule.events.len());
     for (index, &event) in schedule.events.iter().enumerate() {
         if index % POLL_EVERY == 0 {
-            poll().map_err(Ended::Stopped)?;
+            poll()?;
         }
+        if let Err(e) = tape.apply(index, event) {
+            return Ok(Err(e));
+        }
+    }
+    Ok(check_all_computed(graph, &tape.computes).map(|()| tape.into_stats(schedule)))
+}
+
+/// The event-order replay so far: what each tier holds, the bytes in use and their peak.
+struct Tape<'g> {
+    graph: &'g Graph,
+    /// `v` is in the fast tier.
+    resident: Vec<bool>,
+    /// The slow tier holds a copy of `v`.
+    stored: Vec<bool>,
+    computes: Vec<u32>,
+    /// `K + Σ_{v resident} s_v`.
+    memory: u64,
+    peak: u64,
+    peak_event: usize,
+    total_cost: f64,
+    memory_after: Vec<u64>,
+}
+
+impl<'g> Tape<'g> {
+    fn new(graph: &'g Graph, events: usize) -> Tape<'g> {
+        let n = graph.len();
+        let memory = graph.fixed_memory();
+        Tape {
+            graph,
+            resident: vec![false; n],
+            stored: vec![false; n],
+            computes: vec![0u32; n],
+            memory,
+            peak: memory,
+            peak_event: 0,
+            total_cost: 0.0,
+            memory_after: Vec::with_capacity(events),
+        }
+    }
+
+    /// Checks the `index`-th event against the rules and applies it.
+    fn apply(&mut self, index: usize, event: Event) -> Result<(), SimError> {
         let v = event.node();
+        let n = self.graph.len();
         if v >= n {
-            return Err(Ended::Invalid(SimError {
+            return Err(SimError {
                 event: Some(index),
                 node: None,
                 rule: Rule::UnknownNode,
                 message: format!("event {index} names node #{v}, but the graph has {n} nodes"),
-            }));
+            });
         }
         match event {
-            Event::Compute(v) => {
-                if resident[v] {
-                    return Err(Ended::Invalid(fail(
-                        index,
-                        v,
-                        Rule::AlreadyResident,
-                        format!(
-                            "event {index} computes '{}', which is already resident",
-                            graph.id(v)
-                        ),
-                    )));
-                }
-                if let Some(&u) = graph.preds(v).iter().find(|&&u| !resident[u]) {
-                    return Err(Ended::Invalid(fail(
-                        index,
-                        v,
-                        Rule::MissingInput,
-                        format!(
-                            "event {index} computes '{}', but its input '{}' is not resident",
-                            graph.id(v),
-                            graph.id(u)
-                        ),
-                    )));
-                }
-                resident[v] = true;
-                computes[v] += 1;
-                memory += graph.memory(v);
-                total_cost += graph.cost(v);
-                if memory > peak {
-                    peak = memory;
-                    peak_event = index;
-                }
-            }
-            Event::Free(v) => {
-                if !resident[v] {
-                    return Err(Ended::Invalid(fail(
-                        index,
-                        v,
-                        Rule::FreeNotResident,
-                        format!(
-                            "event {index} frees '{}', which is not resident",
-                            graph.id(v)
-                        ),
-                    )));
-                }
-                resident[v] = false;
-                memory -= graph.memory(v);
-            }
-            Event::Store(v) | Event::Load(v) if graph.storage().is_none() => {
-                return Err(Ended::Invalid(fail(
+            Event::Compute(v) => self.compute(index, v)?,
+            Event::Free(v) => self.free(index, v)?,
+            Event::Store(v) | Event::Load(v) if self.graph.storage().is_none() => {
+                return Err(self.fail(
                     index,
                     v,
                     Rule::NoStorage,
                     format!(
                         "event {index} copies '{}' between tiers, but the graph describes no \
                          slow storage tier (add a `storage` object)",
-                        graph.id(v)
+                        self.graph.id(v)
                     ),
-                )));
+                ));
             }
             Event::Store(v) | Event::Load(v) => {
-                let load = matches!(event, Event::Load(_));
-                let broken = match (load, resident[v], stored[v]) {
-                    (false, false, _) => Some((Rule::StoreNotResident, "which is not resident")),
-                    (false, true, true) => {
-                        Some((Rule::AlreadyStored, "which the slow tier already holds"))
-                    }
-                    (true, _, false) => Some((Rule::LoadNotStored, "which was never stored")),
-                    (true, true, true) => {
-                        Some((Rule::AlreadyResident, "which is already resident"))
-                    }
-                    _ => None,
-                };
-                if let Some((rule, why)) = broken {
-                    let verb = if load { "loads" } else { "stores" };
-                    return Err(Ended::Invalid(fail(
-                        index,
-                        v,
-                        rule,
-                        format!("event {index} {verb} '{}', {why}", graph.id(v)),
-                    )));
-                }
-                if load {
-                    resident[v] = true;
-                    memory += graph.memory(v);
-                    if memory > peak {
-                        peak = memory;
-                        peak_event = index;
-                    }
-                } else {
-                    stored[v] = true;
-                }
+                self.copy(index, v, matches!(event, Event::Load(_)))?
             }
         }
-        memory_after.push(memory);
+        self.memory_after.push(self.memory);
+        Ok(())
     }
-    let missing: Vec<&str> = (0..n)
+
+    /// Rule 1: `compute(v)` with every input resident and `v` not; pays `c_v`.
+    fn compute(&mut self, index: usize, v: usize) -> Result<(), SimError> {
+        let graph = self.graph;
+        if self.resident[v] {
+            return Err(self.fail(
+                index,
+                v,
+                Rule::AlreadyResident,
+                format!(
+                    "event {index} computes '{}', which is already resident",
+                    graph.id(v)
+                ),
+            ));
+        }
+        if let Some(&u) = graph.preds(v).iter().find(|&&u| !self.resident[u]) {
+            return Err(self.fail(
+                index,
+                v,
+                Rule::MissingInput,
+                format!(
+                    "event {index} computes '{}', but its input '{}' is not resident",
+                    graph.id(v),
+                    graph.id(u)
+                ),
+            ));
+        }
+        self.resident[v] = true;
+        self.computes[v] += 1;
+        self.memory += graph.memory(v);
+        self.total_cost += graph.cost(v);
+        self.raise_peak(index);
+        Ok(())
+    }
+
+    /// Rule 2: `free(v)` of a resident `v`.
+    fn free(&mut self, index: usize, v: usize) -> Result<(), SimError> {
+        if !self.resident[v] {
+            return Err(self.fail(
+                index,
+                v,
+                Rule::FreeNotResident,
+                format!(
+                    "event {index} frees '{}', which is not resident",
+                    self.graph.id(v)
+                ),
+            ));
+        }
+        self.resident[v] = false;
+        self.memory -= self.graph.memory(v);
+        Ok(())
+    }
+
+    /// Rules 4 and 5: `store(v)` (`load` false) or `load(v)` (`load` true), on a graph
+    /// with a slow tier.
+    fn copy(&mut self, index: usize, v: usize, load: bool) -> Result<(), SimError> {
+        let broken = match (load, self.resident[v], self.stored[v]) {
+            (false, false, _) => Some((Rule::StoreNotResident, "which is not resident")),
+            (false, true, true) => Some((Rule::AlreadyStored, "which the slow tier already holds")),
+            (true, _, false) => Some((Rule::LoadNotStored, "which was never stored")),
+            (true, true, true) => Some((Rule::AlreadyResident, "which is already resident")),
+            _ => None,
+        };
+        if let Some((rule, why)) = broken {
+            let verb = if load { "loads" } else { "stores" };
+            return Err(self.fail(
+                index,
+                v,
+                rule,
+                format!("event {index} {verb} '{}', {why}", self.graph.id(v)),
+            ));
+        }
+        if load {
+            self.resident[v] = true;
+            self.memory += self.graph.memory(v);
+            self.raise_peak(index);
+        } else {
+            self.stored[v] = true;
+        }
+        Ok(())
+    }
+
+    /// Records the memory in use after the `index`-th event as the peak if it is above it.
+    fn raise_peak(&mut self, index: usize) {
+        if self.memory > self.peak {
+            self.peak = self.memory;
+            self.peak_event = index;
+        }
+    }
+
+    /// The `index`-th event, on node `v`, breaks `rule`.
+    fn fail(&self, index: usize, v: usize, rule: Rule, message: String) -> SimError {
+        SimError {
+            event: Some(index),
+            node: Some(self.graph.id(v).to_string()),
+            rule,
+            message,
+        }
+    }
+
+    /// The costs of the replayed `schedule`; its peak is the timed replay's fast-tier peak
+    /// when it copies values between tiers.
+    fn into_stats(self, schedule: &Schedule) -> SimStats {
+        let Tape {
+            graph,
+            computes,
+            mut peak,
+            mut peak_event,
+            total_cost,
+            memory_after,
+            ..
+        } = self;
+        let tiers = match graph.storage() {
+            Some(storage) if schedule.events.iter().any(|e| e.is_transfer()) => {
+                let timed = replay(graph, schedule, storage);
+                (peak, peak_event) = (timed.fast_peak, timed.fast_peak_event);
+                Some(timed)
+            }
+            _ => None,
+        };
+        let base = graph.total_cost();
+        SimStats {
+            peak_memory: peak,
+            peak_event,
+            total_cost,
+            recompute_cost: total_cost - base,
+            overhead: if base > 0.0 { total_cost / base } else { 1.0 },
+            computes,
+            memory_after,
+            tiers,
+        }
+    }
+}
+
+/// Rule 3: every node is computed at least once; the error names the first ten that are not.
+fn check_all_computed(graph: &Graph, computes: &[u32]) -> Result<(), SimError> {
+    let missing: Vec<&str> = (0..graph.len())
         .filter(|&v| computes[v] == 0)
         .map(|v| graph.id(v))
         .collect();
-    if !missing.is_empty() {
-        let shown: Vec<&str> = missing.iter().take(10).copied().collect();
-        return Err(Ended::Invalid(SimError {
-            event: None,
-            node: Some(missing[0].to_string()),
-            rule: Rule::NeverComputed,
-            message: format!(
-                "{} node(s) are never computed: {}{}",
-                missing.len(),
-                shown.join(", "),
-                if missing.len() > shown.len() {
-                    ", ..."
-                } else {
-                    ""
-                }
-            ),
-        }));
+    if missing.is_empty() {
+        return Ok(());
     }
-    let tiers = match graph.storage() {
-        Some(storage) if schedule.events.iter().any(|e| e.is_transfer()) => {
-            let timed = replay(graph, schedule, storage);
-            (peak, peak_event) = (timed.fast_peak, timed.fast_peak_event);
-            Some(timed)
-        }
-        _ => None,
-    };
-    let base = graph.total_cost();
-    Ok(SimStats {
-        peak_memory: peak,
-        peak_event,
-        total_cost,
-        recompute_cost: total_cost - base,
-        overhead: if base > 0.0 { total_cost / base } else { 1.0 },
-        computes,
-        memory_after,
-        tiers,
+    let shown: Vec<&str> = missing.iter().take(10).copied().collect();
+    Err(SimError {
+        event: None,
+        node: Some(missing[0].to_string()),
+        rule: Rule::NeverComputed,
+        message: format!(
+            "{} node(s) are never computed: {}{}",
+            missing.len(),
+            shown.join(", "),
+            if missing.len() > shown.len() {
+                ", ..."
+            } else {
+                ""
+            }
+        ),
     })
 }

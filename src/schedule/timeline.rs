@@ -83,90 +83,152 @@ const TOLERANCE: f64 = 1e-9;
 
 /// Replays `schedule` on the time model above.
 pub(crate) fn replay(graph: &Graph, schedule: &Schedule, storage: &Storage) -> TierStats {
-    let n = graph.len();
-    let mut now = 0.0f64;
-    let (mut write_free, mut read_free) = (0.0f64, 0.0f64);
+    let mut clocks = Clocks::new(graph, storage, schedule.events.len());
+    for (index, &event) in schedule.events.iter().enumerate() {
+        clocks.issue(index, event);
+    }
+    let Clocks {
+        now,
+        write_free,
+        read_free,
+        mut changes,
+        mut stats,
+        ..
+    } = clocks;
+    stats.makespan = now.max(write_free).max(read_free);
+    fast_peak(graph.fixed_memory(), &mut changes, &mut stats);
+    stats
+}
+
+/// The replay so far: the compute stream's clock `now`, when each copy channel is free,
+/// the clocks of each value, the fast-tier changes issued and the counts.
+struct Clocks<'g> {
+    graph: &'g Graph,
+    storage: &'g Storage,
+    now: f64,
+    write_free: f64,
+    read_free: f64,
     // When v's fast copy is available, when its slow copy is complete, and until when a
     // copy of its fast buffer is in flight.
-    let mut arrival = vec![0.0f64; n];
-    let mut store_end = vec![0.0f64; n];
-    let mut busy_until = vec![0.0f64; n];
-    let mut changes = Vec::with_capacity(schedule.events.len());
-    let mut stats = TierStats {
-        makespan: 0.0,
-        compute_time: 0.0,
-        stall_time: 0.0,
-        stalls: Vec::new(),
-        fast_peak: graph.fixed_memory(),
-        fast_peak_event: 0,
-        slow_bytes: 0,
-        stores: 0,
-        loads: 0,
-        bytes_written: 0,
-        bytes_read: 0,
-    };
-    for (index, &event) in schedule.events.iter().enumerate() {
-        let v = event.node();
-        let bytes = graph.memory(v);
-        match event {
-            Event::Compute(_) => {
-                let latest = graph
-                    .preds(v)
-                    .iter()
-                    .copied()
-                    .max_by(|&a, &b| arrival[a].total_cmp(&arrival[b]));
-                let start = latest.map_or(now, |u| now.max(arrival[u]));
-                if let Some(u) = latest.filter(|_| start - now > TOLERANCE * now.max(1.0)) {
-                    stats.stall_time += start - now;
-                    stats.stalls.push(Stall {
-                        event: index,
-                        node: graph.id(v).to_string(),
-                        waits_for: graph.id(u).to_string(),
-                        time: start - now,
-                    });
-                }
-                changes.push(Change {
-                    time: start,
-                    bytes,
-                    allocation: Some(index),
-                });
-                now = start + graph.cost(v);
-                arrival[v] = now;
-                stats.compute_time += graph.cost(v);
-            }
-            Event::Free(_) => {
-                changes.push(Change {
-                    time: now.max(busy_until[v]),
-                    bytes,
-                    allocation: None,
-                });
-                busy_until[v] = 0.0;
-            }
-            Event::Store(_) => {
-                let start = now.max(write_free).max(arrival[v]);
-                write_free = start + storage.write.time(bytes);
-                store_end[v] = write_free;
-                busy_until[v] = busy_until[v].max(write_free);
-                stats.stores += 1;
-                stats.bytes_written += bytes;
-                stats.slow_bytes += bytes;
-            }
-            Event::Load(_) => {
-                changes.push(Change {
-                    time: now,
-                    bytes,
-                    allocation: Some(index),
-                });
-                let start = now.max(read_free).max(store_end[v]);
-                read_free = start + storage.read.time(bytes);
-                arrival[v] = read_free;
-                busy_until[v] = read_free;
-                stats.loads += 1;
-                stats.bytes_read += bytes;
-            }
+    arrival: Vec<f64>,
+    store_end: Vec<f64>,
+    busy_until: Vec<f64>,
+    changes: Vec<Change>,
+    stats: TierStats,
+}
+
+impl<'g> Clocks<'g> {
+    fn new(graph: &'g Graph, storage: &'g Storage, events: usize) -> Clocks<'g> {
+        let n = graph.len();
+        Clocks {
+            graph,
+            storage,
+            now: 0.0,
+            write_free: 0.0,
+            read_free: 0.0,
+            arrival: vec![0.0f64; n],
+            store_end: vec![0.0f64; n],
+            busy_until: vec![0.0f64; n],
+            changes: Vec::with_capacity(events),
+            stats: TierStats {
+                makespan: 0.0,
+                compute_time: 0.0,
+                stall_time: 0.0,
+                stalls: Vec::new(),
+                fast_peak: graph.fixed_memory(),
+                fast_peak_event: 0,
+                slow_bytes: 0,
+                stores: 0,
+                loads: 0,
+                bytes_written: 0,
+                bytes_read: 0,
+            },
         }
     }
-    stats.makespan = now.max(write_free).max(read_free);
+
+    /// Issues the `index`-th event at `now`.
+    fn issue(&mut self, index: usize, event: Event) {
+        let v = event.node();
+        let bytes = self.graph.memory(v);
+        match event {
+            Event::Compute(_) => self.compute(index, v, bytes),
+            Event::Free(_) => self.free(v, bytes),
+            Event::Store(_) => self.store(v, bytes),
+            Event::Load(_) => self.load(index, v, bytes),
+        }
+    }
+
+    /// `compute(v)` starts when its last input arrives (a [`Stall`] if that is after
+    /// `now`) and moves `now` to its end.
+    fn compute(&mut self, index: usize, v: usize, bytes: u64) {
+        let (graph, now) = (self.graph, self.now);
+        let arrival = &self.arrival;
+        let latest = graph
+            .preds(v)
+            .iter()
+            .copied()
+            .max_by(|&a, &b| arrival[a].total_cmp(&arrival[b]));
+        let start = latest.map_or(now, |u| now.max(arrival[u]));
+        if let Some(u) = latest.filter(|_| start - now > TOLERANCE * now.max(1.0)) {
+            self.stats.stall_time += start - now;
+            self.stats.stalls.push(Stall {
+                event: index,
+                node: graph.id(v).to_string(),
+                waits_for: graph.id(u).to_string(),
+                time: start - now,
+            });
+        }
+        self.changes.push(Change {
+            time: start,
+            bytes,
+            allocation: Some(index),
+        });
+        self.now = start + graph.cost(v);
+        self.arrival[v] = self.now;
+        self.stats.compute_time += graph.cost(v);
+    }
+
+    /// `free(v)` releases `v`'s bytes once the copies of `v` in flight end.
+    fn free(&mut self, v: usize, bytes: u64) {
+        self.changes.push(Change {
+            time: self.now.max(self.busy_until[v]),
+            bytes,
+            allocation: None,
+        });
+        self.busy_until[v] = 0.0;
+    }
+
+    /// `store(v)` queues on the write channel.
+    fn store(&mut self, v: usize, bytes: u64) {
+        let start = self.now.max(self.write_free).max(self.arrival[v]);
+        self.write_free = start + self.storage.write.time(bytes);
+        self.store_end[v] = self.write_free;
+        self.busy_until[v] = self.busy_until[v].max(self.write_free);
+        self.stats.stores += 1;
+        self.stats.bytes_written += bytes;
+        self.stats.slow_bytes += bytes;
+    }
+
+    /// `load(v)` allocates its buffer now and queues on the read channel after `v`'s
+    /// store.
+    fn load(&mut self, index: usize, v: usize, bytes: u64) {
+        self.changes.push(Change {
+            time: self.now,
+            bytes,
+            allocation: Some(index),
+        });
+        let start = self.now.max(self.read_free).max(self.store_end[v]);
+        self.read_free = start + self.storage.read.time(bytes);
+        self.arrival[v] = self.read_free;
+        self.busy_until[v] = self.read_free;
+        self.stats.loads += 1;
+        self.stats.bytes_read += bytes;
+    }
+}
+
+/// Sets the fast-tier peak, `fixed` included, and the event that first reaches it, from
+/// `changes` taken in time order.
+fn fast_peak(fixed: u64, changes: &mut [Change], stats: &mut TierStats) {
     // Releases before allocations at equal times; otherwise in time, then event order
     // (the sort is stable).
     changes.sort_by(|a, b| {
@@ -174,8 +236,8 @@ pub(crate) fn replay(graph: &Graph, schedule: &Schedule, storage: &Storage) -> T
             .total_cmp(&b.time)
             .then(a.allocation.is_some().cmp(&b.allocation.is_some()))
     });
-    let mut memory = graph.fixed_memory();
-    for change in &changes {
+    let mut memory = fixed;
+    for change in changes.iter() {
         match change.allocation {
             Some(event) => {
                 memory += change.bytes;
@@ -187,7 +249,6 @@ pub(crate) fn replay(graph: &Graph, schedule: &Schedule, storage: &Storage) -> T
             None => memory -= change.bytes,
         }
     }
-    stats
 }
 
 #[cfg(test)]

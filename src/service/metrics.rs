@@ -94,84 +94,157 @@ impl Metrics {
     pub fn render(&self, g: &Gauges) -> String {
         let mut o = String::new();
         self.with(|m| {
-            header(&mut o, "remat_http_requests_total", "counter", "HTTP requests by method, route and status.");
-            for ((method, route, status), n) in &m.requests {
-                let _ = writeln!(
-                    o,
-                    "remat_http_requests_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {n}",
-                    escape(route)
-                );
-            }
-            header(&mut o, "remat_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
-            for (route, h) in &m.latency {
-                let route = escape(route);
-                let mut cumulative = 0;
-                for (bound, c) in BUCKETS.iter().zip(&h.counts) {
-                    cumulative += c;
-                    let _ = writeln!(
-                        o,
-                        "remat_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"{bound}\"}} {cumulative}"
-                    );
-                }
-                let _ = writeln!(
-                    o,
-                    "remat_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {}\n\
-                     remat_http_request_duration_seconds_sum{{route=\"{route}\"}} {}\n\
-                     remat_http_request_duration_seconds_count{{route=\"{route}\"}} {}",
-                    h.count, h.sum, h.count
-                );
-            }
-            header(&mut o, "remat_solves_total", "counter", "Solves by solver and result status.");
-            for ((solver, status), n) in &m.solves {
-                let _ = writeln!(
-                    o,
-                    "remat_solves_total{{solver=\"{}\",status=\"{status}\"}} {n}",
-                    escape(solver)
-                );
-            }
-            scalar(&mut o, "remat_cache_hits_total", "counter", "Solve requests answered from the result cache.", m.cache_hits);
-            scalar(&mut o, "remat_cache_misses_total", "counter", "Solve requests not found in the result cache.", m.cache_misses);
-            scalar(&mut o, "remat_rejected_total", "counter", "Requests refused with 503 because the queue was full.", m.rejected);
-            // The sum of `remat_solves_total{status="cancelled"}`: one count, two views.
-            let cancelled = m.solves.iter().filter(|((_, s), _)| s == "cancelled").map(|(_, n)| n).sum();
-            scalar(&mut o, "remat_cancelled_total", "counter", "Solves stopped by a client disconnect, a job cancel or shutdown (the sum of remat_solves_total{status=\"cancelled\"}).", cancelled);
+            m.render_requests(&mut o);
+            m.render_latency(&mut o);
+            m.render_solves(&mut o);
+            m.render_counters(&mut o);
         });
+        g.render(&mut o);
+        o
+    }
+}
+
+impl Inner {
+    /// `remat_http_requests_total`, one line per (method, route, status).
+    fn render_requests(&self, o: &mut String) {
+        header(
+            o,
+            "remat_http_requests_total",
+            "counter",
+            "HTTP requests by method, route and status.",
+        );
+        for ((method, route, status), n) in &self.requests {
+            let _ = writeln!(
+                o,
+                "remat_http_requests_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {n}",
+                escape(route)
+            );
+        }
+    }
+
+    /// `remat_http_request_duration_seconds`: cumulative buckets, sum and count per route.
+    fn render_latency(&self, o: &mut String) {
+        header(
+            o,
+            "remat_http_request_duration_seconds",
+            "histogram",
+            "HTTP request latency by route.",
+        );
+        for (route, h) in &self.latency {
+            let route = escape(route);
+            let mut cumulative = 0;
+            for (bound, c) in BUCKETS.iter().zip(&h.counts) {
+                cumulative += c;
+                let _ = writeln!(
+                    o,
+                    "remat_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"{bound}\"}} {cumulative}"
+                );
+            }
+            let (count, sum) = (h.count, h.sum);
+            let _ = writeln!(
+                o,
+                "remat_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {count}"
+            );
+            let _ = writeln!(
+                o,
+                "remat_http_request_duration_seconds_sum{{route=\"{route}\"}} {sum}"
+            );
+            let _ = writeln!(
+                o,
+                "remat_http_request_duration_seconds_count{{route=\"{route}\"}} {count}"
+            );
+        }
+    }
+
+    /// `remat_solves_total`, one line per (solver, status).
+    fn render_solves(&self, o: &mut String) {
+        header(
+            o,
+            "remat_solves_total",
+            "counter",
+            "Solves by solver and result status.",
+        );
+        for ((solver, status), n) in &self.solves {
+            let _ = writeln!(
+                o,
+                "remat_solves_total{{solver=\"{}\",status=\"{status}\"}} {n}",
+                escape(solver)
+            );
+        }
+    }
+
+    /// The scalar counters: cache hits and misses, rejected requests, cancelled solves.
+    fn render_counters(&self, o: &mut String) {
         scalar(
-            &mut o,
+            o,
+            "remat_cache_hits_total",
+            "counter",
+            "Solve requests answered from the result cache.",
+            self.cache_hits,
+        );
+        scalar(
+            o,
+            "remat_cache_misses_total",
+            "counter",
+            "Solve requests not found in the result cache.",
+            self.cache_misses,
+        );
+        scalar(
+            o,
+            "remat_rejected_total",
+            "counter",
+            "Requests refused with 503 because the queue was full.",
+            self.rejected,
+        );
+        // The sum of `remat_solves_total{status="cancelled"}`: one count, two views.
+        let cancelled = self
+            .solves
+            .iter()
+            .filter(|((_, s), _)| s == "cancelled")
+            .map(|(_, n)| n)
+            .sum();
+        scalar(o, "remat_cancelled_total", "counter", "Solves stopped by a client disconnect, a job cancel or shutdown (the sum of remat_solves_total{status=\"cancelled\"}).", cancelled);
+    }
+}
+
+impl Gauges {
+    /// One gauge line each, in a fixed order.
+    fn render(&self, o: &mut String) {
+        scalar(
+            o,
             "remat_queue_depth",
             "gauge",
             "Solves waiting for a worker.",
-            g.queue_depth as u64,
+            self.queue_depth as u64,
         );
         scalar(
-            &mut o,
+            o,
             "remat_workers_busy",
             "gauge",
             "Workers running a solve.",
-            g.workers_busy as u64,
+            self.workers_busy as u64,
         );
         scalar(
-            &mut o,
+            o,
             "remat_workers",
             "gauge",
             "Size of the worker pool.",
-            g.workers as u64,
+            self.workers as u64,
         );
         scalar(
-            &mut o,
+            o,
             "remat_jobs",
             "gauge",
             "Jobs held (any state).",
-            g.jobs as u64,
+            self.jobs as u64,
         );
         scalar(
-            &mut o,
+            o,
             "remat_cache_entries",
             "gauge",
             "Results held in the cache.",
-            g.cache_entries as u64,
+            self.cache_entries as u64,
         );
-        o
     }
 }
 
