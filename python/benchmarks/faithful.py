@@ -289,7 +289,7 @@ def rows_at(
             m, loss_fn, fraction, backend=backend, compiler="inductor", time_limit=args.time_limit, on_overrun="warn"
         )
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), torch._inductor.config.patch(force_disable_caches=True):
                 warnings.simplefilter("ignore")
                 row = run_row("remat-inductor", m, step, step_args, base, args.repeats, allocator=True)
             last = step.last
