@@ -48,11 +48,6 @@ impl Clock {
                 .saturating_sub(reserve)
         })
     }
-
-    /// The time since the clock started.
-    pub fn elapsed(&self) -> Duration {
-        self.started.elapsed()
-    }
 }
 
 /// The checkpoint-all peak of `graph` (the 100% of percentage budgets) and the time its
