@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import math
 import sys
@@ -171,6 +172,27 @@ def fresh(make: Callable[[], families.Family]) -> families.Family:
     return make()
 
 
+@dataclasses.dataclass
+class Case:
+    """One model family's set-up, shared by its rows: a fresh copy of the model (`model_copy`,
+    with the blocks per-block checkpointing wraps), its loss, a step's arguments (the first `n_in`
+    the model's inputs, the rest the loss's targets) and the baseline row."""
+
+    args: argparse.Namespace
+    backend: remat.Local
+    model_copy: Callable[[], tuple[torch.nn.Module, list[torch.nn.Module]]]
+    loss_fn: Callable[..., Any]
+    step_args: Sequence[Any]
+    n_in: int
+    base: Row
+
+
+def failed(row: str, e: Exception) -> Row:
+    """A row that did not run: what it raised (remat's refusal, or what this torch version or its
+    compiler raises)."""
+    return {"row": row, "error": f"{type(e).__name__}: {str(e)[:160]}"}
+
+
 def rows_for(name: str, args: argparse.Namespace, backend: remat.Local) -> list[Row]:
     make = on(args.device, families.FAMILIES[name])
     model0, _, inputs, targets, loss_fn = fresh(make)
@@ -194,8 +216,9 @@ def rows_for(name: str, args: argparse.Namespace, backend: remat.Local) -> list[
     pb = run_row("per-block", m, make_step(m, loss_fn, n_in), step_args, base, args.repeats)
     out.append(pb)
     undo()
+    case = Case(args, backend, model_copy, loss_fn, step_args, n_in, base)
     # remat eager at the memory per-block checkpointing measured (the issue's "never worse than it")
-    row = eager_row(pb["measured"], args, backend, model_copy, loss_fn, step_args, n_in, base)
+    row = eager_row(pb["measured"], case)
     row.update(fraction="per-block")
     out.append(row)
 
@@ -207,11 +230,11 @@ def rows_for(name: str, args: argparse.Namespace, backend: remat.Local) -> list[
             fraction = tightest(step, step_args, backend)
         else:
             fraction = float(f)
-        rows = rows_at(name, fraction, args, backend, model_copy, loss_fn, step_args, n_in, base)
+        rows = rows_at(fraction, case)
         # the tightest budget the solver finds a schedule for within its time limit: step up
         while f == "tightest" and "error" in rows[0] and fraction < 0.95:
             fraction = min(1.0, fraction + 0.03)
-            rows = rows_at(name, fraction, args, backend, model_copy, loss_fn, step_args, n_in, base)
+            rows = rows_at(fraction, case)
         out += rows
         if args.json:  # what is measured so far survives an interrupted run
             keep = [{**strip(r), "model": name} for r in out]
@@ -235,17 +258,11 @@ def tightest(step: Any, step_args: Sequence[Any], backend: remat.Local) -> float
     return min(1.0, (int(report["min_feasible_budget"]) - fixed) / max(peak - fixed, 1) + 0.02)
 
 
-def rows_at(
-    name: str,
-    fraction: float,
-    args: argparse.Namespace,
-    backend: remat.Local,
-    model_copy: Callable[[], tuple[torch.nn.Module, list[torch.nn.Module]]],
-    loss_fn: Callable[..., Any],
-    step_args: Sequence[Any],
-    n_in: int,
-    base: Row,
-) -> list[Row]:
+def rows_at(fraction: float, case: Case) -> list[Row]:
+    """The rows of `case` at `fraction`: remat compiled, torch's min-cut and remat eager at the
+    budget remat's compiled graph gives that fraction, and remat with Inductor if asked."""
+    args, backend, model_copy, loss_fn = case.args, case.backend, case.model_copy, case.loss_fn
+    step_args, n_in, base = case.step_args, case.n_in, case.base
     out: list[Row] = []
     tag = f"{fraction:.2f}"
     # remat compiled (aot_eager): also fixes the budget's bytes for the other rows
@@ -257,7 +274,7 @@ def rows_at(
             warnings.simplefilter("ignore")
             row = run_row("remat-compiled", m, step, step_args, base, args.repeats)
     except Exception as e:  # remat's refusal (RematError), or what this torch version raises
-        return [{"row": "remat-compiled", "fraction": tag, "error": f"{type(e).__name__}: {str(e)[:160]}"}]
+        return [{**failed("remat-compiled", e), "fraction": tag}]
     last = step.last
     assert last is not None
     fixed = int(last.graph["fixed_memory"])
@@ -274,11 +291,11 @@ def rows_at(
             module = torch.compile(make_step(m, loss_fn, n_in), backend="aot_eager_decomp_partition", dynamic=False)
             row = run_row("torch-budget", m, module, step_args, base, args.repeats)
     except Exception as e:  # what this torch version raises
-        row = {"row": "torch-budget", "error": f"{type(e).__name__}: {str(e)[:140]}"}
+        row = failed("torch-budget", e)
     row.update(fraction=tag, budget=budget)
     out.append(row)
 
-    row = eager_row(budget, args, backend, model_copy, loss_fn, step_args, n_in, base)
+    row = eager_row(budget, case)
     row.update(fraction=tag)
     out.append(row)
 
@@ -296,7 +313,7 @@ def rows_at(
             assert last is not None
             row.update(predicted=last.predicted_activations, fits=last.fits)
         except Exception as e:  # what this torch version or its C++ compiler raises
-            row = {"row": "remat-inductor", "error": f"{type(e).__name__}: {str(e)[:140]}"}
+            row = failed("remat-inductor", e)
         row.update(fraction=tag, budget=budget)
         out.append(row)
     return out
@@ -307,27 +324,19 @@ def cuda_blocks(r: Row, key: str = "blocks") -> str:
     return str(r[key]) if r["row"].startswith(("remat-compiled", "remat-inductor", "torch-budget")) else "-"
 
 
-def eager_row(
-    budget: int,
-    args: argparse.Namespace,
-    backend: remat.Local,
-    model_copy: Callable[[], tuple[torch.nn.Module, list[torch.nn.Module]]],
-    loss_fn: Callable[..., Any],
-    step_args: Sequence[Any],
-    n_in: int,
-    base: Row,
-) -> Row:
+def eager_row(budget: int, case: Case) -> Row:
     """remat eager (export, solve, SAC plan, applied) at `budget` bytes of activations."""
-    m, blocks = model_copy()
+    loss_fn, step_args, n_in = case.loss_fn, case.step_args, case.n_in
+    m, blocks = case.model_copy()
     try:
         from remat.apply import applied, plan
 
         graph = remat.export(m, step_args[:n_in], lambda o: loss_fn(o, *step_args[n_in:]), regions=blocks)
         result = remat.solve_local(
-            graph, int(graph["fixed_memory"]) + budget, binary=backend.binary, time_limit=args.time_limit
+            graph, int(graph["fixed_memory"]) + budget, binary=case.backend.binary, time_limit=case.args.time_limit
         )
         # make_step passes the model's output straight to the loss: nothing else holds it
-        p = plan(graph, result, backend, on_overrun="warn", hold_output=False)
+        p = plan(graph, result, case.backend, on_overrun="warn", hold_output=False)
         plain = make_step(m, loss_fn, n_in)
 
         def eager(*a: Any) -> Any:
@@ -336,10 +345,10 @@ def eager_row(
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            row = run_row("remat-eager", m, eager, step_args, base, args.repeats)
+            row = run_row("remat-eager", m, eager, step_args, case.base, case.args.repeats)
         row.update(predicted=p.predicted_activations, fits=p.fits)
     except Exception as e:  # the eager path as it stands: report what it raises
-        row = {"row": "remat-eager", "error": f"{type(e).__name__}: {str(e)[:140]}"}
+        row = failed("remat-eager", e)
     row.update(budget=budget)
     return row
 

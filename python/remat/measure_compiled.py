@@ -51,31 +51,6 @@ class AllocatorBytes:
         self.scratch: set[int] = set()  # indices of the allocations that are an op's scratch
         self._prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
 
-    def peak(self, exclude: Iterable[torch.Tensor] = (), *, scratch: bool = True) -> int:
-        """The largest sum of live allocations, leaving out the allocations still live at the end
-        whose pointer is a storage of `exclude` (e.g. the parameters' gradients), and with
-        `scratch=False` the ops' scratch."""
-        skip = {t.untyped_storage().data_ptr() for t in exclude}
-        live: dict[int, int] = {}  # ptr -> index of the allocation event live at the end
-        for i, (_, ptr, size) in enumerate(self.events):
-            if size > 0:
-                live[ptr] = i
-            else:
-                live.pop(ptr, None)
-        kept = {i for ptr, i in live.items() if ptr in skip} | (set() if scratch else self.scratch)
-        current = best = 0
-        sizes: dict[int, int] = {}
-        for i, (_, ptr, size) in enumerate(self.events):
-            if i in kept:
-                continue
-            if size > 0:
-                sizes[ptr] = size
-                current += size
-            elif ptr in sizes:
-                current -= sizes.pop(ptr)
-            best = max(best, current)
-        return best
-
     def __enter__(self) -> AllocatorBytes:
         self._prof.__enter__()
         return self
@@ -109,6 +84,31 @@ class AllocatorBytes:
                 if op_end >= 0 and freed_at.get(ptr, op_end + 1) <= op_end:
                     self.scratch.add(i)
                 freed_at.pop(ptr, None)
+
+    def peak(self, exclude: Iterable[torch.Tensor] = (), *, scratch: bool = True) -> int:
+        """The largest sum of live allocations, leaving out the allocations still live at the end
+        whose pointer is a storage of `exclude` (e.g. the parameters' gradients), and with
+        `scratch=False` the ops' scratch."""
+        skip = {t.untyped_storage().data_ptr() for t in exclude}
+        live: dict[int, int] = {}  # ptr -> index of the allocation event live at the end
+        for i, (_, ptr, size) in enumerate(self.events):
+            if size > 0:
+                live[ptr] = i
+            else:
+                live.pop(ptr, None)
+        kept = {i for ptr, i in live.items() if ptr in skip} | (set() if scratch else self.scratch)
+        current = best = 0
+        sizes: dict[int, int] = {}
+        for i, (_, ptr, size) in enumerate(self.events):
+            if i in kept:
+                continue
+            if size > 0:
+                sizes[ptr] = size
+                current += size
+            elif ptr in sizes:
+                current -= sizes.pop(ptr)
+            best = max(best, current)
+        return best
 
 
 @dataclasses.dataclass
