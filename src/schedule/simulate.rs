@@ -90,7 +90,7 @@ pub fn simulate(graph: &Graph, schedule: &Schedule) -> Result<SimStats, SimError
 /// Events replayed between two calls of the poll of [`simulate_polled`].
 pub const POLL_EVERY: usize = 1 << 16;
 
-/// [`simulate`], calling `poll` every [`POLL_EVERY`] events: its error ends the replay
+/// [`simulate`], calling `poll` every `POLL_EVERY` (65,536) events: its error ends the replay
 /// (`Err`); otherwise the replay's answer (`Ok`). For callers that replay under a deadline.
 pub fn simulate_polled<E>(
     graph: &Graph,

@@ -29,7 +29,7 @@ use std::time::Instant;
 
 /// Limits on a graph's JSON, checked while it is read: nodes (`nodes`, or `2L + 1` for a
 /// chain of `L` stages), edges (every node's `inputs`, or `links`) and the instant by
-/// which it must be read (checked every [`TIME_CHECK_EVERY`] nodes or links and before the
+/// which it must be read (checked every `TIME_CHECK_EVERY` (4096) nodes or links and before the
 /// graph is built: [`GraphError::TimeLimit`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -55,7 +55,7 @@ impl Limits {
     }
 
     /// [`Limits::check_time`] for the `i`-th node or link read: every
-    /// [`TIME_CHECK_EVERY`]-th only.
+    /// `TIME_CHECK_EVERY`-th (4096th) only.
     pub fn check_time_at(&self, i: usize, nodes: usize) -> Result<(), GraphError> {
         if i % TIME_CHECK_EVERY == 0 {
             self.check_time(nodes)
