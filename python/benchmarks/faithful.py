@@ -258,29 +258,42 @@ def tightest(step: Any, step_args: Sequence[Any], backend: remat.Local) -> float
     return min(1.0, (int(report["min_feasible_budget"]) - fixed) / max(peak - fixed, 1) + 0.02)
 
 
+def compiled_row(budget: float | int, case: Case) -> tuple[Row, int]:
+    """remat compiled (aot_eager) at `budget` (a fraction, or bytes with the fixed memory), and the
+    joint graph's fixed memory (0 when the run failed)."""
+    args = case.args
+    m, _ = case.model_copy()
+    step = remat_compile(m, case.loss_fn, budget, backend=case.backend, time_limit=args.time_limit, on_overrun="warn")
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            row = run_row("remat-compiled", m, step, case.step_args, case.base, args.repeats)
+    except Exception as e:  # remat's refusal (RematError), or what this torch version raises
+        return failed("remat-compiled", e), 0
+    last = step.last
+    assert last is not None
+    fixed = int(last.graph["fixed_memory"])
+    row.update(budget=last.budget - fixed, predicted=last.predicted_activations, fits=last.fits)
+    row["solve_s"] = time.perf_counter() - t0
+    return row, fixed
+
+
 def rows_at(fraction: float, case: Case) -> list[Row]:
     """The rows of `case` at `fraction`: remat compiled, torch's min-cut and remat eager at the
-    budget remat's compiled graph gives that fraction, and remat with Inductor if asked."""
+    budget remat's compiled graph gives that fraction, remat compiled again at the memory min-cut
+    measured where min-cut meets its budget (check (d) compares at equal memory), and remat with
+    Inductor if asked."""
     args, backend, model_copy, loss_fn = case.args, case.backend, case.model_copy, case.loss_fn
     step_args, n_in, base = case.step_args, case.n_in, case.base
     out: list[Row] = []
     tag = f"{fraction:.2f}"
     # remat compiled (aot_eager): also fixes the budget's bytes for the other rows
-    m, _ = model_copy()
-    step = remat_compile(m, loss_fn, fraction, backend=backend, time_limit=args.time_limit, on_overrun="warn")
-    t0 = time.perf_counter()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            row = run_row("remat-compiled", m, step, step_args, base, args.repeats)
-    except Exception as e:  # remat's refusal (RematError), or what this torch version raises
-        return [{**failed("remat-compiled", e), "fraction": tag}]
-    last = step.last
-    assert last is not None
-    fixed = int(last.graph["fixed_memory"])
-    budget = last.budget - fixed
-    row.update(fraction=tag, budget=budget, predicted=last.predicted_activations, fits=last.fits)
-    row["solve_s"] = time.perf_counter() - t0
+    row, fixed = compiled_row(fraction, case)
+    row.update(fraction=tag)
+    if "error" in row:
+        return [row]
+    budget = row["budget"]
     out.append(row)
 
     # PyTorch's knob
@@ -294,6 +307,10 @@ def rows_at(fraction: float, case: Case) -> list[Row]:
         row = failed("torch-budget", e)
     row.update(fraction=tag, budget=budget)
     out.append(row)
+    if "error" not in row and row["measured"] <= budget:
+        at_min_cut, _ = compiled_row(fixed + row["measured"], case)
+        at_min_cut.update(fraction=f"{tag}@min-cut")
+        out.append(at_min_cut)
 
     row = eager_row(budget, case)
     row.update(fraction=tag)
