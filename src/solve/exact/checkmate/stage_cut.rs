@@ -30,6 +30,29 @@
 //! all fit, and (4) prices a dropped value with whatever its recomputation needs (a cheap
 //! activation whose input is an expensive matmul's output costs that matmul too).
 //!
+//! # Values too large for a moment
+//!
+//! `S_v` is 0 or 1 in a schedule, so where `s_v` exceeds the room left at `t*` (the
+//! budget less `K`, `s_ℓ` and `ℓ`'s inputs) `S_v = 0`: the LP fixes it so, and a value
+//! read after `t*` then has `D_v = 1` where the plain LP would keep a fraction of it. The
+//! same holds for every cut at once: call `v` *forced* (the set `F`) when some node `ℓ`
+//! has `v` as a strict ancestor but not as an input, a reader of `v` among its
+//! descendants, and `s_v` above its room. Then every schedule computes `v` at least
+//! twice: once before `t*` (an ancestor), again between `t*`, where it is not resident,
+//! and its reader's first computation. A schedule so costs at least
+//! `Σ_v c_v + Σ_{v ∈ F} c_v + Σ_{v ∈ A∖I∖F} c_v D_v` (for `v ∈ F` the count is at least
+//! `max(2, 1 + D_v) = 2`, so its `D_v` is free in the objective), the bound taken for each
+//! cut; with no cut it is `Σ_v c_v + Σ_{v ∈ F} c_v`. One cut sees one moment: `F` adds
+//! what every other moment forces. On a ResNet the stem's convolution is in `F`: its
+//! output and `max_pool`'s backward's footprint exceed a tight budget, and the first
+//! batch norm's backward reads it after.
+//!
+//! For the same reason the LP gets the memory row's cardinality covers: if no `k + 1` of a
+//! set `T` of values fit in the room together (the `k + 1` smallest of them exceed it),
+//! `Σ_{v ∈ T} S_v <= k` holds in every schedule; the plain row lets a fraction of one
+//! more through. For each `k` below [`MAX_COVER`] the largest such `T` among the largest
+//! values is added.
+//!
 //! # Which cuts
 //!
 //! The nodes whose cut leaves the most to drop: by the *excess* `Σ_{v needed} s_v − room`
@@ -59,6 +82,9 @@ const SPREAD_CUTS: usize = 12;
 /// The largest graph the bound runs on: the ancestor sets take `n²/8` bytes (50 MB here).
 pub(crate) const MAX_NODES: usize = 20_000;
 
+/// The covers of a cut's memory row go up to sets of which this many fit.
+const MAX_COVER: usize = 16;
+
 /// HiGHS's `small_matrix_value`: normalised coefficients below it are read as 0.
 const TINY: f64 = 1e-9;
 
@@ -74,6 +100,9 @@ pub struct StageCut {
     /// For each node, the share of its output the cut's LP keeps resident at the cut
     /// (`S_v`): 1 for the cut's inputs and for the nodes that are not its ancestors.
     pub keep: Vec<f64>,
+    /// The forced values `F` (module docs), each with a node `ℓ` at which it cannot be
+    /// resident.
+    pub forced: Vec<(usize, usize)>,
 }
 
 /// The LP of one cut, normalised, with the columns of each value.
@@ -156,8 +185,37 @@ impl<'g> Cuts<'g> {
             .collect()
     }
 
-    /// The LP of cut `l` (module docs, (2)-(4)), normalised; `None` when it has no column.
-    fn lp(&self, l: usize, room: u64) -> Option<CutLp> {
+    /// The forced values `F` (module docs), each with the first node `ℓ` found at which it
+    /// does not fit. Only a value larger than the least room can be forced.
+    fn forced(&self, budget: u64) -> Vec<(usize, usize)> {
+        let g = self.graph;
+        let rooms: Vec<Option<u64>> = (0..g.len()).map(|l| self.room(l, budget)).collect();
+        let Some(least) = rooms.iter().flatten().min().copied() else {
+            return Vec::new();
+        };
+        let mut forced = Vec::new();
+        let mut after = FixedBitSet::with_capacity(g.len());
+        for v in (0..g.len()).filter(|&v| g.memory(v) > least) {
+            // The nodes after which a reader of `v` runs: the ancestors of its readers.
+            after.clear();
+            for &r in g.succs(v) {
+                after.union_with(&self.anc[r]);
+            }
+            let at = after.ones().find(|&l| {
+                self.anc[l].contains(v)
+                    && g.preds(l).binary_search(&v).is_err()
+                    && rooms[l].is_some_and(|room| g.memory(v) > room)
+            });
+            if let Some(l) = at {
+                forced.push((v, l));
+            }
+        }
+        forced
+    }
+
+    /// The LP of cut `l` (module docs, (2)-(4), a value larger than the room not resident,
+    /// the forced values' `D_v` free), normalised; `None` when it has no column.
+    fn lp(&self, l: usize, room: u64, forced: &FixedBitSet) -> Option<CutLp> {
         let g = self.graph;
         let values: Vec<usize> = self.values(l).collect();
         let c_max = values.iter().map(|&v| g.cost(v)).fold(0.0, f64::max);
@@ -170,8 +228,14 @@ impl<'g> Cuts<'g> {
         // Columns S_v, D_v for each value, by position.
         let mut col = vec![None; g.len()];
         for &v in &values {
-            let s = lp.add_col(0.0, 0.0, 1.0, false);
-            let d = lp.add_col(significant(g.cost(v) / c_max), 0.0, 1.0, false);
+            let fits = if g.memory(v) > room { 0.0 } else { 1.0 };
+            let s = lp.add_col(0.0, 0.0, fits, false);
+            let price = if forced.contains(v) {
+                0.0
+            } else {
+                significant(g.cost(v) / c_max)
+            };
+            let d = lp.add_col(price, 0.0, 1.0, false);
             col[v] = Some((s, d));
         }
         let mut terms = Vec::new();
@@ -196,8 +260,51 @@ impl<'g> Cuts<'g> {
             (s, significant(g.memory(v) as f64 / s_unit))
         }));
         lp.add_row(f64::NEG_INFINITY, room as f64 / s_unit, &mut terms);
+        for (set, k) in covers(g, &values, room) {
+            terms.extend(set.iter().map(|&v| (col[v].expect("a column").0, 1.0)));
+            lp.add_row(f64::NEG_INFINITY, k as f64, &mut terms);
+            terms.clear();
+        }
         Some(CutLp { lp, c_max, col })
     }
+}
+
+/// The cardinality covers of the memory row (module docs): for each `k < MAX_COVER`, the
+/// largest set `T` of the largest values of which no `k + 1` fit in `room` together, with
+/// `k`. Values that do not fit alone (fixed at 0) or take no memory are left out.
+fn covers(graph: &Graph, values: &[usize], room: u64) -> Vec<(Vec<usize>, usize)> {
+    let mut by_size: Vec<usize> = values
+        .iter()
+        .copied()
+        .filter(|&v| (1..=room).contains(&graph.memory(v)))
+        .collect();
+    by_size.sort_unstable_by_key(|&v| (std::cmp::Reverse(graph.memory(v)), v));
+    // `fits[m]`: the most of the `m + 1` largest that fit together (its smallest ones).
+    let fits = |m: usize| -> usize {
+        let mut used = 0u64;
+        by_size[..=m]
+            .iter()
+            .rev()
+            .take_while(|&&v| {
+                used += graph.memory(v);
+                used <= room
+            })
+            .count()
+    };
+    let mut rows: Vec<(Vec<usize>, usize)> = Vec::new();
+    for m in 0..by_size.len() {
+        let k = fits(m);
+        if k >= MAX_COVER {
+            break;
+        }
+        if k <= m {
+            match rows.last_mut() {
+                Some(last) if last.1 == k => last.0 = by_size[..=m].to_vec(),
+                _ => rows.push((by_size[..=m].to_vec(), k)),
+            }
+        }
+    }
+    rows
 }
 
 /// A normalised coefficient, or 0 below [`TINY`]: HiGHS would drop it with a warning.
@@ -232,7 +339,20 @@ pub(crate) fn stage_cut_bound(
         seed: options.seed,
         first_order: false,
     };
-    let mut best: Option<StageCut> = None;
+    let forced = cuts.forced(budget);
+    let mut forced_set = FixedBitSet::with_capacity(graph.len());
+    forced_set.extend(forced.iter().map(|&(v, _)| v));
+    let base = graph.total_cost() + forced.iter().map(|&(v, _)| graph.cost(v)).sum::<f64>();
+    let mut best: Option<StageCut> = forced
+        .iter()
+        .max_by(|a, b| graph.cost(a.0).total_cmp(&graph.cost(b.0)))
+        .map(|&(_, l)| StageCut {
+            cost: base,
+            node: l,
+            cuts: 0,
+            keep: vec![1.0; graph.len()],
+            forced: Vec::new(),
+        });
     let mut solved = 0;
     for l in cuts.candidates(budget) {
         if stop.cancelled() {
@@ -242,7 +362,7 @@ pub(crate) fn stage_cut_bound(
             break;
         }
         let room = cuts.room(l, budget).expect("candidates fit");
-        let Some(CutLp { lp, c_max, col }) = cuts.lp(l, room) else {
+        let Some(CutLp { lp, c_max, col }) = cuts.lp(l, room, &forced_set) else {
             continue;
         };
         let run = backend::run(lp, None, &controls).map_err(|e| SolveError::Failed {
@@ -258,26 +378,31 @@ pub(crate) fn stage_cut_bound(
         let (Some(bound), Some(values)) = (run.bound, run.columns) else {
             continue;
         };
-        let extra = bound * c_max;
-        if extra > best.as_ref().map_or(0.0, |b| b.cost - graph.total_cost()) {
+        let cost = base + bound * c_max;
+        if cost > best.as_ref().map_or(graph.total_cost(), |b| b.cost) {
             best = Some(StageCut {
-                cost: graph.total_cost() + extra,
+                cost,
                 node: l,
                 cuts: 0,
                 keep: col
                     .iter()
                     .map(|c| c.map_or(1.0, |(s, _)| values[s]))
                     .collect(),
+                forced: Vec::new(),
             });
         }
     }
-    Ok(best.map(|b| StageCut { cuts: solved, ..b }))
+    Ok(best.map(|b| StageCut {
+        cuts: solved,
+        forced,
+        ..b
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::generate::{linear, random_layered};
+    use crate::graph::generate::{linear, random_dag, random_layered, DagShape};
     use crate::graph::{GraphSpec, NodeSpec};
     use crate::schedule::checkpoint_all_peak;
     use crate::solve::{solve, Instance};
@@ -323,6 +448,95 @@ mod tests {
         assert!((optimum(&g, 4).unwrap() - cut.cost).abs() < 1e-6);
         // With room for both, nothing is proven beyond Σ c.
         assert_eq!(bound(&g, 6), None);
+    }
+
+    /// A ResNet's stem in miniature: `conv` (cost 10, 4 bytes) is read by `relu` and, after
+    /// the loss, by `gconv`; `gpool` holds `relu`, `loss` and its own output, 9 bytes. At
+    /// 12 bytes `conv` cannot be resident while `gpool` runs: every schedule computes it
+    /// twice. The LP alone keeps three quarters of it (+2.5); the forced set proves the
+    /// optimum, +10.
+    #[test]
+    fn a_value_too_large_for_a_moment_is_paid_whole() {
+        let node = NodeSpec::plain;
+        let g = Graph::new(GraphSpec {
+            nodes: vec![
+                node("conv", 10.0, 4, &[]),
+                node("relu", 1.0, 4, &["conv"]),
+                node("pool", 1.0, 1, &["relu"]),
+                node("loss", 1.0, 1, &["pool"]),
+                node("gpool", 1.0, 4, &["loss", "relu"]),
+                node("gconv", 1.0, 1, &["gpool", "conv"]),
+            ],
+            ..Default::default()
+        })
+        .unwrap();
+        let cut = bound(&g, 12).expect("conv is forced");
+        assert_eq!(cut.forced, vec![(0, 4)], "{cut:?}");
+        assert!((cut.cost - (g.total_cost() + 10.0)).abs() < 1e-6, "{cut:?}");
+        assert!((optimum(&g, 12).unwrap() - cut.cost).abs() < 1e-6);
+        // With room for `conv` beside `gpool`, nothing is forced.
+        assert!(bound(&g, 13).is_none_or(|c| c.forced.is_empty()));
+    }
+
+    /// `a` and `b` (cost 10, 3 bytes each) are both read after the loss, where 5 bytes are
+    /// left: one of them is recomputed. The plain memory row keeps 5/3 of them (+3.3); its
+    /// cover `S_a + S_b <= 1` proves the optimum, +10. Nothing is forced (the gradients take
+    /// no memory, so each of `a` and `b` fits beside every node).
+    #[test]
+    fn the_covers_of_the_memory_row_pay_a_whole_value() {
+        let node = NodeSpec::plain;
+        let g = Graph::new(GraphSpec {
+            nodes: vec![
+                node("a", 10.0, 3, &[]),
+                node("b", 10.0, 3, &["a"]),
+                node("c", 1.0, 1, &["b"]),
+                node("loss", 1.0, 1, &["c"]),
+                node("gc", 1.0, 0, &["loss", "c"]),
+                node("gb", 1.0, 0, &["gc", "b"]),
+                node("ga", 1.0, 0, &["gb", "a"]),
+            ],
+            ..Default::default()
+        })
+        .unwrap();
+        let cut = bound(&g, 7).expect("one of a and b is dropped");
+        assert!(cut.forced.is_empty(), "{cut:?}");
+        assert!((cut.cost - (g.total_cost() + 10.0)).abs() < 1e-6, "{cut:?}");
+        assert!((optimum(&g, 7).unwrap() - cut.cost).abs() < 1e-6);
+    }
+
+    /// On random DAGs of up to 9 nodes with sizes 1 to 6 (so that a value may not fit beside
+    /// a node's footprint), at every budget from the least feasible to the checkpoint-all
+    /// peak: never above the exhaustive optimum, and the forced set is not empty in many.
+    #[test]
+    fn never_above_the_exhaustive_optimum_on_random_dags() {
+        let (mut cases, mut forced) = (0, 0);
+        for seed in 0..2000u64 {
+            let n = 3 + (seed % 7) as usize;
+            let shape = DagShape {
+                sizes: 1..=6,
+                ..DagShape::dense(n)
+            };
+            let g = random_dag(&shape, seed);
+            let (low, _) = g.min_feasible_budget();
+            let peak = checkpoint_all_peak(&g);
+            for budget in low..=peak {
+                let Some(best) = optimum(&g, budget) else {
+                    continue;
+                };
+                cases += 1;
+                if let Some(cut) = bound(&g, budget) {
+                    assert!(
+                        cut.cost <= best * (1.0 + 1e-9) + 1e-9,
+                        "seed {seed} at {budget}: bound {} above the optimum {best} ({cut:?})",
+                        cut.cost
+                    );
+                    forced += usize::from(!cut.forced.is_empty());
+                }
+            }
+        }
+        eprintln!("{cases} cases, a forced value in {forced}");
+        assert!(cases >= 3000, "only {cases} cases");
+        assert!(forced >= 100, "a forced value in only {forced} cases");
     }
 
     /// Never above the global optimum (the exhaustive oracle), at every budget of the span,
