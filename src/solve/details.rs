@@ -299,6 +299,9 @@ pub struct StageCutDetails {
     /// bound adds to every cut's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub forced: Vec<String>,
+    /// Whether the bound is a cut's with its keep and recompute choices integral (branch and
+    /// bound on the cut), higher than every cut's LP.
+    pub integral: bool,
     /// Seconds it took.
     pub time_s: f64,
 }
