@@ -506,34 +506,51 @@ mod tests {
         stage_cut_bound(graph, budget, &SolveOptions::default()).unwrap()
     }
 
+    /// The graph of `nodes` (`NodeSpec::plain`'s `(id, cost, bytes, inputs)`).
+    fn graph(nodes: &[(&str, f64, u64, &[&str])]) -> Graph {
+        let nodes = nodes
+            .iter()
+            .map(|&(id, cost, bytes, inputs)| NodeSpec::plain(id, cost, bytes, inputs))
+            .collect();
+        Graph::new(GraphSpec {
+            nodes,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    /// The bound at `budget`, asserted to be `Σ_v c_v + extra` and the exhaustive optimum.
+    fn proves_optimum(g: &Graph, budget: u64, extra: f64) -> StageCut {
+        let cut = bound(g, budget).expect("the bound rises above Σ c");
+        assert!(
+            (cut.cost - (g.total_cost() + extra)).abs() < 1e-6,
+            "{cut:?}"
+        );
+        assert!((optimum(g, budget).unwrap() - cut.cost).abs() < 1e-6);
+        cut
+    }
+
     /// `x1 -> x2 -> y -> loss -> gy -> g2 -> g1`, where `g2` reads `x2` and `g1` reads
     /// `x1` (2 bytes each, the rest 1 byte). At 4 bytes, the loss's first computation
     /// leaves room for one of them: keeping `x2` (cost 10) and recomputing `x1` (cost 1)
     /// is the best any schedule can do, and the cuts prove it.
     #[test]
     fn the_cuts_prove_the_optimum_of_a_two_activation_chain() {
-        let node = NodeSpec::plain;
-        let g = Graph::new(GraphSpec {
-            nodes: vec![
-                node("x1", 1.0, 2, &[]),
-                node("x2", 10.0, 2, &["x1"]),
-                node("y", 1.0, 1, &["x2"]),
-                node("loss", 1.0, 1, &["y"]),
-                node("gy", 1.0, 1, &["loss"]),
-                node("g2", 1.0, 1, &["gy", "x2"]),
-                node("g1", 1.0, 1, &["g2", "x1"]),
-            ],
-            ..Default::default()
-        })
-        .unwrap();
-        let cut = bound(&g, 4).expect("the loss's cut raises the bound");
+        let g = graph(&[
+            ("x1", 1.0, 2, &[]),
+            ("x2", 10.0, 2, &["x1"]),
+            ("y", 1.0, 1, &["x2"]),
+            ("loss", 1.0, 1, &["y"]),
+            ("gy", 1.0, 1, &["loss"]),
+            ("g2", 1.0, 1, &["gy", "x2"]),
+            ("g1", 1.0, 1, &["g2", "x1"]),
+        ]);
+        let cut = proves_optimum(&g, 4, 1.0);
         // Every cut from `y` to `g2` leaves no room for `x1` (`g2`'s own footprint is 4).
         assert!(
             ["y", "loss", "gy", "g2"].contains(&g.id(cut.node)),
             "{cut:?}"
         );
-        assert!((cut.cost - (g.total_cost() + 1.0)).abs() < 1e-6, "{cut:?}");
-        assert!((optimum(&g, 4).unwrap() - cut.cost).abs() < 1e-6);
         // With room for both, nothing is proven beyond Σ c.
         assert_eq!(bound(&g, 6), None);
     }
@@ -545,23 +562,16 @@ mod tests {
     /// optimum, +10.
     #[test]
     fn a_value_too_large_for_a_moment_is_paid_whole() {
-        let node = NodeSpec::plain;
-        let g = Graph::new(GraphSpec {
-            nodes: vec![
-                node("conv", 10.0, 4, &[]),
-                node("relu", 1.0, 4, &["conv"]),
-                node("pool", 1.0, 1, &["relu"]),
-                node("loss", 1.0, 1, &["pool"]),
-                node("gpool", 1.0, 4, &["loss", "relu"]),
-                node("gconv", 1.0, 1, &["gpool", "conv"]),
-            ],
-            ..Default::default()
-        })
-        .unwrap();
-        let cut = bound(&g, 12).expect("conv is forced");
+        let g = graph(&[
+            ("conv", 10.0, 4, &[]),
+            ("relu", 1.0, 4, &["conv"]),
+            ("pool", 1.0, 1, &["relu"]),
+            ("loss", 1.0, 1, &["pool"]),
+            ("gpool", 1.0, 4, &["loss", "relu"]),
+            ("gconv", 1.0, 1, &["gpool", "conv"]),
+        ]);
+        let cut = proves_optimum(&g, 12, 10.0);
         assert_eq!(cut.forced, vec![(0, 4)], "{cut:?}");
-        assert!((cut.cost - (g.total_cost() + 10.0)).abs() < 1e-6, "{cut:?}");
-        assert!((optimum(&g, 12).unwrap() - cut.cost).abs() < 1e-6);
         // With room for `conv` beside `gpool`, nothing is forced.
         assert!(bound(&g, 13).is_none_or(|c| c.forced.is_empty()));
     }
@@ -572,24 +582,17 @@ mod tests {
     /// no memory, so each of `a` and `b` fits beside every node).
     #[test]
     fn the_covers_of_the_memory_row_pay_a_whole_value() {
-        let node = NodeSpec::plain;
-        let g = Graph::new(GraphSpec {
-            nodes: vec![
-                node("a", 10.0, 3, &[]),
-                node("b", 10.0, 3, &["a"]),
-                node("c", 1.0, 1, &["b"]),
-                node("loss", 1.0, 1, &["c"]),
-                node("gc", 1.0, 0, &["loss", "c"]),
-                node("gb", 1.0, 0, &["gc", "b"]),
-                node("ga", 1.0, 0, &["gb", "a"]),
-            ],
-            ..Default::default()
-        })
-        .unwrap();
-        let cut = bound(&g, 7).expect("one of a and b is dropped");
+        let g = graph(&[
+            ("a", 10.0, 3, &[]),
+            ("b", 10.0, 3, &["a"]),
+            ("c", 1.0, 1, &["b"]),
+            ("loss", 1.0, 1, &["c"]),
+            ("gc", 1.0, 0, &["loss", "c"]),
+            ("gb", 1.0, 0, &["gc", "b"]),
+            ("ga", 1.0, 0, &["gb", "a"]),
+        ]);
+        let cut = proves_optimum(&g, 7, 10.0);
         assert!(cut.forced.is_empty(), "{cut:?}");
-        assert!((cut.cost - (g.total_cost() + 10.0)).abs() < 1e-6, "{cut:?}");
-        assert!((optimum(&g, 7).unwrap() - cut.cost).abs() < 1e-6);
     }
 
     /// On random DAGs of up to 9 nodes with sizes 1 to 6 (so that a value may not fit beside
