@@ -294,6 +294,14 @@ pub struct StageCutDetails {
     pub cut: String,
     /// The cuts whose LP was solved.
     pub cuts: usize,
+    /// The values every schedule computes at least twice (a value too large to be resident
+    /// beside some node that runs between two of its uses), whose second computation the
+    /// bound adds to every cut's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub forced: Vec<String>,
+    /// Whether the bound is a cut's with its keep and recompute choices integral (branch and
+    /// bound on the cut), higher than every cut's LP.
+    pub integral: bool,
     /// Seconds it took.
     pub time_s: f64,
 }

@@ -106,11 +106,13 @@ fn tried(result: &Value) -> Vec<&str> {
         .collect()
 }
 
-/// Default settings on a 29-node U-Net: the MILP (HiGHS on one thread, stopped by its node
-/// limit or its optimum), FastSA's search and its polishing rounds until a stall.
+/// Default settings on a 29-node U-Net at 60% of its peak: the MILP (HiGHS on one thread,
+/// stopped by its node limit or its optimum), FastSA's search and its polishing rounds
+/// until a stall. (From 70% up the stage-cut bound proves a candidate optimal before
+/// FastSA runs.)
 #[test]
 fn default_auto_repeats_its_schedule_on_a_small_graph() {
-    let first = five_times_alike(&["graphs/unet-small.json", "--budget", "90%"]);
+    let first = five_times_alike(&["graphs/unet-small.json", "--budget", "60%"]);
     let solvers = tried(&first);
     assert!(
         solvers.contains(&"milp") && solvers.contains(&"fastsa"),

@@ -14,7 +14,9 @@
 //!    the solve; any other plan joins the candidates.
 //! 4. The stage-cut bound ([`checkmate`]'s relaxation around one stage): a bound on every
 //!    schedule that, unlike `Σ_v c_v`, prices what the values still needed at a node's
-//!    first computation cost to bring back. A candidate within the MIP gap of it (HiGHS's
+//!    first computation cost to bring back, and adds the second computation of every value
+//!    too large to stay resident beside a node that runs between two of its uses; its two
+//!    best cuts are solved again with integral choices (branch and bound). A candidate within the MIP gap of it (HiGHS's
 //!    1e-4 unless the caller sets one) is a global optimum and ends the solve. The LP of
 //!    its best cut also ranks `knapsack`'s candidates once more (least kept first).
 //! 5. The Checkmate MILP runs where it fits ([`MILP_MAX_NODES`], [`MILP_MAX_NODES_BY_WORK`]

@@ -94,10 +94,13 @@ impl<'a> Portfolio<'a> {
                 let time_s = (self.stop.elapsed() - started).as_secs_f64();
                 self.options.report(
                     format!(
-                        "auto: stage-cut bound {} at '{}' ({} cuts, {time_s:.1} s)",
+                        "auto: stage-cut bound {} at '{}' ({} cuts, {} forced, integral: {}, \
+                         {time_s:.1} s)",
                         cut.cost,
                         self.instance.graph.id(cut.node),
-                        cut.cuts
+                        cut.cuts,
+                        cut.forced.len(),
+                        cut.integral
                     ),
                     None,
                 );
@@ -105,6 +108,12 @@ impl<'a> Portfolio<'a> {
                     bound: cut.cost,
                     cut: self.instance.graph.id(cut.node).to_string(),
                     cuts: cut.cuts,
+                    forced: cut
+                        .forced
+                        .iter()
+                        .map(|&(v, _)| self.instance.graph.id(v).to_string())
+                        .collect(),
+                    integral: cut.integral,
                     time_s,
                 });
                 self.stage_cut_keep = Some(cut.keep);

@@ -30,6 +30,37 @@
 //! all fit, and (4) prices a dropped value with whatever its recomputation needs (a cheap
 //! activation whose input is an expensive matmul's output costs that matmul too).
 //!
+//! # Values too large for a moment
+//!
+//! `S_v` is 0 or 1 in a schedule, so where `s_v` exceeds the room left at `t*` (the
+//! budget less `K`, `s_ℓ` and `ℓ`'s inputs) `S_v = 0`: the LP fixes it so, and a value
+//! read after `t*` then has `D_v = 1` where the plain LP would keep a fraction of it. The
+//! same holds for every cut at once: call `v` *forced* (the set `F`) when some node `ℓ`
+//! has `v` as a strict ancestor but not as an input, a reader of `v` among its
+//! descendants, and `s_v` above its room. Then every schedule computes `v` at least
+//! twice: once before `t*` (an ancestor), again between `t*`, where it is not resident,
+//! and its reader's first computation. A schedule so costs at least
+//! `Σ_v c_v + Σ_{v ∈ F} c_v + Σ_{v ∈ A∖I∖F} c_v D_v` (for `v ∈ F` the count is at least
+//! `max(2, 1 + D_v) = 2`, so its `D_v` is free in the objective), the bound taken for each
+//! cut; with no cut it is `Σ_v c_v + Σ_{v ∈ F} c_v`. One cut sees one moment: `F` adds
+//! what every other moment forces. On a ResNet the stem's convolution is in `F`: its
+//! output and `max_pool`'s backward's footprint exceed a tight budget, and the first
+//! batch norm's backward reads it after.
+//!
+//! For the same reason the LP gets the memory row's cardinality covers: if no `k + 1` of a
+//! set `T` of values fit in the room together (the `k + 1` smallest of them exceed it),
+//! `Σ_{v ∈ T} S_v <= k` holds in every schedule; the plain row lets a fraction of one
+//! more through. For each `k` below [`MAX_COVER`] the largest such `T` among the largest
+//! values is added.
+//!
+//! # Integral cuts
+//!
+//! `S` and `D` are 0 or 1 in every schedule, so the same rows with `S, D ∈ {0, 1}` (a
+//! knapsack under precedence rows, small enough for branch and bound) bound every schedule
+//! too, at least as high as the LP. The [`INTEGRAL_CUTS`] cuts whose LP proved most are
+//! solved so by HiGHS, within [`INTEGRAL_NODES`] nodes; its dual bound counts even when the
+//! search ends early.
+//!
 //! # Which cuts
 //!
 //! The nodes whose cut leaves the most to drop: by the *excess* `Σ_{v needed} s_v − room`
@@ -59,6 +90,19 @@ const SPREAD_CUTS: usize = 12;
 /// The largest graph the bound runs on: the ancestor sets take `n²/8` bytes (50 MB here).
 pub(crate) const MAX_NODES: usize = 20_000;
 
+/// The cuts, best LP bound first, whose integral form is solved.
+const INTEGRAL_CUTS: usize = 2;
+
+/// The branch-and-bound nodes an integral cut may explore (a limit in work: the same bound
+/// on every machine).
+const INTEGRAL_NODES: u64 = 1_000;
+
+/// The largest cut (values of `A ∖ I`) solved in integral form.
+const INTEGRAL_MAX_VALUES: usize = 4_000;
+
+/// The covers of a cut's memory row go up to sets of which this many fit.
+const MAX_COVER: usize = 16;
+
 /// HiGHS's `small_matrix_value`: normalised coefficients below it are read as 0.
 const TINY: f64 = 1e-9;
 
@@ -74,6 +118,11 @@ pub struct StageCut {
     /// For each node, the share of its output the cut's LP keeps resident at the cut
     /// (`S_v`): 1 for the cut's inputs and for the nodes that are not its ancestors.
     pub keep: Vec<f64>,
+    /// The forced values `F` (module docs), each with a node `ℓ` at which it cannot be
+    /// resident.
+    pub forced: Vec<(usize, usize)>,
+    /// Whether `cost` is an integral cut's bound (module docs) rather than an LP's.
+    pub integral: bool,
 }
 
 /// The LP of one cut, normalised, with the columns of each value.
@@ -156,8 +205,42 @@ impl<'g> Cuts<'g> {
             .collect()
     }
 
-    /// The LP of cut `l` (module docs, (2)-(4)), normalised; `None` when it has no column.
-    fn lp(&self, l: usize, room: u64) -> Option<CutLp> {
+    /// The forced values `F` (module docs), each with the first node `ℓ` found at which it
+    /// does not fit. Only a value larger than the least room can be forced. Each value is
+    /// proven on its own, so when `stop` ends the search early those found still count.
+    fn forced(&self, budget: u64, stop: &Stop) -> Vec<(usize, usize)> {
+        let g = self.graph;
+        let rooms: Vec<Option<u64>> = (0..g.len()).map(|l| self.room(l, budget)).collect();
+        let Some(least) = rooms.iter().flatten().min().copied() else {
+            return Vec::new();
+        };
+        let mut forced = Vec::new();
+        let mut after = FixedBitSet::with_capacity(g.len());
+        for v in (0..g.len()).filter(|&v| g.memory(v) > least) {
+            if stop.should_stop() {
+                break;
+            }
+            // The nodes after which a reader of `v` runs: the ancestors of its readers.
+            after.clear();
+            for &r in g.succs(v) {
+                after.union_with(&self.anc[r]);
+            }
+            let at = after.ones().find(|&l| {
+                self.anc[l].contains(v)
+                    && g.preds(l).binary_search(&v).is_err()
+                    && rooms[l].is_some_and(|room| g.memory(v) > room)
+            });
+            if let Some(l) = at {
+                forced.push((v, l));
+            }
+        }
+        forced
+    }
+
+    /// The LP of cut `l` (module docs, (2)-(4), a value larger than the room not resident,
+    /// the forced values' `D_v` free), normalised, its columns integral if `integral`;
+    /// `None` when it has no column.
+    fn lp(&self, l: usize, room: u64, forced: &FixedBitSet, integral: bool) -> Option<CutLp> {
         let g = self.graph;
         let values: Vec<usize> = self.values(l).collect();
         let c_max = values.iter().map(|&v| g.cost(v)).fold(0.0, f64::max);
@@ -170,8 +253,14 @@ impl<'g> Cuts<'g> {
         // Columns S_v, D_v for each value, by position.
         let mut col = vec![None; g.len()];
         for &v in &values {
-            let s = lp.add_col(0.0, 0.0, 1.0, false);
-            let d = lp.add_col(significant(g.cost(v) / c_max), 0.0, 1.0, false);
+            let fits = if g.memory(v) > room { 0.0 } else { 1.0 };
+            let s = lp.add_col(0.0, 0.0, fits, integral);
+            let price = if forced.contains(v) {
+                0.0
+            } else {
+                significant(g.cost(v) / c_max)
+            };
+            let d = lp.add_col(price, 0.0, 1.0, integral);
             col[v] = Some((s, d));
         }
         let mut terms = Vec::new();
@@ -196,8 +285,86 @@ impl<'g> Cuts<'g> {
             (s, significant(g.memory(v) as f64 / s_unit))
         }));
         lp.add_row(f64::NEG_INFINITY, room as f64 / s_unit, &mut terms);
+        for (set, k) in covers(g, &values, room) {
+            terms.extend(set.iter().map(|&v| (col[v].expect("a column").0, 1.0)));
+            lp.add_row(f64::NEG_INFINITY, k as f64, &mut terms);
+            terms.clear();
+        }
         Some(CutLp { lp, c_max, col })
     }
+
+    /// HiGHS's dual bound on the extra cost of cut `l` with `S` and `D` integral (module
+    /// docs), within [`INTEGRAL_NODES`] branch-and-bound nodes; `None` for a cut of more than
+    /// [`INTEGRAL_MAX_VALUES`] values or when HiGHS proves nothing.
+    fn integral_extra(
+        &self,
+        l: usize,
+        budget: u64,
+        forced: &FixedBitSet,
+        controls: &Controls,
+    ) -> Result<Option<f64>, SolveError> {
+        let Some(room) = self.room(l, budget) else {
+            return Ok(None);
+        };
+        if self.values(l).count() > INTEGRAL_MAX_VALUES {
+            return Ok(None);
+        }
+        let Some(CutLp { lp, c_max, .. }) = self.lp(l, room, forced, true) else {
+            return Ok(None);
+        };
+        let controls = Controls {
+            relax: false,
+            max_nodes: Some(INTEGRAL_NODES),
+            ..controls.clone()
+        };
+        let run = backend::run(lp, None, &controls).map_err(|e| SolveError::Failed {
+            solver: "stage-cut bound",
+            reason: e.to_string(),
+        })?;
+        Ok(match run.status {
+            RunStatus::Cancelled => return Err(SolveError::Cancelled),
+            RunStatus::Infeasible => None,
+            _ => run.bound.filter(|b| b.is_finite()).map(|b| b * c_max),
+        })
+    }
+}
+
+/// The cardinality covers of the memory row (module docs): for each `k < MAX_COVER`, the
+/// largest set `T` of the largest values of which no `k + 1` fit in `room` together, with
+/// `k`. Values that do not fit alone (fixed at 0) or take no memory are left out.
+fn covers(graph: &Graph, values: &[usize], room: u64) -> Vec<(Vec<usize>, usize)> {
+    let mut by_size: Vec<usize> = values
+        .iter()
+        .copied()
+        .filter(|&v| (1..=room).contains(&graph.memory(v)))
+        .collect();
+    by_size.sort_unstable_by_key(|&v| (std::cmp::Reverse(graph.memory(v)), v));
+    // `fits[m]`: the most of the `m + 1` largest that fit together (its smallest ones).
+    let fits = |m: usize| -> usize {
+        let mut used = 0u64;
+        by_size[..=m]
+            .iter()
+            .rev()
+            .take_while(|&&v| {
+                used += graph.memory(v);
+                used <= room
+            })
+            .count()
+    };
+    let mut rows: Vec<(Vec<usize>, usize)> = Vec::new();
+    for m in 0..by_size.len() {
+        let k = fits(m);
+        if k >= MAX_COVER {
+            break;
+        }
+        if k <= m {
+            match rows.last_mut() {
+                Some(last) if last.1 == k => last.0 = by_size[..=m].to_vec(),
+                _ => rows.push((by_size[..=m].to_vec(), k)),
+            }
+        }
+    }
+    rows
 }
 
 /// A normalised coefficient, or 0 below [`TINY`]: HiGHS would drop it with a warning.
@@ -232,8 +399,24 @@ pub(crate) fn stage_cut_bound(
         seed: options.seed,
         first_order: false,
     };
-    let mut best: Option<StageCut> = None;
+    let forced = cuts.forced(budget, &stop);
+    let mut forced_set = FixedBitSet::with_capacity(graph.len());
+    forced_set.extend(forced.iter().map(|&(v, _)| v));
+    let base = graph.total_cost() + forced.iter().map(|&(v, _)| graph.cost(v)).sum::<f64>();
+    let mut best: Option<StageCut> = forced
+        .iter()
+        .max_by(|a, b| graph.cost(a.0).total_cmp(&graph.cost(b.0)))
+        .map(|&(_, l)| StageCut {
+            cost: base,
+            node: l,
+            cuts: 0,
+            keep: vec![1.0; graph.len()],
+            forced: Vec::new(),
+            integral: false,
+        });
     let mut solved = 0;
+    // The cost each cut's LP proves, for the integral cuts.
+    let mut ranked: Vec<(f64, usize)> = Vec::new();
     for l in cuts.candidates(budget) {
         if stop.cancelled() {
             return Err(SolveError::Cancelled);
@@ -242,7 +425,7 @@ pub(crate) fn stage_cut_bound(
             break;
         }
         let room = cuts.room(l, budget).expect("candidates fit");
-        let Some(CutLp { lp, c_max, col }) = cuts.lp(l, room) else {
+        let Some(CutLp { lp, c_max, col }) = cuts.lp(l, room, &forced_set, false) else {
             continue;
         };
         let run = backend::run(lp, None, &controls).map_err(|e| SolveError::Failed {
@@ -258,26 +441,56 @@ pub(crate) fn stage_cut_bound(
         let (Some(bound), Some(values)) = (run.bound, run.columns) else {
             continue;
         };
-        let extra = bound * c_max;
-        if extra > best.as_ref().map_or(0.0, |b| b.cost - graph.total_cost()) {
+        let cost = base + bound * c_max;
+        if cost > best.as_ref().map_or(graph.total_cost(), |b| b.cost) {
             best = Some(StageCut {
-                cost: graph.total_cost() + extra,
+                cost,
                 node: l,
                 cuts: 0,
                 keep: col
                     .iter()
                     .map(|c| c.map_or(1.0, |(s, _)| values[s]))
                     .collect(),
+                forced: Vec::new(),
+                integral: false,
+            });
+        }
+        ranked.push((cost, l));
+    }
+    ranked.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    for &(_, l) in ranked.iter().take(INTEGRAL_CUTS) {
+        if stop.should_stop() {
+            break;
+        }
+        let Some(extra) = cuts.integral_extra(l, budget, &forced_set, &controls)? else {
+            continue;
+        };
+        let cost = base + extra;
+        if cost > best.as_ref().map_or(graph.total_cost(), |b| b.cost) {
+            let keep = best
+                .take()
+                .map_or_else(|| vec![1.0; graph.len()], |b| b.keep);
+            best = Some(StageCut {
+                cost,
+                node: l,
+                cuts: 0,
+                keep,
+                forced: Vec::new(),
+                integral: true,
             });
         }
     }
-    Ok(best.map(|b| StageCut { cuts: solved, ..b }))
+    Ok(best.map(|b| StageCut {
+        cuts: solved,
+        forced,
+        ..b
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::generate::{linear, random_layered};
+    use crate::graph::generate::{linear, random_dag, random_layered, DagShape};
     use crate::graph::{GraphSpec, NodeSpec};
     use crate::schedule::checkpoint_all_peak;
     use crate::solve::{solve, Instance};
@@ -293,36 +506,136 @@ mod tests {
         stage_cut_bound(graph, budget, &SolveOptions::default()).unwrap()
     }
 
+    /// The graph of `nodes` (`NodeSpec::plain`'s `(id, cost, bytes, inputs)`).
+    fn graph(nodes: &[(&str, f64, u64, &[&str])]) -> Graph {
+        let nodes = nodes
+            .iter()
+            .map(|&(id, cost, bytes, inputs)| NodeSpec::plain(id, cost, bytes, inputs))
+            .collect();
+        Graph::new(GraphSpec {
+            nodes,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    /// The bound at `budget`, asserted to be `Σ_v c_v + extra` and the exhaustive optimum.
+    fn proves_optimum(g: &Graph, budget: u64, extra: f64) -> StageCut {
+        let cut = bound(g, budget).expect("the bound rises above Σ c");
+        assert!(
+            (cut.cost - (g.total_cost() + extra)).abs() < 1e-6,
+            "{cut:?}"
+        );
+        assert!((optimum(g, budget).unwrap() - cut.cost).abs() < 1e-6);
+        cut
+    }
+
     /// `x1 -> x2 -> y -> loss -> gy -> g2 -> g1`, where `g2` reads `x2` and `g1` reads
     /// `x1` (2 bytes each, the rest 1 byte). At 4 bytes, the loss's first computation
     /// leaves room for one of them: keeping `x2` (cost 10) and recomputing `x1` (cost 1)
     /// is the best any schedule can do, and the cuts prove it.
     #[test]
     fn the_cuts_prove_the_optimum_of_a_two_activation_chain() {
-        let node = NodeSpec::plain;
-        let g = Graph::new(GraphSpec {
-            nodes: vec![
-                node("x1", 1.0, 2, &[]),
-                node("x2", 10.0, 2, &["x1"]),
-                node("y", 1.0, 1, &["x2"]),
-                node("loss", 1.0, 1, &["y"]),
-                node("gy", 1.0, 1, &["loss"]),
-                node("g2", 1.0, 1, &["gy", "x2"]),
-                node("g1", 1.0, 1, &["g2", "x1"]),
-            ],
-            ..Default::default()
-        })
-        .unwrap();
-        let cut = bound(&g, 4).expect("the loss's cut raises the bound");
+        let g = graph(&[
+            ("x1", 1.0, 2, &[]),
+            ("x2", 10.0, 2, &["x1"]),
+            ("y", 1.0, 1, &["x2"]),
+            ("loss", 1.0, 1, &["y"]),
+            ("gy", 1.0, 1, &["loss"]),
+            ("g2", 1.0, 1, &["gy", "x2"]),
+            ("g1", 1.0, 1, &["g2", "x1"]),
+        ]);
+        let cut = proves_optimum(&g, 4, 1.0);
         // Every cut from `y` to `g2` leaves no room for `x1` (`g2`'s own footprint is 4).
         assert!(
             ["y", "loss", "gy", "g2"].contains(&g.id(cut.node)),
             "{cut:?}"
         );
-        assert!((cut.cost - (g.total_cost() + 1.0)).abs() < 1e-6, "{cut:?}");
-        assert!((optimum(&g, 4).unwrap() - cut.cost).abs() < 1e-6);
         // With room for both, nothing is proven beyond Σ c.
         assert_eq!(bound(&g, 6), None);
+    }
+
+    /// A ResNet's stem in miniature: `conv` (cost 10, 4 bytes) is read by `relu` and, after
+    /// the loss, by `gconv`; `gpool` holds `relu`, `loss` and its own output, 9 bytes. At
+    /// 12 bytes `conv` cannot be resident while `gpool` runs: every schedule computes it
+    /// twice. The LP alone keeps three quarters of it (+2.5); the forced set proves the
+    /// optimum, +10.
+    #[test]
+    fn a_value_too_large_for_a_moment_is_paid_whole() {
+        let g = graph(&[
+            ("conv", 10.0, 4, &[]),
+            ("relu", 1.0, 4, &["conv"]),
+            ("pool", 1.0, 1, &["relu"]),
+            ("loss", 1.0, 1, &["pool"]),
+            ("gpool", 1.0, 4, &["loss", "relu"]),
+            ("gconv", 1.0, 1, &["gpool", "conv"]),
+        ]);
+        let cut = proves_optimum(&g, 12, 10.0);
+        assert_eq!(cut.forced, vec![(0, 4)], "{cut:?}");
+        // With room for `conv` beside `gpool`, nothing is forced.
+        assert!(bound(&g, 13).is_none_or(|c| c.forced.is_empty()));
+    }
+
+    /// `a` and `b` (cost 10, 3 bytes each) are both read after the loss, where 5 bytes are
+    /// left: one of them is recomputed. The plain memory row keeps 5/3 of them (+3.3); its
+    /// cover `S_a + S_b <= 1` proves the optimum, +10. Nothing is forced (the gradients take
+    /// no memory, so each of `a` and `b` fits beside every node).
+    #[test]
+    fn the_covers_of_the_memory_row_pay_a_whole_value() {
+        let g = graph(&[
+            ("a", 10.0, 3, &[]),
+            ("b", 10.0, 3, &["a"]),
+            ("c", 1.0, 1, &["b"]),
+            ("loss", 1.0, 1, &["c"]),
+            ("gc", 1.0, 0, &["loss", "c"]),
+            ("gb", 1.0, 0, &["gc", "b"]),
+            ("ga", 1.0, 0, &["gb", "a"]),
+        ]);
+        let cut = proves_optimum(&g, 7, 10.0);
+        assert!(cut.forced.is_empty(), "{cut:?}");
+    }
+
+    /// On random DAGs of up to 9 nodes with sizes 1 to 6 (so that a value may not fit beside
+    /// a node's footprint), at every budget from the least feasible to the checkpoint-all
+    /// peak: never above the exhaustive optimum; the forced set is not empty in many, and in
+    /// many an integral cut proves more than every LP.
+    #[test]
+    fn never_above_the_exhaustive_optimum_on_random_dags() {
+        let (mut cases, mut forced, mut integral) = (0, 0, 0);
+        for seed in 0..4000u64 {
+            let n = 3 + (seed % 7) as usize;
+            let shape = DagShape {
+                sizes: 1..=6,
+                ..DagShape::dense(n)
+            };
+            let g = random_dag(&shape, seed);
+            let (low, _) = g.min_feasible_budget();
+            let peak = checkpoint_all_peak(&g);
+            for budget in low..=peak {
+                let Some(best) = optimum(&g, budget) else {
+                    continue;
+                };
+                cases += 1;
+                if let Some(cut) = bound(&g, budget) {
+                    assert!(
+                        cut.cost <= best * (1.0 + 1e-9) + 1e-9,
+                        "seed {seed} at {budget}: bound {} above the optimum {best} ({cut:?})",
+                        cut.cost
+                    );
+                    forced += usize::from(!cut.forced.is_empty());
+                    integral += usize::from(cut.integral);
+                }
+            }
+        }
+        eprintln!(
+            "{cases} cases, a forced value in {forced}, an integral cut above the LPs in {integral}"
+        );
+        assert!(cases >= 3000, "only {cases} cases");
+        assert!(forced >= 100, "a forced value in only {forced} cases");
+        assert!(
+            integral >= 40,
+            "an integral cut raised the bound in only {integral} cases"
+        );
     }
 
     /// Never above the global optimum (the exhaustive oracle), at every budget of the span,
