@@ -115,7 +115,16 @@ class _Sac:
         # are computed right after it and hold the bytes (the graph counts them twice meanwhile)
         self.is_element = ["element" in n.get("meta", {}) and len(n.get("inputs", [])) == 1 for n in nodes]
         parents = {n["inputs"][0] for n, e in zip(nodes, self.is_element, strict=True) if e}
-        self.mem = [0 if n["id"] in parents else int(n["memory"]) for n in nodes]
+        # an in-place op writes into its input's storage: the storage's bytes are counted once, on
+        # the first version (`root`), which stays resident while a later version is
+        self.root = list(range(count))
+        for i, n in enumerate(nodes):
+            previous = n.get("meta", {}).get("overwrites")
+            while previous in index and self.root[i] == i:
+                j = index[previous]
+                self.root[i] = j if self.root[j] == j else self.root[j]
+                previous = None
+        self.mem = [0 if n["id"] in parents or self.root[i] != i else int(n["memory"]) for i, n in enumerate(nodes)]
         self.cost = [float(n["cost"]) for n in nodes]
         self.inputs = [[index[u] for u in n.get("inputs", [])] for n in nodes]
         self.is_bwd = [n.get("kind") == "backward" for n in nodes]
@@ -154,29 +163,30 @@ class _Sac:
         # what a node reads from outside is held until its last op has run
         self.runs: list[list[int]] = []
         self.run_of = [-1] * count
-        previous: Any = None
+        run_fn: list[Any] = []
         for b in self.bwd:
             fn = nodes[b].get("meta", {}).get("grad_fn", ("op", b))
-            if not self.runs or fn != previous:
+            if not self.runs or fn != run_fn[-1]:
                 self.runs.append([])
-            previous = fn
+                run_fn.append(fn)
             self.runs[-1].append(b)
             self.run_of[b] = len(self.runs) - 1
         self.ext_reads: list[list[int]] = []
-        self.n_pending = [0] * count  # per node: readers in its own run + runs reading it from outside
+        self.n_own = [0] * count  # per node: readers in its own run
         for k, ops in enumerate(self.runs):
             outside: dict[int, None] = {}
             for b in ops:
                 for u in self.inputs[b]:
                     if self.run_of[u] == k:
-                        self.n_pending[u] += 1
+                        self.n_own[u] += 1
                     else:
                         outside[u] = None
             self.ext_reads.append(list(outside))
-            for u in outside:
+        self.n_pending = list(self.n_own)  # per node: readers in its own run + runs reading it from outside
+        for reads in self.ext_reads:
+            for u in reads:
                 self.n_pending[u] += 1
         self.bwd_groups = [[[b, *self.children[b]] for b in ops if not self.is_element[b]] for ops in self.runs]
-        self.run_reads = [list(dict.fromkeys(u for b in ops for u in self.inputs[b])) for ops in self.runs]
         self.members: list[list[int]] = [[] for _ in range(self.regions)]
         self.key_nodes: dict[tuple[int, Key], list[int]] = defaultdict(list)
         for v in self.fwd:
@@ -207,6 +217,25 @@ class _Sac:
             runs = not self.exact or any(index.get(u) in outputs for u in nodes[last]["meta"]["saves"])
             self.prefix.append(ms[: saving[-1] + 1] if runs else ms[: saving[-1]])
         self.prefix_set = [set(p) for p in self.prefix]
+        # an autograd node unpacks all it saved when its apply starts: the first unpack of a
+        # tensor saved inside a checkpointed region replays it, cached (MUST_SAVE) or not, and
+        # what the node reads of the region is the replay's copy. The forward op of each node
+        # (forward `meta.grad_fn`); a graph exported without it: a node reads a region's tensors
+        # from the region's replay when an op of the region saved them
+        fn_regions: dict[Any, set[int]] = defaultdict(set)
+        for v in self.fwd:
+            meta = nodes[v].get("meta", {})
+            if (r := self.region[v]) is not None and "saves" in meta and "grad_fn" in meta:
+                fn_regions[meta["grad_fn"]].add(r)
+        if fn_regions:
+            self.unpacks = [sorted(fn_regions.get(fn, ())) for fn in run_fn]
+        else:
+            self.unpacks = [
+                sorted(
+                    {r for u in reads for s in (self.savers[u] if self.exact else [u]) if (r := self.region[s]) is not None}
+                )
+                for reads in self.ext_reads
+            ]
         in_prefix = {v for p in self.prefix for v in p}
         self.fwd_groups = [[v, *self.children[v]] for v in self.fwd if not self.is_element[v]]
         # a checkpointed region's frame holds its inputs (and SAC's cache) until the last autograd
@@ -216,11 +245,9 @@ class _Sac:
             for r, ms in enumerate(self.members)
         ]
         frame_end = [-1] * self.regions
-        for k, reads in enumerate(self.ext_reads):
-            for u in reads:
-                for saver_region in {self.region[s] for s in self.savers[u]} if self.exact else {self.region[u]}:
-                    if saver_region is not None:
-                        frame_end[saver_region] = k
+        for k, unpacking in enumerate(self.unpacks):
+            for r in unpacking:
+                frame_end[r] = k
         self.frames_ending: list[list[int]] = [[] for _ in self.runs]
         for r, k in enumerate(frame_end):
             if k >= 0:
@@ -233,11 +260,37 @@ class _Sac:
             rk for rk, vs in self.key_nodes.items() if not any(v in bad for v in vs) and any(v in in_prefix for v in vs)
         }
 
-    def simulation_graph(self, graph: dict[str, Any]) -> dict[str, Any]:
-        """`graph` with the memory `run` counts (a multi-output op's node holds no bytes: the events
-        compute its elements right after it), for remat's simulator."""
-        nodes = [n if n["memory"] == m else {**n, "memory": m} for n, m in zip(graph["nodes"], self.mem, strict=True)]
+    def simulation_graph(self, graph: dict[str, Any], saves: Saves, run: _Run) -> dict[str, Any]:
+        """`graph` as `run` runs it, for remat's simulator: the memory `run` counts (a multi-output
+        op's node holds no bytes: the events compute its elements right after it), a node of its
+        own for each copy a region's replay computes (`slot_id`: the node's id and `@replay`, its
+        inputs the copies it reads), and backward nodes reading those copies."""
+        count = len(self.ids)
+        reads = self.reads(saves)
+        nodes = []
+        for i, n in enumerate(graph["nodes"]):
+            ins = [self.ids[u] for u in self.inputs[i]]
+            if self.is_bwd[i]:
+                ins = [self.slot_id(reads.slot(u, self.run_of[i])) for u in self.inputs[i]]
+            if n["memory"] != self.mem[i] or ins != n.get("inputs", []):
+                n = {**n, "memory": self.mem[i], "inputs": ins}
+            nodes.append(n)
+        twins = dict.fromkeys(e - 1 - count for e in run.ev if e > count)
+        for v in twins:
+            r = self.region[v]
+            assert r is not None
+            source = [self.slot_id(reads.replayed(u, r)) for u in self.inputs[v]]
+            nodes.append({**graph["nodes"][v], "id": self.slot_id(v + count), "memory": self.mem[v], "inputs": source})
         return {**graph, "nodes": nodes}
+
+    def slot_id(self, s: int) -> str:
+        """The node id of slot `s`: node `s`, or for `s` >= the node count, the copy of node
+        `s - count` a region's replay computes."""
+        count = len(self.ids)
+        return self.ids[s] if s < count else f"{self.ids[s - count]}@replay"
+
+    def reads(self, saves: Saves) -> _Reads:
+        return _Reads(self, saves)
 
     def checked(self, saves: Saves) -> list[int | None]:
         return [r if r is not None and saves[r] is not None else None for r in self.region]
@@ -276,14 +329,18 @@ class _Sac:
         return self.memo[key]
 
     def simulate(self, saves: Saves) -> _Run:
-        """`run` without the memo."""
+        """`run` without the memo. Slots: node `v`, and `v + count` for the copy of `v` a region's
+        replay computes (a checkpointed region's op calls that SAC does not cache are computed
+        again, in storage of their own, whether the forward's copy is still held or not)."""
         reg = self.checked(saves)
         held = self.held(saves, reg)
-        mem, cost, inputs, output, run_of = self.mem, self.cost, self.inputs, self.output, self.run_of
-        resident = [False] * len(self.ids)
+        reads = self.reads(saves)
+        count = len(self.ids)
+        mem, cost, inputs, output, run_of = self.mem * 2, self.cost * 2, self.inputs, self.output, self.run_of
+        resident = [False] * (2 * count)
         rem_fwd = [len(s) for s in self.fwd_succ]
-        pending = list(self.n_pending)
-        frames = [0] * len(self.ids)
+        pending = reads.pending
+        frames = [0] * count
         for closing in self.frames_ending:
             for holder in closing:
                 if saves[holder] is not None:
@@ -293,6 +350,13 @@ class _Sac:
         live = peak = self.fixed
         peak_at = 0
         flops = 0.0
+        # per storage (its first version's slot): later versions resident, and whether the first
+        # version is done with (freed once no later version is resident)
+        versions = [0] * (2 * count)
+        done = [False] * (2 * count)
+
+        def root(s: int) -> int:
+            return self.root[s % count] + (s - s % count)
 
         def compute(group: list[int]) -> None:
             nonlocal live, peak, peak_at, flops
@@ -301,45 +365,58 @@ class _Sac:
                 live += mem[w]
                 flops += cost[w]
                 ev.append(w + 1)
+                if (base := root(w)) != w:
+                    versions[base] += 1
                 if live > peak:
                     peak, peak_at = live, len(ev) - 1
 
-        def free(u: int) -> None:
+        def drop(u: int) -> None:
             nonlocal live
             resident[u] = False
             live -= mem[u]
             ev.append(-u - 1)
 
+        def free(u: int) -> None:
+            base = root(u)
+            if base == u and versions[u]:
+                done[u] = True  # a later version still uses the storage
+                return
+            drop(u)
+            if base != u:
+                versions[base] -= 1
+                if versions[base] == 0 and done[base] and resident[base]:
+                    drop(base)
+
+        def releasable(s: int) -> bool:
+            """Resident, read by nobody still to run, held by no frame, not held by the caller."""
+            return resident[s] and pending[s] == 0 and (s >= count or (not frames[s] and not output[s]))
+
         def replay(r: int) -> None:
-            prefix = self.prefix[r]
-            members = self.prefix_set[r]
+            todo = [v for v in self.prefix[r] if not self.is_element[v] and reads.replayed(v, r) >= count]
             later: dict[int, int] = defaultdict(int)
-            for v in prefix:
-                if not resident[v]:
-                    for u in inputs[v]:
-                        if u in members:
-                            later[u] += 1
-            ran: list[int] = []
-            for v in prefix:
-                if resident[v]:
-                    continue  # saved by SAC, held, or an element computed with its op
+            for v in todo:
                 for u in inputs[v]:
-                    if not resident[u]:
+                    later[reads.replayed(u, r)] += 1
+            ran: list[int] = []
+            for v in todo:
+                source = [reads.replayed(u, r) for u in inputs[v]]
+                for s in source:
+                    if not resident[s]:
                         raise ApplyError(
-                            f"replaying region {r}: node {self.ids[v]} reads {self.ids[u]}, which is not resident"
+                            f"replaying region {r}: node {self.ids[v]} reads {self.slot_id(s)}, which is not resident"
                         )
-                group = [v, *(c for c in self.children[v] if not resident[c])]
+                group = [v + count, *(c + count for c in self.children[v])]
                 compute(group)
                 ran.extend(group)
-                for w in group:
-                    for u in inputs[w]:
-                        if u in members:
-                            later[u] -= 1
-                            if later[u] == 0 and pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
-                                free(u)
-            for v in [*prefix, *ran]:
-                if resident[v] and pending[v] == 0 and not frames[v] and not output[v]:
-                    free(v)
+                for s in source:
+                    later[s] -= 1
+                    if s >= count and later[s] == 0 and releasable(s):
+                        free(s)
+            # SAC hands its cached outputs over at the replay: from then on only readers hold them
+            cached = [v for v in self.prefix[r] if reads.replayed(v, r) == v]
+            for s in [*ran, *cached]:
+                if later[s] == 0 and releasable(s):
+                    free(s)
 
         for group in self.fwd_groups:
             compute(group)
@@ -354,8 +431,12 @@ class _Sac:
         replayed = [False] * self.regions
         for k, groups in enumerate(self.bwd_groups):
             # an autograd node unpacks its saved tensors (replaying regions) before it applies
-            for u in self.run_reads[k]:
-                if not resident[u] and (r := reg[u]) is not None and not replayed[r]:
+            for r in self.unpacks[k]:
+                if saves[r] is not None and not replayed[r]:
+                    replayed[r] = True
+                    replay(r)
+            for s in reads.outside[k]:
+                if not resident[s] and (r := reg[s % count]) is not None and not replayed[r]:
                     replayed[r] = True
                     replay(r)
             for group in groups:
@@ -370,10 +451,10 @@ class _Sac:
                     if pending[w] == 0 and resident[w]:
                         free(w)
             # its saved tensors and input gradients are released when the apply returns
-            for u in self.ext_reads[k]:
-                pending[u] -= 1
-                if pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
-                    free(u)
+            for s in reads.outside[k]:
+                pending[s] -= 1
+                if releasable(s):
+                    free(s)
             for ending in self.frames_ending[k]:
                 table = saves[ending]
                 if table is None:
@@ -382,19 +463,19 @@ class _Sac:
                 for u in self.region_inputs[ending]:
                     frames[u] -= 1
                 for u in [*self.region_inputs[ending], *cached]:
-                    if pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
+                    if releasable(u):
                         free(u)
         return _Run(peak=peak, flops=flops, peak_event=peak_at, ev=ev)
 
     def events(self, run: _Run) -> list[dict[str, str]]:
-        """`run`'s events as remat's schedule events."""
+        """`run`'s events as remat's schedule events (over `simulation_graph`)."""
         return [
-            {"op": "compute", "node": self.ids[e - 1]} if e > 0 else {"op": "free", "node": self.ids[-e - 1]}
+            {"op": "compute", "node": self.slot_id(e - 1)} if e > 0 else {"op": "free", "node": self.slot_id(-e - 1)}
             for e in run.ev
         ]
 
     def resident_at(self, run: _Run, event: int) -> list[int]:
-        """The nodes resident after `run`'s event number `event`."""
+        """The slots resident after `run`'s event number `event`."""
         on: set[int] = set()
         for e in run.ev[: event + 1]:
             if e > 0:
@@ -409,7 +490,36 @@ class _Run:
     peak: int
     flops: float
     peak_event: int
-    ev: list[int]
+    ev: list[int]  # slot + 1 computed, -(slot + 1) freed
+
+
+class _Reads:
+    """Which copy of each forward node the backward reads under `saves`: an autograd node of a
+    checkpointed region reads the region's tensors that SAC does not cache from the region's
+    replay (slot `v + count`), anything else from the forward (slot `v`); and how many readers
+    each slot has (`pending`: readers in the node's own run and runs reading it from outside)."""
+
+    def __init__(self, sac: _Sac, saves: Saves) -> None:
+        self.sac, self.saves = sac, saves
+        self.count = count = len(sac.ids)
+        self.outside = [[self.slot(u, k) for u in reads] for k, reads in enumerate(sac.ext_reads)]
+        self.pending = [*sac.n_own, *([0] * count)]
+        for slots in self.outside:
+            for s in slots:
+                self.pending[s] += 1
+
+    def replayed(self, v: int, r: int) -> int:
+        """The slot region `r`'s replay reads or computes for node `v`: its own copy of the
+        region's op calls that SAC does not cache, the forward's copy of anything else."""
+        sac, table = self.sac, self.saves[r]
+        if table is None or sac.region[v] != r or v not in sac.prefix_set[r] or sac.key[v] in table:
+            return v
+        return v + self.count
+
+    def slot(self, u: int, k: int) -> int:
+        """The slot backward run `k` reads for node `u`."""
+        r = self.sac.region[u]
+        return self.replayed(u, r) if r is not None and r in self.sac.unpacks[k] else u
 
 
 def kept_nodes(graph: dict[str, Any], events: Sequence[dict[str, str]]) -> set[str]:
@@ -456,6 +566,8 @@ def _fit(sac: _Sac, saves: Saves, budget: int) -> Saves:
         at_peak = sac.resident_at(current, current.peak_event)
         freed: dict[tuple[int, Key], int] = defaultdict(int)
         for v in at_peak:
+            if v >= len(sac.ids):
+                continue  # a replay's copy: recomputed already
             r = sac.region[v]
             if r is not None and (table := saves[r]) is not None and sac.key[v] in table:
                 freed[(r, sac.key[v])] += sac.mem[v]
@@ -620,7 +732,7 @@ def plan(
         else min(range(len(runs)), key=lambda i: runs[i].peak)
     )
     events = sac.events(runs[best])
-    predicted = backend.simulate(sac.simulation_graph(graph), {"events": events}, budget=limit)
+    predicted = backend.simulate(sac.simulation_graph(graph, filled[best], runs[best]), {"events": events}, budget=limit)
     calls = graph.get("meta", {}).get("region_calls") or [{} for _ in range(sac.regions)]
     p = Plan(
         policies=_table(filled[best], sac),
