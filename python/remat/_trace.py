@@ -114,7 +114,7 @@ def trace_joint(
                 name = get_proxy_slot(t, mode.tracer).proxy.node.name
             except (KeyError, AttributeError, RuntimeError):
                 return t  # a tensor the tracer does not track (a constant)
-            packed.append((len(mode.tracer.graph.nodes), name, torch.autograd._get_sequence_nr() - 1))
+            packed.append((len(mode.tracer.graph.nodes), name, torch._C._autograd._get_sequence_nr() - 1))
         return t
 
     def step(pv: list[torch.Tensor], bv: list[torch.Tensor], xv: list[torch.Tensor]) -> Any:
@@ -207,9 +207,7 @@ _SAVE_RESULT = {
 }
 
 
-def _savers(
-    nodes: list[fx.Node], packed: list[tuple[int, str, int]]
-) -> tuple[list[tuple[str, str]], dict[str, int]]:
+def _savers(nodes: list[fx.Node], packed: list[tuple[int, str, int]]) -> tuple[list[tuple[str, str]], dict[str, int]]:
     """Which op saved each packed tensor, and the sequence number of each saving op's autograd
     node. Autograd saves an op's inputs before the op runs (the op's node is the next one created)
     and its outputs after (the op's node, or its elements' getitem nodes, are the last created).

@@ -58,6 +58,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from .client import Backend
@@ -232,7 +233,12 @@ class _Sac:
         else:
             self.unpacks = [
                 sorted(
-                    {r for u in reads for s in (self.savers[u] if self.exact else [u]) if (r := self.region[s]) is not None}
+                    {
+                        r
+                        for u in reads
+                        for s in (self.savers[u] if self.exact else [u])
+                        if (r := self.region[s]) is not None
+                    }
                 )
                 for reads in self.ext_reads
             ]
@@ -436,9 +442,10 @@ class _Sac:
                     replayed[r] = True
                     replay(r)
             for s in reads.outside[k]:
-                if not resident[s] and (r := reg[s % count]) is not None and not replayed[r]:
-                    replayed[r] = True
-                    replay(r)
+                late = reg[s % count]
+                if not resident[s] and late is not None and not replayed[late]:
+                    replayed[late] = True
+                    replay(late)
             for group in groups:
                 compute(group)
                 for w in group:
@@ -732,7 +739,9 @@ def plan(
         else min(range(len(runs)), key=lambda i: runs[i].peak)
     )
     events = sac.events(runs[best])
-    predicted = backend.simulate(sac.simulation_graph(graph, filled[best], runs[best]), {"events": events}, budget=limit)
+    predicted = backend.simulate(
+        sac.simulation_graph(graph, filled[best], runs[best]), {"events": events}, budget=limit
+    )
     calls = graph.get("meta", {}).get("region_calls") or [{} for _ in range(sac.regions)]
     p = Plan(
         policies=_table(filled[best], sac),
@@ -763,30 +772,71 @@ def _overrun(p: Plan, on_overrun: OnOverrun) -> None:
     overrun(message, budget=p.budget, predicted=p.predicted_peak, on_overrun=on_overrun)
 
 
-class _Buffers:
-    """A region's buffers (BatchNorm's running statistics and counter, ...) saved before its
-    replay in backward and restored after it, into storage allocated once: the replay runs the
-    region's forward again, and the state it updates must end as one forward left it."""
+# ops that update running statistics in training without saying so in their schema (their
+# `running_mean` / `running_var` are `Tensor?`, not `Tensor(a!)?`)
+_RUNNING_STATS = {
+    torch.ops.aten.native_batch_norm,
+    torch.ops.aten.cudnn_batch_norm,
+    torch.ops.aten.miopen_batch_norm,
+}
+
+
+class _KeptBuffers(TorchDispatchMode):
+    """A region's buffers (BatchNorm's running statistics and counter, ...) kept as the forward
+    left them while its replay runs: the replay runs the region's forward again, and the state it
+    updates must end as one forward left it. Below SAC's recomputation mode, it drops what an op
+    would write into a buffer: an in-place write (`num_batches_tracked.add_(1)`) returns the buffer
+    unchanged, BatchNorm in training gets no running statistics (same output), any other op
+    writing into a buffer writes into a copy that lives as long as the op. No copy of the
+    buffers is held otherwise."""
 
     def __init__(self, module: torch.nn.Module) -> None:
-        self.buffers = list({id(b): b for b in module.buffers()}.values())
-        self.copies = [torch.empty_like(b) for b in self.buffers]
+        super().__init__()
+        self.module = module
+        self.storages: set[int] = set()
 
-    @contextmanager
-    def kept(self) -> Iterator[None]:
-        with torch.no_grad():
-            for b, c in zip(self.buffers, self.copies, strict=True):
-                c.copy_(b)
-        try:
-            yield
-        finally:
-            with torch.no_grad():
-                for b, c in zip(self.buffers, self.copies, strict=True):
-                    b.copy_(c)
+    def __enter__(self) -> _KeptBuffers:
+        self.storages = {b.untyped_storage().data_ptr() for b in self.module.buffers()} - {0}
+        return super().__enter__()  # type: ignore[no-any-return]
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        args, kwargs = list(args), dict(kwargs or {})
+        schema = func._schema
+        values = [args[i] if i < len(args) else kwargs.get(a.name) for i, a in enumerate(schema.arguments)]
+        written = self.written(func, values)
+        if not written:
+            return func(*args, **kwargs)
+        by_set = {frozenset(a.alias_info.before_set): i for i, a in written.items() if a.alias_info is not None}
+        sets = [frozenset(r.alias_info.before_set) if r.alias_info is not None else None for r in schema.returns]
+        if sets and all(s in by_set for s in sets):
+            # an in-place or out= write into the buffer: what it returns is the buffer as it is
+            out = [values[by_set[s]] for s in sets if s is not None]
+            return out[0] if len(out) == 1 else tuple(out)
+        for i, a in written.items():
+            replacement = None if isinstance(a.type, torch.OptionalType) else values[i].clone()
+            if i < len(args):
+                args[i] = replacement
+            else:
+                kwargs[a.name] = replacement
+        return func(*args, **kwargs)
+
+    def written(self, func: Any, values: list[Any]) -> dict[int, Any]:
+        """The arguments (position: schema argument) of this call that are buffers it writes."""
+        training = func.overloadpacket in _RUNNING_STATS and values[5] is True
+        return {
+            i: a
+            for i, (a, v) in enumerate(zip(func._schema.arguments, values, strict=True))
+            if isinstance(v, torch.Tensor)
+            and v.untyped_storage().data_ptr() in self.storages
+            and (
+                (a.alias_info is not None and a.alias_info.is_write)
+                or (training and a.name in ("running_mean", "running_var"))
+            )
+        }
 
 
 def _context_fn(
-    table: dict[Key, CheckpointPolicy], calls: dict[str, int], misses: list[str], buffers: _Buffers
+    table: dict[Key, CheckpointPolicy], calls: dict[str, int], misses: list[str], module: torch.nn.Module
 ) -> Callable[[], Any]:
     def make() -> Any:
         seen: dict[str, int] = defaultdict(int)
@@ -804,16 +854,15 @@ def _context_fn(
             return found
 
         forward, recompute = create_selective_checkpoint_contexts(policy)
-        return forward, _restoring(buffers, recompute)
+        return forward, _restoring(module, recompute)
 
     return make
 
 
 @contextmanager
-def _restoring(buffers: _Buffers, recompute: Any) -> Iterator[None]:
-    """SAC's recomputation context, inside the buffers' save and restore (outside SAC's mode, so
-    its op counts do not see the copies)."""
-    with buffers.kept(), recompute:
+def _restoring(module: torch.nn.Module, recompute: Any) -> Iterator[None]:
+    """SAC's recomputation context above `_KeptBuffers` (SAC's op counts see the ops as called)."""
+    with _KeptBuffers(module), recompute:
         yield
 
 
@@ -845,7 +894,7 @@ def applied(regions: Sequence[torch.nn.Module], p: Plan) -> Iterator[Plan]:
             continue
         forward = mod.forward
         originals.append((mod, "forward" in mod.__dict__, forward))
-        ctx = _context_fn(table, calls, p.misses, _Buffers(mod))
+        ctx = _context_fn(table, calls, p.misses, mod)
 
         def wrapped(*args: Any, _f: Callable[..., Any] = forward, _c: Any = ctx, **kwargs: Any) -> Any:
             return checkpoint(_f, *_as_called(args), use_reentrant=False, context_fn=_c, **_as_called(kwargs))
