@@ -21,31 +21,38 @@ often), so it is **projected** onto save sets, and the plan is chosen among what
    fits wins; when none fits, `plan` raises `OverBudget` (or warns, `on_overrun="warn"`).
 
 What eager PyTorch runs is itself a schedule (`_Sac.run`), built from what the export records of
-autograd (`meta.saves`: the tensors each forward op's autograd node saves; `meta.grad_fn`: the
-autograd node whose apply runs each backward op):
+autograd (`meta.saves`: the tensors each forward op's autograd node saves; `meta.grad_fn`: that
+autograd node, and the one whose apply runs each backward op):
 
 - forward: each node is freed after its last forward use unless held: saved by an op outside the
   checkpointed regions, cached by SAC, an input of a checkpointed region, or a model output (the
   caller holds `out = model(x)` through backward; `hold_output=False`: the caller passes the
   output straight to the loss, `loss_fn(model(x)).backward()`, and it lives as autograd needs it);
-- backward, per autograd node: its saved tensors are unpacked before it applies, which replays a
-  checkpointed region at the first unpack of one of its tensors: the region's forward runs again
-  up to the last tensor it saves (early stop: inputs are saved before an op runs and outputs
-  after, so an op whose last save is an input does not run), SAC-cached values reused; what
-  the node reads from outside (saved tensors, input gradients) is released when its apply ends;
-- a multi-output op holds no bytes of its own: its elements are computed with it.
+- backward, per autograd node: its saved tensors are unpacked before it applies. The first
+  unpack of any tensor an op of a checkpointed region saved, SAC-cached or not, replays the
+  region: its forward runs again up to the last tensor it saves (early stop: inputs are saved
+  before an op runs and outputs after, so an op whose last save is an input does not run). The
+  replay computes its own copy of every call SAC does not cache (slot `v + count`, node
+  `<id>@replay` in the simulated graph), even where the forward's copy is still held by another
+  reader (a later region's frame, an op outside the regions); the region's autograd nodes read
+  those copies, and SAC's cached outputs, which it hands over at the replay. What a node reads
+  from outside (saved tensors, input gradients) is released when its apply ends; a region's
+  frame (its inputs, what SAC cached) when the last node that saved into it has run;
+- a multi-output op holds no bytes of its own: its elements are computed with it; an in-place
+  op's output neither: its storage's bytes stay with the first version, resident while any
+  version is.
 
-remat's simulator replays that schedule (on the graph with multi-output nodes at 0 bytes): its
-peak is the predicted peak of the applied plan (`Plan.predicted`), which measurements
+remat's simulator replays that schedule (on the graph as `_Sac.simulation_graph` rewrites it):
+its peak is the predicted peak of the applied plan (`Plan.predicted`), which measurements
 (`remat.measure.LiveBytes`) are compared with. Scope: single-threaded CPU autograd as torch 2.15
 runs it; kernels' internal scratch buffers and storages larger than an op's output (CPU
 `mse_loss` returns its mean in the storage of the element-wise losses) are not modelled.
 
 `applied` runs the plan: each checkpointed region's forward is wrapped in a non-reentrant
 `checkpoint` with the plan's SAC policy; the region's lists and dicts of inputs are copied at the
-call (DenseNet appends to the list its layers read), and its buffers (BatchNorm's running
-statistics and counter) are saved before its replay and restored after it, so one step updates
-them once, as the plain step does.
+call (DenseNet appends to the list its layers read), and its replay runs under `_KeptBuffers`,
+which drops writes into the region's buffers (BatchNorm's running statistics and counter), so
+one step updates them once, as the plain step does, without holding a copy of them.
 """
 
 from __future__ import annotations
@@ -80,6 +87,7 @@ class Plan:
     fixed_memory: int
     budget: int
     per_block_peak: int = 0  # the simulator's peak for per-block checkpointing over the same regions
+    overhead: float = 1.0  # the cost (FLOPs) of what SAC runs over the graph's, each node computed once
     misses: list[str] = dataclasses.field(default_factory=list)  # op calls the policy did not know
 
     @property
@@ -753,6 +761,7 @@ def plan(
         fixed_memory=sac.fixed,
         budget=limit,
         per_block_peak=runs[1].peak if filled[1] == per_block else sac.run(per_block).peak,
+        overhead=runs[best].flops / max(sum(sac.cost), 1e-300),
     )
     if not p.fits:
         _overrun(p, on_overrun)
