@@ -225,7 +225,8 @@ class _Sac:
             outputs = {last, *self.children[last]}
             runs = not self.exact or any(index.get(u) in outputs for u in nodes[last]["meta"]["saves"])
             self.prefix.append(ms[: saving[-1] + 1] if runs else ms[: saving[-1]])
-        self.prefix_set = [set(p) for p in self.prefix]
+        # what a replay computes: the prefix, and the elements of its multi-output ops
+        self.prefix_set = [set(p) | {c for v in p for c in self.children[v]} for p in self.prefix]
         # an autograd node unpacks all it saved when its apply starts: the first unpack of a
         # tensor saved inside a checkpointed region replays it, cached (MUST_SAVE) or not, and
         # what the node reads of the region is the replay's copy. The forward op of each node
@@ -427,7 +428,7 @@ class _Sac:
                     if s >= count and later[s] == 0 and releasable(s):
                         free(s)
             # SAC hands its cached outputs over at the replay: from then on only readers hold them
-            cached = [v for v in self.prefix[r] if reads.replayed(v, r) == v]
+            cached = [v for v in sorted(self.prefix_set[r]) if reads.replayed(v, r) == v]
             for s in [*ran, *cached]:
                 if later[s] == 0 and releasable(s):
                     free(s)
