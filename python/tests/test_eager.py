@@ -135,7 +135,13 @@ def small_vit() -> tuple[nn.Module, list[nn.Module], tuple[torch.Tensor, ...], A
     return families.as_setup(families.vit(batch=2, resolution=16, patch=4, layers=3, d=32))
 
 
-@pytest.mark.parametrize("make", [small_unet, small_vit], ids=["unet", "vit"])
+def small_bert() -> tuple[nn.Module, list[nn.Module], tuple[torch.Tensor, ...], Any]:
+    """A BERT-style encoder of `nn.TransformerEncoderLayer` (post-norm: a region ends in a
+    LayerNorm whose statistics its autograd node saves)."""
+    return families.as_setup(families.bert(batch=2, seq=32, layers=2))
+
+
+@pytest.mark.parametrize("make", [small_unet, small_vit, small_bert], ids=["unet", "vit", "bert"])
 def test_fits_at_per_block_memory_with_no_more_flops(make: Any, binary: str) -> None:
     """At the activation memory plain per-block checkpointing measures, the plan fits (measured)
     and executes no more FLOPs than per-block checkpointing, its prediction within 2%."""
