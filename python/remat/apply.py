@@ -229,28 +229,28 @@ class _Sac:
         self.prefix_set = [set(p) | {c for v in p for c in self.children[v]} for p in self.prefix]
         # an autograd node unpacks all it saved when its apply starts: the first unpack of a
         # tensor saved inside a checkpointed region replays it, cached (MUST_SAVE) or not, and
-        # what the node reads of the region is the replay's copy. The forward op of each node
-        # (forward `meta.grad_fn`); a graph exported without it: a node reads a region's tensors
-        # from the region's replay when an op of the region saved them
+        # what the node reads of the region is the replay's copy. The node's forward op: the one
+        # whose `meta.grad_fn` it is; for a node no forward op names (a graph exported without
+        # it, or a saving op the export could not pair with its node), the regions of the
+        # unpaired ops that saved what it reads
         fn_regions: dict[Any, set[int]] = defaultdict(set)
+        unpaired = [True] * count
         for v in self.fwd:
             meta = nodes[v].get("meta", {})
-            if (r := self.region[v]) is not None and "saves" in meta and "grad_fn" in meta:
-                fn_regions[meta["grad_fn"]].add(r)
-        if fn_regions:
-            self.unpacks = [sorted(fn_regions.get(fn, ())) for fn in run_fn]
-        else:
-            self.unpacks = [
-                sorted(
-                    {
-                        r
-                        for u in reads
-                        for s in (self.savers[u] if self.exact else [u])
-                        if (r := self.region[s]) is not None
-                    }
-                )
-                for reads in self.ext_reads
-            ]
+            if "saves" in meta and "grad_fn" in meta:
+                unpaired[v] = False
+                regions = fn_regions[meta["grad_fn"]]  # the node is paired, maybe outside any region
+                if (r := self.region[v]) is not None:
+                    regions.add(r)
+
+        def saved_in(reads: list[int]) -> list[int]:
+            savers = (s for u in reads for s in (self.savers[u] if self.exact else [u]) if unpaired[s])
+            return sorted({r for s in savers if (r := self.region[s]) is not None})
+
+        self.unpacks = [
+            sorted(fn_regions[fn]) if fn in fn_regions else saved_in(reads)
+            for fn, reads in zip(run_fn, self.ext_reads, strict=True)
+        ]
         in_prefix = {v for p in self.prefix for v in p}
         self.fwd_groups = [[v, *self.children[v]] for v in self.fwd if not self.is_element[v]]
         # a checkpointed region's frame holds its inputs (and SAC's cache) until the last autograd
