@@ -283,144 +283,8 @@ class Sac:
         return self.memo[key]
 
     def simulate(self, saves: Saves) -> Run:
-        """`run` without the memo. Slots: node `v`, and `v + count` for the copy of `v` a region's
-        replay computes (a checkpointed region's op calls that SAC does not cache are computed
-        again, in storage of their own, whether the forward's copy is still held or not)."""
-        reg = self.checked(saves)
-        held = self.held(saves, reg)
-        reads = self.reads(saves)
-        count = len(self.ids)
-        mem, cost, inputs, output, run_of = self.mem * 2, self.cost * 2, self.inputs, self.output, self.run_of
-        resident = [False] * (2 * count)
-        rem_fwd = [len(s) for s in self.fwd_succ]
-        pending = reads.pending
-        frames = [0] * count
-        for closing in self.frames_ending:
-            for holder in closing:
-                if saves[holder] is not None:
-                    for u in self.region_inputs[holder]:
-                        frames[u] += 1
-        ev: list[int] = []
-        live = peak = self.fixed
-        peak_at = 0
-        flops = 0.0
-        # per storage (its first version's slot): later versions resident, and whether the first
-        # version is done with (freed once no later version is resident)
-        versions = [0] * (2 * count)
-        done = [False] * (2 * count)
-
-        def root(s: int) -> int:
-            return self.root[s % count] + (s - s % count)
-
-        def compute(group: list[int]) -> None:
-            nonlocal live, peak, peak_at, flops
-            for w in group:
-                resident[w] = True
-                live += mem[w]
-                flops += cost[w]
-                ev.append(w + 1)
-                if (base := root(w)) != w:
-                    versions[base] += 1
-                if live > peak:
-                    peak, peak_at = live, len(ev) - 1
-
-        def drop(u: int) -> None:
-            nonlocal live
-            resident[u] = False
-            live -= mem[u]
-            ev.append(-u - 1)
-
-        def free(u: int) -> None:
-            base = root(u)
-            if base == u and versions[u]:
-                done[u] = True  # a later version still uses the storage
-                return
-            drop(u)
-            if base != u:
-                versions[base] -= 1
-                if versions[base] == 0 and done[base] and resident[base]:
-                    drop(base)
-
-        def releasable(s: int) -> bool:
-            """Resident, read by nobody still to run, held by no frame, not held by the caller."""
-            return resident[s] and pending[s] == 0 and (s >= count or (not frames[s] and not output[s]))
-
-        def replay(r: int) -> None:
-            todo = [v for v in self.prefix[r] if not self.is_element[v] and reads.replayed(v, r) >= count]
-            later: dict[int, int] = defaultdict(int)
-            for v in todo:
-                for u in inputs[v]:
-                    later[reads.replayed(u, r)] += 1
-            ran: list[int] = []
-            for v in todo:
-                source = [reads.replayed(u, r) for u in inputs[v]]
-                for s in source:
-                    if not resident[s]:
-                        raise ApplyError(
-                            f"replaying region {r}: node {self.ids[v]} reads {self.slot_id(s)}, which is not resident"
-                        )
-                group = [v + count, *(c + count for c in self.children[v])]
-                compute(group)
-                ran.extend(group)
-                for s in source:
-                    later[s] -= 1
-                    if s >= count and later[s] == 0 and releasable(s):
-                        free(s)
-            # SAC hands its cached outputs over at the replay: from then on only readers hold them
-            cached = [v for v in sorted(self.prefix_set[r]) if reads.replayed(v, r) == v]
-            for s in [*ran, *cached]:
-                if later[s] == 0 and releasable(s):
-                    free(s)
-
-        for group in self.fwd_groups:
-            compute(group)
-            for w in group:
-                for u in inputs[w]:
-                    rem_fwd[u] -= 1
-                    if rem_fwd[u] == 0 and resident[u] and not held[u]:
-                        free(u)
-            for w in group:
-                if rem_fwd[w] == 0 and resident[w] and not held[w]:
-                    free(w)
-        replayed = [False] * self.regions
-        for k, groups in enumerate(self.bwd_groups):
-            # an autograd node unpacks its saved tensors (replaying regions) before it applies
-            for r in self.unpacks[k]:
-                if saves[r] is not None and not replayed[r]:
-                    replayed[r] = True
-                    replay(r)
-            for s in reads.outside[k]:
-                late = reg[s % count]
-                if not resident[s] and late is not None and not replayed[late]:
-                    replayed[late] = True
-                    replay(late)
-            for group in groups:
-                compute(group)
-                for w in group:
-                    for u in inputs[w]:
-                        if run_of[u] == k:
-                            pending[u] -= 1
-                            if pending[u] == 0 and resident[u]:
-                                free(u)
-                for w in group:
-                    if pending[w] == 0 and resident[w]:
-                        free(w)
-            # its saved tensors and input gradients are released when the apply returns
-            for s in reads.outside[k]:
-                pending[s] -= 1
-                if releasable(s):
-                    free(s)
-            for ending in self.frames_ending[k]:
-                table = saves[ending]
-                if table is None:
-                    continue
-                cached = [v for v in self.members[ending] if self.key[v] in table]
-                for u in self.region_inputs[ending]:
-                    frames[u] -= 1
-                for u in [*self.region_inputs[ending], *cached]:
-                    if releasable(u):
-                        free(u)
-        return Run(peak=peak, flops=flops, peak_event=peak_at, ev=ev)
+        """`run` without the memo."""
+        return _Simulation(self, saves).run()
 
     def events(self, run: Run) -> list[dict[str, str]]:
         """`run`'s events as remat's schedule events (over `simulation_graph`)."""
@@ -475,3 +339,162 @@ class Reads:
         """The slot backward run `k` reads for node `u`."""
         r = self.sac.region[u]
         return self.replayed(u, r) if r is not None and r in self.sac.unpacks[k] else u
+
+
+class _Simulation:
+    """One simulation of what SAC runs under `saves` (`Sac.simulate`). Slots: node `v`, and
+    `v + count` for the copy of `v` a region's replay computes (a checkpointed region's op calls
+    that SAC does not cache are computed again, in storage of their own, whether the forward's
+    copy is still held or not)."""
+
+    def __init__(self, sac: Sac, saves: Saves) -> None:
+        self.sac, self.saves = sac, saves
+        self.count = count = len(sac.ids)
+        self.reg = sac.checked(saves)
+        self.held = sac.held(saves, self.reg)
+        self.reads = sac.reads(saves)
+        self.mem, self.cost = sac.mem * 2, sac.cost * 2
+        self.resident = [False] * (2 * count)
+        self.pending = self.reads.pending
+        self.frames = [0] * count
+        for closing in sac.frames_ending:
+            for holder in closing:
+                if saves[holder] is not None:
+                    for u in sac.region_inputs[holder]:
+                        self.frames[u] += 1
+        # per storage (its first version's slot): later versions resident, and whether the first
+        # version is done with (freed once no later version is resident)
+        self.versions = [0] * (2 * count)
+        self.done = [False] * (2 * count)
+        self.replayed = [False] * sac.regions
+        self.ev: list[int] = []
+        self.live = self.peak = sac.fixed
+        self.peak_at = 0
+        self.flops = 0.0
+
+    def run(self) -> Run:
+        self.forward()
+        for k in range(len(self.sac.runs)):
+            self.backward(k)
+        return Run(peak=self.peak, flops=self.flops, peak_event=self.peak_at, ev=self.ev)
+
+    def root(self, s: int) -> int:
+        """The slot of the first version of `s`'s storage."""
+        return self.sac.root[s % self.count] + (s - s % self.count)
+
+    def compute(self, group: list[int]) -> None:
+        for w in group:
+            self.resident[w] = True
+            self.live += self.mem[w]
+            self.flops += self.cost[w]
+            self.ev.append(w + 1)
+            if (base := self.root(w)) != w:
+                self.versions[base] += 1
+            if self.live > self.peak:
+                self.peak, self.peak_at = self.live, len(self.ev) - 1
+
+    def drop(self, u: int) -> None:
+        self.resident[u] = False
+        self.live -= self.mem[u]
+        self.ev.append(-u - 1)
+
+    def free(self, u: int) -> None:
+        base = self.root(u)
+        if base == u and self.versions[u]:
+            self.done[u] = True  # a later version still uses the storage
+            return
+        self.drop(u)
+        if base != u:
+            self.versions[base] -= 1
+            if self.versions[base] == 0 and self.done[base] and self.resident[base]:
+                self.drop(base)
+
+    def releasable(self, s: int) -> bool:
+        """Resident, read by nobody still to run, held by no frame, not held by the caller."""
+        return (
+            self.resident[s]
+            and self.pending[s] == 0
+            and (s >= self.count or (not self.frames[s] and not self.sac.output[s]))
+        )
+
+    def forward(self) -> None:
+        """Each node freed after its last forward use, unless held."""
+        sac, resident, held = self.sac, self.resident, self.held
+        remaining = [len(s) for s in sac.fwd_succ]
+        for group in sac.fwd_groups:
+            self.compute(group)
+            for w in group:
+                for u in sac.inputs[w]:
+                    remaining[u] -= 1
+                    if remaining[u] == 0 and resident[u] and not held[u]:
+                        self.free(u)
+            for w in group:
+                if remaining[w] == 0 and resident[w] and not held[w]:
+                    self.free(w)
+
+    def replay(self, r: int) -> None:
+        """Region `r`'s forward again, up to the last tensor it saves, into copies of its own."""
+        sac, reads, count = self.sac, self.reads, self.count
+        self.replayed[r] = True
+        todo = [v for v in sac.prefix[r] if not sac.is_element[v] and reads.replayed(v, r) >= count]
+        later: dict[int, int] = defaultdict(int)
+        for v in todo:
+            for u in sac.inputs[v]:
+                later[reads.replayed(u, r)] += 1
+        ran: list[int] = []
+        for v in todo:
+            source = [reads.replayed(u, r) for u in sac.inputs[v]]
+            for s in source:
+                if not self.resident[s]:
+                    raise ApplyError(
+                        f"replaying region {r}: node {sac.ids[v]} reads {sac.slot_id(s)}, which is not resident"
+                    )
+            group = [v + count, *(c + count for c in sac.children[v])]
+            self.compute(group)
+            ran.extend(group)
+            for s in source:
+                later[s] -= 1
+                if s >= count and later[s] == 0 and self.releasable(s):
+                    self.free(s)
+        # SAC hands its cached outputs over at the replay: from then on only readers hold them
+        cached = [v for v in sorted(sac.prefix_set[r]) if reads.replayed(v, r) == v]
+        for s in [*ran, *cached]:
+            if later[s] == 0 and self.releasable(s):
+                self.free(s)
+
+    def backward(self, k: int) -> None:
+        """Autograd node `k`: it unpacks its saved tensors (replaying regions), applies, and
+        releases what it read from outside and the frames it was the last to unpack."""
+        sac, resident, pending = self.sac, self.resident, self.pending
+        for r in sac.unpacks[k]:
+            if self.saves[r] is not None and not self.replayed[r]:
+                self.replay(r)
+        for s in self.reads.outside[k]:
+            late = self.reg[s % self.count]
+            if not resident[s] and late is not None and not self.replayed[late]:
+                self.replay(late)
+        for group in sac.bwd_groups[k]:
+            self.compute(group)
+            for w in group:
+                for u in sac.inputs[w]:
+                    if sac.run_of[u] == k:
+                        pending[u] -= 1
+                        if pending[u] == 0 and resident[u]:
+                            self.free(u)
+            for w in group:
+                if pending[w] == 0 and resident[w]:
+                    self.free(w)
+        for s in self.reads.outside[k]:
+            pending[s] -= 1
+            if self.releasable(s):
+                self.free(s)
+        for ending in sac.frames_ending[k]:
+            table = self.saves[ending]
+            if table is None:
+                continue
+            cached = [v for v in sac.members[ending] if sac.key[v] in table]
+            for u in sac.region_inputs[ending]:
+                self.frames[u] -= 1
+            for u in [*sac.region_inputs[ending], *cached]:
+                if self.releasable(u):
+                    self.free(u)
