@@ -264,19 +264,6 @@ def tightest(step: Any, step_args: Sequence[Any], backend: remat.Local) -> float
     return min(1.0, (int(report["min_feasible_budget"]) - fixed) / max(peak - fixed, 1) + 0.02)
 
 
-def eager_budgets(case: Case) -> list[tuple[float, int]]:
-    """`--eager-only`: the budgets (bytes of activations) of 0.8, 0.5 and 0.3 over the eager
-    path's own graph (`fixed_memory + f * (checkpoint_all_peak - fixed_memory)`, the float form of
-    a budget), not over the compiled joint graph as the other rows' budgets are."""
-    m, blocks = case.model_copy()
-    graph = remat.export(
-        m, case.step_args[: case.n_in], lambda o: case.loss_fn(o, *case.step_args[case.n_in :]), regions=blocks
-    )
-    report = case.backend.inspect(graph)
-    fixed, peak = int(report["fixed_memory"]), int(report["checkpoint_all_peak"])
-    return [(f, int(f * (peak - fixed))) for f in (0.8, 0.5, 0.3)]
-
-
 def rows_at(fraction: float, case: Case) -> list[Row]:
     """The rows of `case` at `fraction`: remat compiled, torch's min-cut and remat eager at the
     budget remat's compiled graph gives that fraction, and remat with Inductor if asked."""
@@ -370,6 +357,19 @@ def eager_row(budget: int, case: Case) -> Row:
         row = failed("remat-eager", e)
     row.update(budget=budget)
     return row
+
+
+def eager_budgets(case: Case) -> list[tuple[float, int]]:
+    """`--eager-only`: the budgets (bytes of activations) of 0.8, 0.5 and 0.3 over the eager
+    path's own graph (`fixed_memory + f * (checkpoint_all_peak - fixed_memory)`, the float form of
+    a budget), not over the compiled joint graph as the other rows' budgets are."""
+    m, blocks = case.model_copy()
+    graph = remat.export(
+        m, case.step_args[: case.n_in], lambda o: case.loss_fn(o, *case.step_args[case.n_in :]), regions=blocks
+    )
+    report = case.backend.inspect(graph)
+    fixed, peak = int(report["fixed_memory"]), int(report["checkpoint_all_peak"])
+    return [(f, int(f * (peak - fixed))) for f in (0.8, 0.5, 0.3)]
 
 
 def table(rows: list[Row], bases: dict[str, Row], cuda: bool = False) -> str:
