@@ -29,6 +29,7 @@ The allocator's blocks are given for the compiled rows only: in the eager rows t
 events do not add up (their peak exceeds `max_memory_allocated`; cause not established).
 
     python3 python/benchmarks/faithful.py --models llama,unet [--inductor] [--json out.json]
+    python3 python/benchmarks/faithful.py --models unet --eager-only   # none, per-block, remat-eager
     python3 python/benchmarks/faithful.py --check out.json [more.json ...]
 """
 
@@ -222,6 +223,11 @@ def rows_for(name: str, args: argparse.Namespace, backend: remat.Local) -> list[
     row.update(fraction="per-block")
     out.append(row)
 
+    if args.eager_only:
+        out += [{**eager_row(budget, case), "fraction": f"{f:.2f}"} for f, budget in eager_budgets(case)]
+        for r in out:
+            r["model"] = name
+        return out
     fractions: list[float | str] = [0.8, 0.5, 0.3, "tightest"]
     for f in fractions:
         if f == "tightest":
@@ -370,6 +376,19 @@ def eager_row(budget: int, case: Case) -> Row:
     return row
 
 
+def eager_budgets(case: Case) -> list[tuple[float, int]]:
+    """`--eager-only`: the budgets (bytes of activations) of 0.8, 0.5 and 0.3 over the eager
+    path's own graph (`fixed_memory + f * (checkpoint_all_peak - fixed_memory)`, the float form of
+    a budget), not over the compiled joint graph as the other rows' budgets are."""
+    m, blocks = case.model_copy()
+    graph = remat.export(
+        m, case.step_args[: case.n_in], lambda o: case.loss_fn(o, *case.step_args[case.n_in :]), regions=blocks
+    )
+    report = case.backend.inspect(graph)
+    fixed, peak = int(report["fixed_memory"]), int(report["checkpoint_all_peak"])
+    return [(f, int(f * (peak - fixed))) for f in (0.8, 0.5, 0.3)]
+
+
 def table(rows: list[Row], bases: dict[str, Row], cuda: bool = False) -> str:
     head = "| model | f | row | budget | measured | met | predicted | error % | FLOPs / base | time / base | equal |"
     head += " CUDA blocks | with scratch | max_memory_allocated |" if cuda else ""
@@ -467,6 +486,11 @@ def main() -> None:
     )
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--inductor", action="store_true", help="add remat-inductor rows (slow C++ compiles)")
+    ap.add_argument(
+        "--eager-only",
+        action="store_true",
+        help="only none, per-block and remat-eager rows (budgets of 0.8/0.5/0.3 over the eager graph)",
+    )
     ap.add_argument("--inductor-fractions", default="", help="only these fractions for Inductor, e.g. 0.50")
     ap.add_argument("--binary", default=None, help="the remat binary ($REMAT_BIN, PATH)")
     ap.add_argument("--json", default=None, help="also write the rows here")

@@ -16,7 +16,8 @@ of issue 25's acceptance table (`faithful.py`) and of the compiled-path tests.
   normalization).
 
 The last three were added for the acceptance run only: nothing in the package was developed or tuned
-against them.
+against them, except MobileNetV2 since: its in-place ReLU6 showed the eager plan's simulation an
+autograd node the export had not paired with its forward op (`remat.apply`'s unpaired savers).
 
 `loss_fn(output, *targets)`; `blocks` are the modules per-block checkpointing wraps and remat's eager
 path uses as regions.

@@ -59,7 +59,7 @@ def main() -> None:
     )
     print(
         f"applied as SAC: predicted activations {p.predicted_activations * mib:.2f} MiB, "
-        f"overhead {p.predicted['stats']['overhead']:.3f}x, fits the budget: {p.fits}"
+        f"overhead {p.overhead:.3f}x, fits the budget: {p.fits}"
     )
 
     base = measure_step(model, inputs, loss_fn, repeats=2)
@@ -73,7 +73,7 @@ def main() -> None:
             print(
                 f"step {i}: loss {step.loss:.4f}  activations measured {step.activations * mib:.2f} MiB "
                 f"(predicted {p.predicted_activations * mib:.2f})  time {step.seconds:.3f} s "
-                f"(predicted {base.seconds * p.predicted['stats']['overhead']:.3f}; "
+                f"(predicted {base.seconds * p.overhead:.3f}; "
                 f"baseline {base.seconds:.3f}, {base.activations * mib:.2f} MiB)"
             )
 

@@ -59,6 +59,9 @@ class JointTrace:
     # backward op node name -> index of the autograd node (grad_fn) whose apply ran it: the engine
     # releases that node's saved tensors and input gradients when its apply returns
     grad_fn: dict[str, int] = dataclasses.field(default_factory=dict)
+    # forward or loss op node name -> index (as in `grad_fn`) of the autograd node its saves belong
+    # to: that node's apply unpacks them (which replays a checkpointed region in eager mode)
+    saver_fn: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def _graph_len() -> int:
@@ -99,7 +102,9 @@ def trace_joint(
         handles.append(mod.register_forward_hook(post))
 
     n_out = [0]
-    packed: list[tuple[int, str]] = []  # (graph length when autograd saved it, saved node name)
+    # (graph length when autograd saved it, saved node name, sequence number of the autograd node
+    # saving it: the last one created, as `torch.fx`'s own seq_nr annotation takes it)
+    packed: list[tuple[int, str, int]] = []
     applying: list[tuple[int, tuple[str, int]]] = []  # (graph length, autograd node) per backward op
 
     def pack(t: torch.Tensor) -> torch.Tensor:
@@ -109,7 +114,7 @@ def trace_joint(
                 name = get_proxy_slot(t, mode.tracer).proxy.node.name
             except (KeyError, AttributeError, RuntimeError):
                 return t  # a tensor the tracer does not track (a constant)
-            packed.append((len(mode.tracer.graph.nodes), name))
+            packed.append((len(mode.tracer.graph.nodes), name, torch._C._autograd._get_sequence_nr() - 1))
         return t
 
     def step(pv: list[torch.Tensor], bv: list[torch.Tensor], xv: list[torch.Tensor]) -> Any:
@@ -160,9 +165,12 @@ def trace_joint(
             raise ExportError(f"regions[{r}] ({type(regions[r]).__name__}) was not called by the model's forward")
         for n in nodes[a:b]:
             region_of[n.name] = r
+    saves, saver_seq = _savers(nodes, packed)
+    grad_fn, fn_of_seq = _grad_fns(nodes, applying)
     return JointTrace(
-        saves=_savers(nodes, packed),
-        grad_fn=_grad_fns(nodes, applying),
+        saves=saves,
+        grad_fn=grad_fn,
+        saver_fn={op: fn_of_seq[seq] for op, seq in saver_seq.items() if seq in fn_of_seq},
         gm=gm,
         param_nodes=placeholders[:np_],
         trainable=trainable,
@@ -199,15 +207,16 @@ _SAVE_RESULT = {
 }
 
 
-def _savers(nodes: list[fx.Node], packed: list[tuple[int, str]]) -> list[tuple[str, str]]:
-    """Which op saved each packed tensor. Autograd saves an op's inputs before the op runs (the
-    op's node is the next one created) and its outputs after (the op's node, or its elements'
-    getitem nodes, are the last created). A tensor the last op produced and the next op reads,
-    packed twice at one graph length, was saved by both; packed once, by the last op when that
-    op saves its result, else by the next op."""
+def _savers(nodes: list[fx.Node], packed: list[tuple[int, str, int]]) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """Which op saved each packed tensor, and the sequence number of each saving op's autograd
+    node. Autograd saves an op's inputs before the op runs (the op's node is the next one created)
+    and its outputs after (the op's node, or its elements' getitem nodes, are the last created).
+    A tensor the last op produced and the next op reads, packed twice at one graph length, was
+    saved by both; packed once, by the last op when that op saves its result, else by the next op."""
     seen: dict[tuple[int, str], int] = defaultdict(int)
     out: list[tuple[str, str]] = []
-    for length, name in packed:
+    seq_of: dict[str, int] = {}
+    for length, name, seq in packed:
         nth = seen[(length, name)]
         seen[(length, name)] += 1
         last = nodes[length - 1] if 0 < length <= len(nodes) else None
@@ -220,10 +229,14 @@ def _savers(nodes: list[fx.Node], packed: list[tuple[int, str]]) -> list[tuple[s
         )
         saves_result = last is not None and getattr(last.target, "_opname", "") in _SAVE_RESULT
         if last is not None and produced and (not reads or (nth == 0 and saves_result)):
-            out.append((last.name, name))
+            saver = last
         elif following is not None:
-            out.append((following.name, name))
-    return list(dict.fromkeys(out))
+            saver = following
+        else:
+            continue
+        out.append((saver.name, name))
+        seq_of.setdefault(saver.name, seq)
+    return list(dict.fromkeys(out)), seq_of
 
 
 class _NodeOfOps(TorchDispatchMode):
@@ -242,10 +255,14 @@ class _NodeOfOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _grad_fns(nodes: list[fx.Node], applying: list[tuple[int, tuple[str, int]]]) -> dict[str, int]:
+def _grad_fns(
+    nodes: list[fx.Node], applying: list[tuple[int, tuple[str, int]]]
+) -> tuple[dict[str, int], dict[int, int]]:
+    """The index of the autograd node running each backward op, and the index of each autograd
+    node by its sequence number."""
     ids: dict[tuple[str, int], int] = {}
     out: dict[str, int] = {}
     for length, node in applying:  # of several ops before a node is created, the last made it
         if length < len(nodes):
             out[nodes[length].name] = ids.setdefault(node, len(ids))
-    return out
+    return out, {seq: i for (_, seq), i in ids.items()}

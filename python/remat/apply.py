@@ -20,32 +20,14 @@ often), so it is **projected** onto save sets, and the plan is chosen among what
    over these regions recomputes), filled when the projection does not fit. The cheapest that
    fits wins; when none fits, `plan` raises `OverBudget` (or warns, `on_overrun="warn"`).
 
-What eager PyTorch runs is itself a schedule (`_Sac.run`), built from what the export records of
-autograd (`meta.saves`: the tensors each forward op's autograd node saves; `meta.grad_fn`: the
-autograd node whose apply runs each backward op):
-
-- forward: each node is freed after its last forward use unless held: saved by an op outside the
-  checkpointed regions, cached by SAC, an input of a checkpointed region, or a model output (the
-  caller holds `out = model(x)` through backward; `hold_output=False`: the caller passes the
-  output straight to the loss, `loss_fn(model(x)).backward()`, and it lives as autograd needs it);
-- backward, per autograd node: its saved tensors are unpacked before it applies, which replays a
-  checkpointed region at the first unpack of one of its tensors: the region's forward runs again
-  up to the last tensor it saves (early stop: inputs are saved before an op runs and outputs
-  after, so an op whose last save is an input does not run), SAC-cached values reused; what
-  the node reads from outside (saved tensors, input gradients) is released when its apply ends;
-- a multi-output op holds no bytes of its own: its elements are computed with it.
-
-remat's simulator replays that schedule (on the graph with multi-output nodes at 0 bytes): its
-peak is the predicted peak of the applied plan (`Plan.predicted`), which measurements
-(`remat.measure.LiveBytes`) are compared with. Scope: single-threaded CPU autograd as torch 2.15
-runs it; kernels' internal scratch buffers and storages larger than an op's output (CPU
-`mse_loss` returns its mean in the storage of the element-wise losses) are not modelled.
+What eager PyTorch runs under a plan is itself a schedule, simulated by `remat._sac` (its module
+doc): its peak is the plan's predicted peak (`Plan.predicted`).
 
 `applied` runs the plan: each checkpointed region's forward is wrapped in a non-reentrant
 `checkpoint` with the plan's SAC policy; the region's lists and dicts of inputs are copied at the
-call (DenseNet appends to the list its layers read), and its buffers (BatchNorm's running
-statistics and counter) are saved before its replay and restored after it, so one step updates
-them once, as the plain step does.
+call (DenseNet appends to the list its layers read), and its replay runs under `_KeptBuffers`,
+which drops writes into the region's buffers (BatchNorm's running statistics and counter), so
+one step updates them once, as the plain step does, without holding a copy of them.
 """
 
 from __future__ import annotations
@@ -58,12 +40,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
+from ._sac import Key, Sac, Saves
 from .client import Backend
 from .errors import ApplyError, OnOverrun, overrun
-
-Key = tuple[str, int]  # (op overload, occurrence in its region)
 
 
 @dataclasses.dataclass
@@ -79,6 +61,7 @@ class Plan:
     fixed_memory: int
     budget: int
     per_block_peak: int = 0  # the simulator's peak for per-block checkpointing over the same regions
+    overhead: float = 1.0  # the cost (FLOPs) of what SAC runs over the graph's, each node computed once
     misses: list[str] = dataclasses.field(default_factory=list)  # op calls the policy did not know
 
     @property
@@ -92,324 +75,6 @@ class Plan:
     @property
     def predicted_activations(self) -> int:
         return self.predicted_peak - self.fixed_memory
-
-
-Saves = list[set[Key] | None]  # per region: the op calls SAC saves; None: region not checkpointed
-
-
-class _Sac:
-    """The graph indexed once for simulating what eager SAC runs (`run`), by node number."""
-
-    def __init__(self, graph: dict[str, Any], hold_output: bool = True) -> None:
-        nodes = graph["nodes"]
-        self.ids: list[str] = [n["id"] for n in nodes]
-        self.index = index = {v: i for i, v in enumerate(self.ids)}
-        self.memo: dict[tuple[frozenset[Key] | None, ...], _Run] = {}
-        succ_ids: dict[str, list[str]] = defaultdict(list)
-        for n in nodes:
-            for u in n.get("inputs", []):
-                succ_ids[u].append(n["id"])
-        count = len(nodes)
-        self.fixed = int(graph.get("fixed_memory", 0))
-        # a multi-output op's node holds no bytes of its own here: its elements (getitem nodes)
-        # are computed right after it and hold the bytes (the graph counts them twice meanwhile)
-        self.is_element = ["element" in n.get("meta", {}) and len(n.get("inputs", [])) == 1 for n in nodes]
-        parents = {n["inputs"][0] for n, e in zip(nodes, self.is_element, strict=True) if e}
-        self.mem = [0 if n["id"] in parents else int(n["memory"]) for n in nodes]
-        self.cost = [float(n["cost"]) for n in nodes]
-        self.inputs = [[index[u] for u in n.get("inputs", [])] for n in nodes]
-        self.is_bwd = [n.get("kind") == "backward" for n in nodes]
-        is_loss = {n["id"] for n in nodes if n.get("kind") == "loss"}
-        # the model's outputs and the loss: the caller holds them (`out = model(x)`, `loss =
-        # loss_fn(out)`) until the step ends; the outputs only with `hold_output`
-        self.output = [
-            hold_output and any(s in is_loss for s in succ_ids[n["id"]])
-            if n.get("kind") == "forward"
-            else n["id"] in is_loss and not any(s in is_loss for s in succ_ids[n["id"]])
-            for n in nodes
-        ]
-        self.region: list[int | None] = [None] * count
-        self.key: list[Key] = [("", 0)] * count
-        for i, n in enumerate(nodes):
-            meta = n.get("meta", {})
-            if not self.is_bwd[i] and meta.get("region") is not None:
-                self.region[i] = int(meta["region"])
-                self.key[i] = (str(n["op"]), int(meta["occurrence"]))
-        self.regions = 1 + max((r for r in self.region if r is not None), default=-1)
-        self.fwd_succ: list[list[int]] = [[] for _ in range(count)]
-        self.n_bwd_succ = [0] * count
-        for i, ins in enumerate(self.inputs):
-            for u in ins:
-                if self.is_bwd[i]:
-                    self.n_bwd_succ[u] += 1
-                else:
-                    self.fwd_succ[u].append(i)
-        self.fwd = [i for i in range(count) if not self.is_bwd[i]]
-        self.children: list[list[int]] = [[] for _ in range(count)]
-        for i in range(count):
-            if self.is_element[i]:
-                self.children[self.inputs[i][0]].append(i)
-        self.bwd = [i for i in range(count) if self.is_bwd[i]]
-        # backward ops by the autograd node that runs them (`meta.grad_fn`; else one op each):
-        # what a node reads from outside is held until its last op has run
-        self.runs: list[list[int]] = []
-        self.run_of = [-1] * count
-        previous: Any = None
-        for b in self.bwd:
-            fn = nodes[b].get("meta", {}).get("grad_fn", ("op", b))
-            if not self.runs or fn != previous:
-                self.runs.append([])
-            previous = fn
-            self.runs[-1].append(b)
-            self.run_of[b] = len(self.runs) - 1
-        self.ext_reads: list[list[int]] = []
-        self.n_pending = [0] * count  # per node: readers in its own run + runs reading it from outside
-        for k, ops in enumerate(self.runs):
-            outside: dict[int, None] = {}
-            for b in ops:
-                for u in self.inputs[b]:
-                    if self.run_of[u] == k:
-                        self.n_pending[u] += 1
-                    else:
-                        outside[u] = None
-            self.ext_reads.append(list(outside))
-            for u in outside:
-                self.n_pending[u] += 1
-        self.bwd_groups = [[[b, *self.children[b]] for b in ops if not self.is_element[b]] for ops in self.runs]
-        self.run_reads = [list(dict.fromkeys(u for b in ops for u in self.inputs[b])) for ops in self.runs]
-        self.members: list[list[int]] = [[] for _ in range(self.regions)]
-        self.key_nodes: dict[tuple[int, Key], list[int]] = defaultdict(list)
-        for v in self.fwd:
-            if (r := self.region[v]) is not None:
-                self.members[r].append(v)
-                self.key_nodes[(r, self.key[v])].append(v)
-        # the replay of a region runs up to its last node that backward reads (early stop)
-        # `meta.saves` (remat.export): what each op's autograd node saves. Without it, a node
-        # that backward reads is taken as saved by its region, or by autograd outside it when a
-        # forward reader lies outside
-        self.exact = any("saves" in n.get("meta", {}) for n in nodes)
-        self.saves_any = [self.exact and "saves" in n.get("meta", {}) for n in nodes]
-        self.savers: list[list[int]] = [[] for _ in range(count)]
-        for i, n in enumerate(nodes):
-            for u in n.get("meta", {}).get("saves", []):
-                if u in index:
-                    self.savers[index[u]].append(i)
-        # the replay of a region stops at the last tensor its ops save (early stop): inputs are
-        # saved before an op runs, outputs after, so that op runs only if it saves an output
-        self.prefix: list[list[int]] = []
-        for ms in self.members:
-            saving = [j for j, v in enumerate(ms) if (self.saves_any[v] if self.exact else self.n_bwd_succ[v])]
-            if not saving:
-                self.prefix.append([])
-                continue
-            last = ms[saving[-1]]
-            outputs = {last, *self.children[last]}
-            runs = not self.exact or any(index.get(u) in outputs for u in nodes[last]["meta"]["saves"])
-            self.prefix.append(ms[: saving[-1] + 1] if runs else ms[: saving[-1]])
-        self.prefix_set = [set(p) for p in self.prefix]
-        in_prefix = {v for p in self.prefix for v in p}
-        self.fwd_groups = [[v, *self.children[v]] for v in self.fwd if not self.is_element[v]]
-        # a checkpointed region's frame holds its inputs (and SAC's cache) until the last autograd
-        # node that saved a tensor in the region has run
-        self.region_inputs: list[list[int]] = [
-            list(dict.fromkeys(u for v in ms for u in self.inputs[v] if self.region[u] != r))
-            for r, ms in enumerate(self.members)
-        ]
-        frame_end = [-1] * self.regions
-        for k, reads in enumerate(self.ext_reads):
-            for u in reads:
-                for saver_region in {self.region[s] for s in self.savers[u]} if self.exact else {self.region[u]}:
-                    if saver_region is not None:
-                        frame_end[saver_region] = k
-        self.frames_ending: list[list[int]] = [[] for _ in self.runs]
-        for r, k in enumerate(frame_end):
-            if k >= 0:
-                self.frames_ending[k].append(r)
-        # SAC refuses cached tensors whose version changed: in-place ops and what they overwrite
-        by_id = {n["id"]: n for n in nodes}
-        bad = {i for i, n in enumerate(nodes) if "overwrites" in n.get("meta", {})}
-        bad |= {index[str(by_id[n["id"]]["meta"]["overwrites"])] for n in nodes if "overwrites" in n.get("meta", {})}
-        self.saveable = {
-            rk for rk, vs in self.key_nodes.items() if not any(v in bad for v in vs) and any(v in in_prefix for v in vs)
-        }
-
-    def simulation_graph(self, graph: dict[str, Any]) -> dict[str, Any]:
-        """`graph` with the memory `run` counts (a multi-output op's node holds no bytes: the events
-        compute its elements right after it), for remat's simulator."""
-        nodes = [n if n["memory"] == m else {**n, "memory": m} for n, m in zip(graph["nodes"], self.mem, strict=True)]
-        return {**graph, "nodes": nodes}
-
-    def checked(self, saves: Saves) -> list[int | None]:
-        return [r if r is not None and saves[r] is not None else None for r in self.region]
-
-    def held(self, saves: Saves, reg: list[int | None]) -> list[bool]:
-        """Forward nodes whose storage outlives their last forward use: saved by autograd outside
-        the checkpointed regions, cached by SAC, or an input of a checkpointed region."""
-        held = [False] * len(self.ids)
-        for v in self.fwd:
-            r = reg[v]
-            succ = self.fwd_succ[v]
-            if self.output[v]:
-                held[v] = True
-            elif r is None:
-                held[v] = self.n_bwd_succ[v] > 0 or any(reg[s] is not None for s in succ)
-            else:
-                table = saves[r]
-                outside = (
-                    any(reg[s] != r for s in self.savers[v])
-                    if self.exact
-                    else self.n_bwd_succ[v] > 0 and any(reg[s] is None for s in succ)
-                )
-                held[v] = (
-                    (table is not None and self.key[v] in table)
-                    or any(reg[s] is not None and reg[s] != r for s in succ)
-                    or outside
-                )
-        return held
-
-    def run(self, saves: Saves) -> _Run:
-        """Simulate what SAC runs under `saves`: peak (fixed memory included), FLOPs computed, the
-        event index of the peak and the events (node + 1 computed, -(node + 1) freed)."""
-        key = tuple(None if t is None else frozenset(t) for t in saves)
-        if key not in self.memo:
-            self.memo[key] = self.simulate(saves)
-        return self.memo[key]
-
-    def simulate(self, saves: Saves) -> _Run:
-        """`run` without the memo."""
-        reg = self.checked(saves)
-        held = self.held(saves, reg)
-        mem, cost, inputs, output, run_of = self.mem, self.cost, self.inputs, self.output, self.run_of
-        resident = [False] * len(self.ids)
-        rem_fwd = [len(s) for s in self.fwd_succ]
-        pending = list(self.n_pending)
-        frames = [0] * len(self.ids)
-        for closing in self.frames_ending:
-            for holder in closing:
-                if saves[holder] is not None:
-                    for u in self.region_inputs[holder]:
-                        frames[u] += 1
-        ev: list[int] = []
-        live = peak = self.fixed
-        peak_at = 0
-        flops = 0.0
-
-        def compute(group: list[int]) -> None:
-            nonlocal live, peak, peak_at, flops
-            for w in group:
-                resident[w] = True
-                live += mem[w]
-                flops += cost[w]
-                ev.append(w + 1)
-                if live > peak:
-                    peak, peak_at = live, len(ev) - 1
-
-        def free(u: int) -> None:
-            nonlocal live
-            resident[u] = False
-            live -= mem[u]
-            ev.append(-u - 1)
-
-        def replay(r: int) -> None:
-            prefix = self.prefix[r]
-            members = self.prefix_set[r]
-            later: dict[int, int] = defaultdict(int)
-            for v in prefix:
-                if not resident[v]:
-                    for u in inputs[v]:
-                        if u in members:
-                            later[u] += 1
-            ran: list[int] = []
-            for v in prefix:
-                if resident[v]:
-                    continue  # saved by SAC, held, or an element computed with its op
-                for u in inputs[v]:
-                    if not resident[u]:
-                        raise ApplyError(
-                            f"replaying region {r}: node {self.ids[v]} reads {self.ids[u]}, which is not resident"
-                        )
-                group = [v, *(c for c in self.children[v] if not resident[c])]
-                compute(group)
-                ran.extend(group)
-                for w in group:
-                    for u in inputs[w]:
-                        if u in members:
-                            later[u] -= 1
-                            if later[u] == 0 and pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
-                                free(u)
-            for v in [*prefix, *ran]:
-                if resident[v] and pending[v] == 0 and not frames[v] and not output[v]:
-                    free(v)
-
-        for group in self.fwd_groups:
-            compute(group)
-            for w in group:
-                for u in inputs[w]:
-                    rem_fwd[u] -= 1
-                    if rem_fwd[u] == 0 and resident[u] and not held[u]:
-                        free(u)
-            for w in group:
-                if rem_fwd[w] == 0 and resident[w] and not held[w]:
-                    free(w)
-        replayed = [False] * self.regions
-        for k, groups in enumerate(self.bwd_groups):
-            # an autograd node unpacks its saved tensors (replaying regions) before it applies
-            for u in self.run_reads[k]:
-                if not resident[u] and (r := reg[u]) is not None and not replayed[r]:
-                    replayed[r] = True
-                    replay(r)
-            for group in groups:
-                compute(group)
-                for w in group:
-                    for u in inputs[w]:
-                        if run_of[u] == k:
-                            pending[u] -= 1
-                            if pending[u] == 0 and resident[u]:
-                                free(u)
-                for w in group:
-                    if pending[w] == 0 and resident[w]:
-                        free(w)
-            # its saved tensors and input gradients are released when the apply returns
-            for u in self.ext_reads[k]:
-                pending[u] -= 1
-                if pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
-                    free(u)
-            for ending in self.frames_ending[k]:
-                table = saves[ending]
-                if table is None:
-                    continue
-                cached = [v for v in self.members[ending] if self.key[v] in table]
-                for u in self.region_inputs[ending]:
-                    frames[u] -= 1
-                for u in [*self.region_inputs[ending], *cached]:
-                    if pending[u] == 0 and not frames[u] and resident[u] and not output[u]:
-                        free(u)
-        return _Run(peak=peak, flops=flops, peak_event=peak_at, ev=ev)
-
-    def events(self, run: _Run) -> list[dict[str, str]]:
-        """`run`'s events as remat's schedule events."""
-        return [
-            {"op": "compute", "node": self.ids[e - 1]} if e > 0 else {"op": "free", "node": self.ids[-e - 1]}
-            for e in run.ev
-        ]
-
-    def resident_at(self, run: _Run, event: int) -> list[int]:
-        """The nodes resident after `run`'s event number `event`."""
-        on: set[int] = set()
-        for e in run.ev[: event + 1]:
-            if e > 0:
-                on.add(e - 1)
-            else:
-                on.discard(-e - 1)
-        return sorted(on)
-
-
-@dataclasses.dataclass
-class _Run:
-    peak: int
-    flops: float
-    peak_event: int
-    ev: list[int]
 
 
 def kept_nodes(graph: dict[str, Any], events: Sequence[dict[str, str]]) -> set[str]:
@@ -430,7 +95,7 @@ def kept_nodes(graph: dict[str, Any], events: Sequence[dict[str, str]]) -> set[s
     return {v for v in (at_boundary or set()) if not is_bwd[v] and computes[v] == 1}
 
 
-def _projected(sac: _Sac, kept: set[str]) -> Saves:
+def _projected(sac: Sac, kept: set[str]) -> Saves:
     """Step 2 of the projection: an op call of a region is saved when one of its nodes is kept
     (and SAC can cache it, and the region's replay reaches it)."""
     kept_ix = {sac.index[v] for v in kept if v in sac.index}
@@ -447,7 +112,7 @@ def _copy(saves: Saves) -> Saves:
     return [None if t is None else set(t) for t in saves]
 
 
-def _fit(sac: _Sac, saves: Saves, budget: int) -> Saves:
+def _fit(sac: Sac, saves: Saves, budget: int) -> Saves:
     """Step 3: while what SAC runs peaks above `budget`, recompute saved op calls resident at the
     peak, those freeing the most bytes per FLOP first, as many as the overrun calls for."""
     saves = _copy(saves)
@@ -456,6 +121,8 @@ def _fit(sac: _Sac, saves: Saves, budget: int) -> Saves:
         at_peak = sac.resident_at(current, current.peak_event)
         freed: dict[tuple[int, Key], int] = defaultdict(int)
         for v in at_peak:
+            if v >= len(sac.ids):
+                continue  # a replay's copy: recomputed already
             r = sac.region[v]
             if r is not None and (table := saves[r]) is not None and sac.key[v] in table:
                 freed[(r, sac.key[v])] += sac.mem[v]
@@ -489,7 +156,7 @@ def _chunks(
     yield order
 
 
-def _fill(sac: _Sac, saves: Saves, budget: int) -> Saves:
+def _fill(sac: Sac, saves: Saves, budget: int) -> Saves:
     """Step 4: where the budget leaves room, recompute less: regions, last first, are left
     unchecked (plain autograd); then recomputed op calls (FLOPs per byte, highest first) are saved.
     Changes are tried in runs of growing length (halved when a run does not fit); one is kept when
@@ -518,7 +185,7 @@ def _fill(sac: _Sac, saves: Saves, budget: int) -> Saves:
 
 
 def _grow(
-    sac: _Sac,
+    sac: Sac,
     saves: Saves,
     items: Sequence[Any],
     size_of: Callable[[Any], int],
@@ -550,7 +217,7 @@ def _grow(
     return saves
 
 
-def _table(saves: Saves, sac: _Sac) -> list[dict[Key, CheckpointPolicy] | None]:
+def _table(saves: Saves, sac: Sac) -> list[dict[Key, CheckpointPolicy] | None]:
     out: list[dict[Key, CheckpointPolicy] | None] = []
     for r, table in enumerate(saves):
         if table is None:
@@ -559,17 +226,6 @@ def _table(saves: Saves, sac: _Sac) -> list[dict[Key, CheckpointPolicy] | None]:
         keys = [k for (rr, k) in sac.key_nodes if rr == r]
         out.append({k: CheckpointPolicy.MUST_SAVE if k in table else CheckpointPolicy.PREFER_RECOMPUTE for k in keys})
     return out
-
-
-def _saves(pol: Sequence[dict[Key, CheckpointPolicy] | None]) -> Saves:
-    return [None if t is None else {k for k, c in t.items() if c == CheckpointPolicy.MUST_SAVE} for t in pol]
-
-
-def sac_events(graph: dict[str, Any], pol: Sequence[dict[Key, CheckpointPolicy] | None]) -> list[dict[str, str]]:
-    """The schedule eager SAC runs for these policies (see the module doc); a region whose policy is
-    None is not checkpointed (plain autograd keeps what backward reads)."""
-    sac = _Sac(graph)
-    return sac.events(sac.run(_saves(pol)))
 
 
 def plan(
@@ -591,7 +247,7 @@ def plan(
     when it goes straight into the loss (`loss_fn(model(x)).backward()`)."""
     if on_overrun not in ("raise", "warn"):
         raise ApplyError(f"on_overrun must be 'raise' or 'warn', got {on_overrun!r}")
-    sac = _Sac(graph, hold_output)
+    sac = Sac(graph, hold_output)
     if sac.regions == 0:
         raise ApplyError("the graph has no checkpoint regions: export it with regions=[...] (the modules to wrap)")
     schedule = result.get("schedule", {}).get("events") if result.get("schedule") else None
@@ -620,7 +276,9 @@ def plan(
         else min(range(len(runs)), key=lambda i: runs[i].peak)
     )
     events = sac.events(runs[best])
-    predicted = backend.simulate(sac.simulation_graph(graph), {"events": events}, budget=limit)
+    predicted = backend.simulate(
+        sac.simulation_graph(graph, filled[best], runs[best]), {"events": events}, budget=limit
+    )
     calls = graph.get("meta", {}).get("region_calls") or [{} for _ in range(sac.regions)]
     p = Plan(
         policies=_table(filled[best], sac),
@@ -632,6 +290,7 @@ def plan(
         fixed_memory=sac.fixed,
         budget=limit,
         per_block_peak=runs[1].peak if filled[1] == per_block else sac.run(per_block).peak,
+        overhead=runs[best].flops / max(sum(sac.cost), 1e-300),
     )
     if not p.fits:
         _overrun(p, on_overrun)
@@ -651,30 +310,71 @@ def _overrun(p: Plan, on_overrun: OnOverrun) -> None:
     overrun(message, budget=p.budget, predicted=p.predicted_peak, on_overrun=on_overrun)
 
 
-class _Buffers:
-    """A region's buffers (BatchNorm's running statistics and counter, ...) saved before its
-    replay in backward and restored after it, into storage allocated once: the replay runs the
-    region's forward again, and the state it updates must end as one forward left it."""
+# ops that update running statistics in training without saying so in their schema (their
+# `running_mean` / `running_var` are `Tensor?`, not `Tensor(a!)?`)
+_RUNNING_STATS = {
+    torch.ops.aten.native_batch_norm,
+    torch.ops.aten.cudnn_batch_norm,
+    torch.ops.aten.miopen_batch_norm,
+}
+
+
+class _KeptBuffers(TorchDispatchMode):
+    """A region's buffers (BatchNorm's running statistics and counter, ...) kept as the forward
+    left them while its replay runs: the replay runs the region's forward again, and the state it
+    updates must end as one forward left it. Below SAC's recomputation mode, it drops what an op
+    would write into a buffer: an in-place write (`num_batches_tracked.add_(1)`) returns the buffer
+    unchanged, BatchNorm in training gets no running statistics (same output), any other op
+    writing into a buffer writes into a copy that lives as long as the op. No copy of the
+    buffers is held otherwise."""
 
     def __init__(self, module: torch.nn.Module) -> None:
-        self.buffers = list({id(b): b for b in module.buffers()}.values())
-        self.copies = [torch.empty_like(b) for b in self.buffers]
+        super().__init__()
+        self.module = module
+        self.storages: set[int] = set()
 
-    @contextmanager
-    def kept(self) -> Iterator[None]:
-        with torch.no_grad():
-            for b, c in zip(self.buffers, self.copies, strict=True):
-                c.copy_(b)
-        try:
-            yield
-        finally:
-            with torch.no_grad():
-                for b, c in zip(self.buffers, self.copies, strict=True):
-                    b.copy_(c)
+    def __enter__(self) -> _KeptBuffers:
+        self.storages = {b.untyped_storage().data_ptr() for b in self.module.buffers()} - {0}
+        return super().__enter__()  # type: ignore[no-any-return]
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        args, kwargs = list(args), dict(kwargs or {})
+        schema = func._schema
+        values = [args[i] if i < len(args) else kwargs.get(a.name) for i, a in enumerate(schema.arguments)]
+        written = self.written(func, values)
+        if not written:
+            return func(*args, **kwargs)
+        by_set = {frozenset(a.alias_info.before_set): i for i, a in written.items() if a.alias_info is not None}
+        sets = [frozenset(r.alias_info.before_set) if r.alias_info is not None else None for r in schema.returns]
+        if sets and all(s in by_set for s in sets):
+            # an in-place or out= write into the buffer: what it returns is the buffer as it is
+            out = [values[by_set[s]] for s in sets if s is not None]
+            return out[0] if len(out) == 1 else tuple(out)
+        for i, a in written.items():
+            replacement = None if isinstance(a.type, torch.OptionalType) else values[i].clone()
+            if i < len(args):
+                args[i] = replacement
+            else:
+                kwargs[a.name] = replacement
+        return func(*args, **kwargs)
+
+    def written(self, func: Any, values: list[Any]) -> dict[int, Any]:
+        """The arguments (position: schema argument) of this call that are buffers it writes."""
+        training = func.overloadpacket in _RUNNING_STATS and values[5] is True
+        return {
+            i: a
+            for i, (a, v) in enumerate(zip(func._schema.arguments, values, strict=True))
+            if isinstance(v, torch.Tensor)
+            and v.untyped_storage().data_ptr() in self.storages
+            and (
+                (a.alias_info is not None and a.alias_info.is_write)
+                or (training and a.name in ("running_mean", "running_var"))
+            )
+        }
 
 
 def _context_fn(
-    table: dict[Key, CheckpointPolicy], calls: dict[str, int], misses: list[str], buffers: _Buffers
+    table: dict[Key, CheckpointPolicy], calls: dict[str, int], misses: list[str], module: torch.nn.Module
 ) -> Callable[[], Any]:
     def make() -> Any:
         seen: dict[str, int] = defaultdict(int)
@@ -692,16 +392,15 @@ def _context_fn(
             return found
 
         forward, recompute = create_selective_checkpoint_contexts(policy)
-        return forward, _restoring(buffers, recompute)
+        return forward, _restoring(module, recompute)
 
     return make
 
 
 @contextmanager
-def _restoring(buffers: _Buffers, recompute: Any) -> Iterator[None]:
-    """SAC's recomputation context, inside the buffers' save and restore (outside SAC's mode, so
-    its op counts do not see the copies)."""
-    with buffers.kept(), recompute:
+def _restoring(module: torch.nn.Module, recompute: Any) -> Iterator[None]:
+    """SAC's recomputation context above `_KeptBuffers` (SAC's op counts see the ops as called)."""
+    with _KeptBuffers(module), recompute:
         yield
 
 
@@ -733,7 +432,7 @@ def applied(regions: Sequence[torch.nn.Module], p: Plan) -> Iterator[Plan]:
             continue
         forward = mod.forward
         originals.append((mod, "forward" in mod.__dict__, forward))
-        ctx = _context_fn(table, calls, p.misses, _Buffers(mod))
+        ctx = _context_fn(table, calls, p.misses, mod)
 
         def wrapped(*args: Any, _f: Callable[..., Any] = forward, _c: Any = ctx, **kwargs: Any) -> Any:
             return checkpoint(_f, *_as_called(args), use_reentrant=False, context_fn=_c, **_as_called(kwargs))

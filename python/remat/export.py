@@ -25,9 +25,11 @@ as ATen ops, without real compute or memory. The ops become the graph's nodes by
   real tensors (CPU, `repeats` runs).
 - **op**: the ATen op (`aten.convolution.default`); the node's `meta` holds `shape`, `dtype` and,
   for forward nodes, the (region, occurrence) that `remat.apply` uses to find the op again in
-  eager mode, and `saves`: the nodes its autograd node saves for backward (present when it saves
-  anything); for backward nodes, `grad_fn`: the index of the autograd node whose apply runs it.
-  Eager autograd holds a saved tensor until that node has run (`remat.apply` simulates this).
+  eager mode, `saves`: the nodes its autograd node saves for backward (present when it saves
+  anything) and `grad_fn`: the index of that autograd node; for backward nodes, `grad_fn`: the
+  index of the autograd node whose apply runs it. Eager autograd holds a saved tensor until that
+  node has run, and unpacks them all when it starts, which replays a checkpointed region at its
+  first node that saved anything (`remat.apply` simulates this).
 - A reduced CPU `mse_loss`, `smooth_l1_loss` or `binary_cross_entropy` has its input's bytes: the
   kernel returns the mean in the storage of the element-wise losses.
 """
@@ -255,6 +257,8 @@ class _Builder:
             found = node.meta.setdefault("saves", [])
             if target is not None and target.id not in found:
                 found.append(target.id)
+            if saver in self.trace.saver_fn:
+                node.meta["grad_fn"] = self.trace.saver_fn[saver]
 
     def run(self) -> None:
         tr = self.trace
