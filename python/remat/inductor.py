@@ -23,19 +23,52 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch._inductor.choices import InductorChoices
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
+from torch._inductor.scheduler import BaseSchedulerNode, Scheduler
 
 from .compiled import Partitioner
 
+
+class RematChoices(InductorChoices):
+    """Inductor's heuristics, but no horizontal fusion (two kernels with no dependency between
+    them, run as one) of nodes that other nodes run between: the fused kernel runs both at one
+    place, which allocates the later one's outputs early, or keeps the earlier one's inputs late.
+    In a realized schedule such pairs are typically two computations of the same value (a
+    recomputation in the backward and another one later, or the forward's copy) that the schedule
+    placed apart so that the first is freed before the second exists."""
+
+    @staticmethod
+    def can_fuse_horizontal(
+        scheduler: Scheduler, node1: BaseSchedulerNode, node2: BaseSchedulerNode, shared_data_score: int
+    ) -> bool:
+        orders = {n.min_order for n in (*node1.get_nodes(), *node2.get_nodes())}
+        if max(orders) - min(orders) + 1 != len(orders):
+            return False
+        return InductorChoices.can_fuse_horizontal(scheduler, node1, node2, shared_data_score)
+
+    def uuid(self) -> str:
+        return f"remat.inductor.RematChoices:{_sources_hash()}"
+
+
 # Inductor's layout optimization copies every convolution weight into channels-last at the start
 # of the forward and keeps the copies for backward (parameter-sized memory remat's graph does not
-# hold); remat's partitioning turns it off
-OPTIONS: dict[str, Any] = {"layout_optimization": False}
+# hold); remat's partitioning turns it off. `RematChoices` keeps Inductor from fusing apart what
+# the schedule placed apart.
+OPTIONS: dict[str, Any] = {"layout_optimization": False, "inductor_choices_class": RematChoices}
+
+
+def _sources_hash() -> str:
+    """A hash of remat's Python sources (what partitions and what decides fusions)."""
+    h = hashlib.sha256()
+    for source in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(source.read_bytes())
+    return h.hexdigest()
 
 
 class RematPartitionerFn(CustomPartitionerFn):
@@ -51,12 +84,18 @@ class RematPartitionerFn(CustomPartitionerFn):
         return self.partitioner(gm, joint_inputs, **kwargs)
 
     def uuid(self) -> str:
-        h = hashlib.sha256()
-        for source in sorted(Path(__file__).parent.glob("*.py")):
-            h.update(source.read_bytes())
+        h = hashlib.sha256(_sources_hash().encode())
         p = self.partitioner
         h.update(repr((p.budget, p.solver, p.time_limit, p.seed, p.on_overrun, type(p.backend).__name__)).encode())
         return h.hexdigest()
+
+
+def partitioned() -> AbstractContextManager[None]:
+    """AOTAutograd's cache off while compiling: a hit hands back the compiled forward and backward
+    without tracing the joint graph, so without calling the partitioner (no `Partitioner.last`).
+    Inductor's own cache of compiled graphs stays on: after the partitioner, a graph compiled
+    before is loaded, not compiled again."""
+    return torch._functorch.config.patch(enable_autograd_cache=False)
 
 
 @contextmanager
@@ -64,5 +103,5 @@ def partitioning(partitioner: Partitioner) -> Iterator[RematPartitionerFn]:
     """Inductor partitions with `partitioner` while the context is open (compiles happen at the
     first call of a compiled module, so call it inside)."""
     fn = RematPartitionerFn(partitioner)
-    with torch._inductor.config.patch(custom_partitioner_fn=fn, **OPTIONS):
+    with torch._inductor.config.patch(custom_partitioner_fn=fn, **OPTIONS), partitioned():
         yield fn
