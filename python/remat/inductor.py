@@ -9,14 +9,24 @@ a `CustomPartitionerFn`; `RematPartitionerFn` is one, wrapping a `remat.compiled
         compiled = torch.compile(model)        # or remat.compile(..., compiler="inductor")
 
 Inductor then compiles the two graphs: it fuses pointwise ops into kernels (their intermediate
-buffers disappear), reuses dead buffers and may reorder nodes, so what it holds can differ from
+buffers disappear), reuses dead buffers and may reorder nodes (its peak-memory reordering keeps the
+graph's order unless its own estimate of another order is lower), so what it holds can differ from
 what the graphs hold op by op; `Partitioner.last.predicted` is the prediction for the unfused
-graphs, which fusion can only lower unless a reorder moves an allocation earlier (measure with
-`remat.measure_compiled.AllocatorBytes`: Inductor's buffers are no dispatcher ops).
+graphs. Fusion lowers it, except a *horizontal* fusion (two kernels with no dependency, sharing
+inputs, run as one) of nodes the schedule placed apart: the fused kernel allocates the later one's
+output at the earlier one's place. A realized schedule makes such pairs (a value recomputed twice
+in the backward, each copy freed before the next exists: both copies alive at once after fusion);
+`RematChoices` (`inductor_choices_class`, Inductor's hook for its fusion heuristics) refuses
+horizontal fusions of nodes that other nodes run between. Measure with
+`remat.measure_compiled.AllocatorBytes` (Inductor's buffers are no dispatcher ops).
 
-`uuid()` (Inductor's and AOTAutograd's caches key compiled code on it) covers the partitioner's
-settings and remat's Python sources: a cached artifact was partitioned by the same code at the
-same budget. A cache hit skips the partitioner (and leaves `Partitioner.last` as it was).
+Caches: `uuid()` (Inductor's and AOTAutograd's caches key compiled code on it) covers the
+partitioner's settings and remat's Python sources. AOTAutograd's cache would hand back the compiled
+forward and backward without tracing the joint graph, so without calling the partitioner (no
+prediction); under remat it is off (`partitioned()`, entered by `partitioning` and around each call
+of `remat.compile`'s step), and Inductor's cache of compiled graphs, keyed by the partitioned
+graphs, saves the C++ compile: each compile traces, solves (`Partitioner.cache` within a process)
+and partitions, and has its `Partitioner.last`.
 """
 
 from __future__ import annotations
@@ -95,7 +105,8 @@ def partitioned() -> AbstractContextManager[None]:
     without tracing the joint graph, so without calling the partitioner (no `Partitioner.last`).
     Inductor's own cache of compiled graphs stays on: after the partitioner, a graph compiled
     before is loaded, not compiled again."""
-    return torch._functorch.config.patch(enable_autograd_cache=False)
+    patch: AbstractContextManager[None] = torch._functorch.config.patch(enable_autograd_cache=False)
+    return patch
 
 
 @contextmanager
