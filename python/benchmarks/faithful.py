@@ -16,9 +16,9 @@ Columns: budget = bytes of activations (the compiled joint graph's fraction: `fi
 f * (checkpoint_all_peak - fixed_memory)` less `fixed_memory`; the eager path gets the same bytes over
 its own graph's fixed memory; Inductor rows: the fraction of the joint graph Inductor hands the
 partitioner, after its decompositions, the budget the plan's `fits` refers to); measured = peak
-live op outputs (`CompiledLiveBytes`; Inductor rows: `AllocatorBytes` without ops' scratch), parameters, buffers, inputs and gradients excluded; met =
-measured <= budget; predicted = remat's simulator on what runs; error = (predicted - measured) /
-measured; FLOPs = FLOPs dispatched (matmul, convolution, attention: torch's flop registry) over the
+live op outputs (`CompiledLiveBytes`; Inductor rows: `AllocatorBytes` without ops' scratch),
+parameters, buffers, inputs and gradients excluded; met = measured <= budget; predicted = remat's
+simulator on what runs; error = (predicted - measured) / measured; FLOPs = FLOPs dispatched (matmul, convolution, attention: torch's flop registry) over the
 baseline's; time = fastest of `--repeats` untracked steps over the baseline's; equal = loss and
 gradients (rtol 1e-4) and buffers equal to the baseline's.
 

@@ -223,7 +223,7 @@ def test_unchanged_graph_is_not_solved_again(binary: str) -> None:
     "family",
     [
         lambda: families.llama(batch=2, seq=16, layers=1, d=32, vocab=128),
-        lambda: families.unet(batch=1, resolution=32, width=16),
+        lambda: families.unet(batch=4, resolution=64, width=32),
     ],
     ids=["llama", "unet"],
 )
@@ -232,7 +232,8 @@ def test_inductor_holds_at_most_the_prediction(family: Any, binary: str) -> None
     allocator holds (ops' scratch left out) within the budget the plan fits and at most 2% above
     the prediction. The U-Net's schedule recomputes its upsampling concatenations twice in the
     backward: Inductor fused the two copies into one kernel (both alive at once) and held 11%
-    more than predicted before `RematChoices`."""
+    more than predicted before `RematChoices` (33,309,192 bytes for 29,506,048; the kernels, so
+    the compile time, are the same at any batch and width)."""
     model, _, inputs, targets, loss_fn = family()
     plain = plain_step(model, inputs, targets, loss_fn)
     step = remat_compile(model, loss_fn, 0.5, backend=remat.Local(binary), compiler="inductor", time_limit=60)
