@@ -12,15 +12,15 @@ remat accepts), one training step (forward, loss, backward) of a fresh copy of t
 - `remat-inductor`: the same partitioner inside Inductor (`--inductor`; C++ compile, slow;
   `--only-inductor`: the baseline and these rows alone, at 0.8, 0.5 and 0.3).
 
-Columns: budget = bytes of activations (the compiled joint graph's fraction: `fixed_memory +
-f * (checkpoint_all_peak - fixed_memory)` less `fixed_memory`; the eager path gets the same bytes over
+Columns: budget = bytes of activations (the compiled joint graph's fraction: `fixed_memory + f *
+(checkpoint_all_peak - fixed_memory)` less `fixed_memory`; the eager path gets the same bytes over
 its own graph's fixed memory; Inductor rows: the fraction of the joint graph Inductor hands the
-partitioner, after its decompositions, the budget the plan's `fits` refers to); measured = peak
-live op outputs (`CompiledLiveBytes`; Inductor rows: `AllocatorBytes` without ops' scratch),
-parameters, buffers, inputs and gradients excluded; met = measured <= budget; predicted = remat's
-simulator on what runs; error = (predicted - measured) / measured; FLOPs = FLOPs dispatched (matmul, convolution, attention: torch's flop registry) over the
-baseline's; time = fastest of `--repeats` untracked steps over the baseline's; equal = loss and
-gradients (rtol 1e-4) and buffers equal to the baseline's.
+partitioner, after its decompositions, the budget the plan's `fits` refers to); measured = peak live
+op outputs (`CompiledLiveBytes`; Inductor rows: `AllocatorBytes` without ops' scratch), parameters,
+buffers, inputs and gradients excluded; met = measured <= budget; predicted = remat's simulator on
+what runs; error = (predicted - measured) / measured; FLOPs = FLOPs dispatched (matmul, convolution,
+attention: torch's flop registry) over the baseline's; time = fastest of `--repeats` untracked steps
+over the baseline's; equal = loss and gradients (rtol 1e-4) and buffers equal to the baseline's.
 
 With `--device cuda` the models run on the GPU, measured as on the CPU (Inductor rows: the CUDA
 caching allocator's blocks, rounded to 512 bytes, without ops' scratch), and three more columns
