@@ -220,23 +220,25 @@ def test_unchanged_graph_is_not_solved_again(binary: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "family",
+    ("family", "fraction"),
     [
-        lambda: families.llama(batch=2, seq=16, layers=1, d=32, vocab=128),
-        lambda: families.unet(batch=4, resolution=64, width=32),
+        (lambda: families.llama(batch=2, seq=16, layers=1, d=32, vocab=128), 0.5),
+        (lambda: families.unet(batch=4, resolution=64, width=32), 0.5),
+        (lambda: families.vit(), 0.3),
     ],
-    ids=["llama", "unet"],
+    ids=["llama", "unet", "vit"],
 )
-def test_inductor_holds_at_most_the_prediction(family: Any, binary: str) -> None:
+def test_inductor_holds_at_most_the_prediction(family: Any, fraction: float, binary: str) -> None:
     """remat's partitioner inside Inductor (CPU, C++ kernels): same loss and gradients; what the
     allocator holds (ops' scratch left out) within the budget the plan fits and at most 2% above
     the prediction. The U-Net's schedule recomputes its upsampling concatenations twice in the
     backward: Inductor fused the two copies into one kernel (both alive at once) and held 11%
     more than predicted before `RematChoices` (33,309,192 bytes for 29,506,048; the kernels, so
-    the compile time, are the same at any batch and width)."""
+    the compile time, are the same at any batch and width). The ViT held 18% more than predicted
+    with Inductor's buffer reuse on (a dead buffer kept over the attention backward's peak)."""
     model, _, inputs, targets, loss_fn = family()
     plain = plain_step(model, inputs, targets, loss_fn)
-    step = remat_compile(model, loss_fn, 0.5, backend=remat.Local(binary), compiler="inductor", time_limit=60)
+    step = remat_compile(model, loss_fn, fraction, backend=remat.Local(binary), compiler="inductor", time_limit=60)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = measure_compiled(step, (*inputs, *targets), list(model.parameters()))
