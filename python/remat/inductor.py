@@ -46,21 +46,21 @@ from .compiled import Partitioner
 
 
 class RematChoices(InductorChoices):
-    """Inductor's heuristics, but no horizontal fusion (two kernels with no dependency between
-    them, run as one) of nodes that other nodes run between: the fused kernel runs both at one
-    place, which allocates the later one's outputs early, or keeps the earlier one's inputs late.
-    In a realized schedule such pairs are typically two computations of the same value (a
-    recomputation in the backward and another one later, or the forward's copy) that the schedule
-    placed apart so that the first is freed before the second exists."""
+    """Inductor's heuristics, but no fusion of nodes that other nodes run between. A fused kernel
+    runs its nodes at one place: a horizontal fusion (no dependency, shared inputs) allocates the
+    later node's outputs at the earlier one's place, a vertical one (producer into a consumer)
+    keeps the producer's inputs until the consumer's place. In a realized schedule such pairs are
+    two computations of one value (each copy freed before the next exists) or a value's first
+    and last readers, which the schedule placed apart so that other values fit in between."""
 
     @staticmethod
-    def can_fuse_horizontal(
+    def can_fuse(
         scheduler: Scheduler, node1: BaseSchedulerNode, node2: BaseSchedulerNode, shared_data_score: int
     ) -> bool:
         orders = {n.min_order for n in (*node1.get_nodes(), *node2.get_nodes())}
         if max(orders) - min(orders) + 1 != len(orders):
             return False
-        return InductorChoices.can_fuse_horizontal(scheduler, node1, node2, shared_data_score)
+        return InductorChoices.can_fuse(scheduler, node1, node2, shared_data_score)
 
     def uuid(self) -> str:
         return f"remat.inductor.RematChoices:{_sources_hash()}"
