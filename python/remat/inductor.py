@@ -9,16 +9,17 @@ a `CustomPartitionerFn`; `RematPartitionerFn` is one, wrapping a `remat.compiled
         compiled = torch.compile(model)        # or remat.compile(..., compiler="inductor")
 
 Inductor then compiles the two graphs: it fuses pointwise ops into kernels (their intermediate
-buffers disappear), reuses dead buffers and may reorder nodes (its peak-memory reordering keeps the
-graph's order unless its own estimate of another order is lower), so what it holds can differ from
+buffers disappear) and may reorder nodes (its peak-memory reordering keeps the graph's order
+unless its own estimate of another order is lower), so what it holds can differ from
 what the graphs hold op by op; `Partitioner.last.predicted` is the prediction for the unfused
-graphs. Fusion lowers it, except a *horizontal* fusion (two kernels with no dependency, sharing
-inputs, run as one) of nodes the schedule placed apart: the fused kernel allocates the later one's
-output at the earlier one's place. A realized schedule makes such pairs (a value recomputed twice
-in the backward, each copy freed before the next exists: both copies alive at once after fusion);
+graphs. Fusion lowers it, except a fusion of nodes the schedule placed apart: a *horizontal* one
+(two kernels with no dependency, sharing inputs, run as one) allocates the later one's output at
+the earlier one's place, a *vertical* one (a producer into a consumer) keeps the producer's inputs
+until the consumer's place. A realized schedule makes such pairs (a value recomputed twice in the
+backward, each copy freed before the next exists; a value's first and last readers);
 `RematChoices` (`inductor_choices_class`, Inductor's hook for its fusion heuristics) refuses
-horizontal fusions of nodes that other nodes run between. Measure with
-`remat.measure_compiled.AllocatorBytes` (Inductor's buffers are no dispatcher ops).
+fusions of nodes that other nodes run between. Inductor's buffer reuse is off (`OPTIONS`).
+Measure with `remat.measure_compiled.AllocatorBytes` (Inductor's buffers are no dispatcher ops).
 
 Caches: `uuid()` (Inductor's and AOTAutograd's caches key compiled code on it) covers the
 partitioner's settings and remat's Python sources. AOTAutograd's cache would hand back the compiled
