@@ -9,16 +9,18 @@ remat accepts), one training step (forward, loss, backward) of a fresh copy of t
   `aot_eager_decomp_partition`);
 - `remat-eager`: `remat.export` + `solve_local` + `remat.apply.plan`/`applied` (SAC policies);
 - `remat-compiled`: `remat.compiled.compile` (model and loss in one joint graph, aot_eager);
-- `remat-inductor`: the same partitioner inside Inductor (`--inductor`; C++ compile, slow).
+- `remat-inductor`: the same partitioner inside Inductor (`--inductor`; C++ compile, slow;
+  `--only-inductor`: the baseline and these rows alone, at 0.8, 0.5 and 0.3).
 
-Columns: budget = bytes of activations (the compiled joint graph's fraction: `fixed_memory +
-f * (checkpoint_all_peak - fixed_memory)` less `fixed_memory`; the eager path gets the same bytes over
-its own graph's fixed memory); measured = peak live op outputs (`CompiledLiveBytes`; Inductor rows:
-`AllocatorBytes` without ops' scratch), parameters, buffers, inputs and gradients excluded; met =
-measured <= budget; predicted = remat's simulator on what runs; error = (predicted - measured) /
-measured; FLOPs = FLOPs dispatched (matmul, convolution, attention: torch's flop registry) over the
-baseline's; time = fastest of `--repeats` untracked steps over the baseline's; equal = loss and
-gradients (rtol 1e-4) and buffers equal to the baseline's.
+Columns: budget = bytes of activations (the compiled joint graph's fraction: `fixed_memory + f *
+(checkpoint_all_peak - fixed_memory)` less `fixed_memory`; the eager path gets the same bytes over
+its own graph's fixed memory; Inductor rows: the fraction of the joint graph Inductor hands the
+partitioner, after its decompositions, the budget the plan's `fits` refers to); measured = peak live
+op outputs (`CompiledLiveBytes`; Inductor rows: `AllocatorBytes` without ops' scratch), parameters,
+buffers, inputs and gradients excluded; met = measured <= budget; predicted = remat's simulator on
+what runs; error = (predicted - measured) / measured; FLOPs = FLOPs dispatched (matmul, convolution,
+attention: torch's flop registry) over the baseline's; time = fastest of `--repeats` untracked steps
+over the baseline's; equal = loss and gradients (rtol 1e-4) and buffers equal to the baseline's.
 
 With `--device cuda` the models run on the GPU, measured as on the CPU (Inductor rows: the CUDA
 caching allocator's blocks, rounded to 512 bytes, without ops' scratch), and three more columns
@@ -218,6 +220,8 @@ def rows_for(name: str, args: argparse.Namespace, backend: remat.Local) -> list[
     out.append(pb)
     undo()
     case = Case(args, backend, model_copy, loss_fn, step_args, n_in, base)
+    if args.only_inductor:
+        return [{**r, "model": name} for r in [base, *(inductor_row(f, case) for f in (0.8, 0.5, 0.3))]]
     # remat eager at the memory per-block checkpointing measured (the issue's "never worse than it")
     row = eager_row(pb["measured"], case)
     row.update(fraction="per-block")
@@ -290,7 +294,7 @@ def rows_at(fraction: float, case: Case) -> list[Row]:
     budget remat's compiled graph gives that fraction, remat compiled again at the memory min-cut
     measured where min-cut meets its budget (check (d) compares at equal memory), and remat with
     Inductor if asked."""
-    args, backend, model_copy, loss_fn = case.args, case.backend, case.model_copy, case.loss_fn
+    args, model_copy, loss_fn = case.args, case.model_copy, case.loss_fn
     step_args, n_in, base = case.step_args, case.n_in, case.base
     out: list[Row] = []
     tag = f"{fraction:.2f}"
@@ -323,23 +327,37 @@ def rows_at(fraction: float, case: Case) -> list[Row]:
     out.append(row)
 
     if args.inductor and (not args.inductor_fractions or tag in args.inductor_fractions.split(",")):
-        m, _ = model_copy()
-        torch._dynamo.reset()
-        step = remat_compile(
-            m, loss_fn, fraction, backend=backend, compiler="inductor", time_limit=args.time_limit, on_overrun="warn"
-        )
-        try:
-            with warnings.catch_warnings(), torch._inductor.config.patch(force_disable_caches=True):
-                warnings.simplefilter("ignore")
-                row = run_row("remat-inductor", m, step, step_args, base, args.repeats, allocator=True)
-            last = step.last
-            assert last is not None
-            row.update(predicted=last.predicted_activations, fits=last.fits)
-        except Exception as e:  # what this torch version or its C++ compiler raises
-            row = failed("remat-inductor", e)
-        row.update(fraction=tag, budget=budget)
-        out.append(row)
+        out.append(inductor_row(fraction, case))
     return out
+
+
+def inductor_row(fraction: float, case: Case) -> Row:
+    """remat with Inductor at `fraction`: its budget is that fraction of the joint graph Inductor
+    hands the partitioner (its decompositions give other nodes than aot_eager's), the one the
+    plan's `fits` refers to."""
+    m, _ = case.model_copy()
+    torch._dynamo.reset()
+    step = remat_compile(
+        m,
+        case.loss_fn,
+        fraction,
+        backend=case.backend,
+        compiler="inductor",
+        time_limit=case.args.time_limit,
+        on_overrun="warn",
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            row = run_row("remat-inductor", m, step, case.step_args, case.base, case.args.repeats, allocator=True)
+        last = step.last
+        assert last is not None
+        budget = last.budget - int(last.graph["fixed_memory"])
+        row.update(budget=budget, predicted=last.predicted_activations, fits=last.fits)
+    except Exception as e:  # what this torch version or its C++ compiler raises
+        row = failed("remat-inductor", e)
+    row.update(fraction=f"{fraction:.2f}")
+    return row
 
 
 def cuda_blocks(r: Row, key: str = "blocks") -> str:
@@ -491,6 +509,9 @@ def main() -> None:
         action="store_true",
         help="only none, per-block and remat-eager rows (budgets of 0.8/0.5/0.3 over the eager graph)",
     )
+    ap.add_argument(
+        "--only-inductor", action="store_true", help="only the baseline and remat-inductor rows, at 0.8, 0.5 and 0.3"
+    )
     ap.add_argument("--inductor-fractions", default="", help="only these fractions for Inductor, e.g. 0.50")
     ap.add_argument("--binary", default=None, help="the remat binary ($REMAT_BIN, PATH)")
     ap.add_argument("--json", default=None, help="also write the rows here")
@@ -509,6 +530,7 @@ def main() -> None:
             print(f"({name}) {sum(mine)} of {len(mine)} met")
         sys.exit(0 if all(p for _, p, _ in results) else 1)
     torch.set_num_threads(max(1, torch.get_num_threads()))
+    args.inductor |= args.only_inductor
     if args.device != "cpu":  # the same kernels in every row, so that "equal" compares like with like
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cudnn.deterministic = True

@@ -31,6 +31,7 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal
 
 import torch
@@ -263,9 +264,15 @@ class Step:
     """A compiled training step: `step(*inputs, *targets)` runs forward, loss and backward (the
     gradients accumulate into the parameters' `.grad`) and returns the loss, detached."""
 
-    def __init__(self, module: Callable[..., torch.Tensor], partitioner: Partitioner) -> None:
+    def __init__(
+        self,
+        module: Callable[..., torch.Tensor],
+        partitioner: Partitioner,
+        context: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    ) -> None:
         self.module = module
         self.partitioner = partitioner
+        self.context = context  # entered around each call (where compiles happen)
 
     @property
     def last(self) -> Partitioned | None:
@@ -273,7 +280,8 @@ class Step:
 
     def __call__(self, *args: Any) -> torch.Tensor:
         try:
-            loss = self.module(*args)
+            with self.context():
+                loss = self.module(*args)
         except torch._dynamo.exc.BackendCompilerFailed as e:
             # remat's own errors (OverBudget, InfeasibleBudget, ...) reach the caller as they are
             if isinstance(e.inner_exception, RematError):
@@ -310,12 +318,11 @@ def compile(
         backend_fn: Any = aot_autograd(
             fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=part, keep_inference_input_mutations=True
         )
-        module = torch.compile(wrapped, backend=backend_fn, dynamic=False)
-    elif compiler == "inductor":
-        from .inductor import OPTIONS, RematPartitionerFn
+        return Step(torch.compile(wrapped, backend=backend_fn, dynamic=False), part)
+    if compiler == "inductor":
+        from .inductor import OPTIONS, RematPartitionerFn, partitioned
 
         options = {"custom_partitioner_fn": RematPartitionerFn(part), **OPTIONS}
         module = torch.compile(wrapped, backend="inductor", dynamic=False, options=options)
-    else:
-        raise ValueError(f"compiler must be 'aot_eager' or 'inductor', got {compiler!r}")
-    return Step(module, part)
+        return Step(module, part, partitioned)
+    raise ValueError(f"compiler must be 'aot_eager' or 'inductor', got {compiler!r}")

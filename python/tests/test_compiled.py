@@ -219,19 +219,48 @@ def test_unchanged_graph_is_not_solved_again(binary: str) -> None:
     assert part.last is not None and part.last.cached
 
 
-def test_inductor_holds_at_most_the_prediction(binary: str) -> None:
-    """remat's partitioner inside Inductor (CPU, C++ kernels): same loss and gradients, and what
-    the allocator holds (ops' scratch left out) at most 2% above the prediction."""
-    model, _, inputs, targets, loss_fn = families.llama(batch=2, seq=16, layers=1, d=32, vocab=128)
+@pytest.mark.parametrize(
+    ("family", "fraction"),
+    [
+        (lambda: families.llama(batch=2, seq=16, layers=1, d=32, vocab=128), 0.5),
+        (lambda: families.unet(batch=4, resolution=64, width=32), 0.5),
+        (lambda: families.vit(), 0.3),
+    ],
+    ids=["llama", "unet", "vit"],
+)
+def test_inductor_holds_at_most_the_prediction(family: Any, fraction: float, binary: str) -> None:
+    """remat's partitioner inside Inductor (CPU, C++ kernels): same loss and gradients; what the
+    allocator holds (ops' scratch left out) within the budget the plan fits and at most 2% above
+    the prediction. The U-Net's schedule recomputes its upsampling concatenations twice in the
+    backward: Inductor fused the two copies into one kernel (both alive at once) and held 11%
+    more than predicted before `RematChoices` (33,309,192 bytes for 29,506,048; the kernels, so
+    the compile time, are the same at any batch and width). The ViT held 18% more than predicted
+    with Inductor's buffer reuse on (a dead buffer kept over the attention backward's peak)."""
+    model, _, inputs, targets, loss_fn = family()
     plain = plain_step(model, inputs, targets, loss_fn)
-    step = remat_compile(model, loss_fn, 0.5, backend=remat.Local(binary), compiler="inductor", time_limit=2)
-    # Inductor's on-disk caches would hand back an earlier run's compiled step without calling the
-    # partitioner (so without a prediction): compile afresh
-    with warnings.catch_warnings(), torch._inductor.config.patch(force_disable_caches=True):
+    step = remat_compile(model, loss_fn, fraction, backend=remat.Local(binary), compiler="inductor", time_limit=60)
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = measure_compiled(step, (*inputs, *targets), list(model.parameters()))
     last = step.last
     assert last is not None
     assert m.buffers <= 1.02 * last.predicted_activations, (m.buffers, last.predicted_activations)
+    if last.fits:
+        assert m.buffers <= last.budget - int(last.graph["fixed_memory"])
     model.zero_grad(set_to_none=True)
     assert_same_step(model, float(step(*inputs, *targets)), plain)
+
+
+def test_inductor_predicts_on_a_cache_hit(binary: str) -> None:
+    """A second compile of the same step (a new process, or after `torch._dynamo.reset()`) finds
+    the compiled graphs in Inductor's caches (before remat turned AOTAutograd's cache off, a hit
+    skipped the partitioner and left the step without a prediction)."""
+    model, _, inputs, targets, loss_fn = families.llama(batch=2, seq=16, layers=1, d=32, vocab=128)
+    for _ in range(2):
+        torch._dynamo.reset()
+        step = remat_compile(model, loss_fn, 0.5, backend=remat.Local(binary), compiler="inductor", time_limit=60)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            step(*inputs, *targets)
+        assert step.last is not None
+        assert step.last.predicted_peak > 0
