@@ -14,8 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Solves, prints, writes; returns the result's status (the exit code follows from it).
-/// The time limit counts from here (`crate::front::clock`): reading the graph stops at
-/// it, and the solve gets what is left less the reserve for judging and printing.
+/// The time limit counts from here (`crate::front::clock`): reading and building the
+/// graph and the checkpoint-all replay (the 100% of budgets) stop at it, and the solve
+/// gets what is left less the reserve for judging and printing. The graph and the result
+/// are not freed: the process exits right after, and freeing the millions of small
+/// allocations of a million-node graph one by one would take seconds past the limit.
 pub(super) fn run(args: &SolveArgs) -> Result<Status, CliError> {
     let mut options = solve_options(&args.solver_flags, args.time_limit, 1)?;
     let clock = Clock::start(options.time_limit);
@@ -24,14 +27,24 @@ pub(super) fn run(args: &SolveArgs) -> Result<Status, CliError> {
         ..Limits::NONE
     };
     let g = load_within(&args.graph, limits)?;
-    let (peak, replay) = timed_peak(&g);
+    let Some((peak, replay)) = timed_peak(&g, clock.deadline()) else {
+        std::mem::forget(g);
+        return Err(CliError::TimeLimit(format!(
+            "{}: the time limit passed while replaying the checkpoint-all schedule (the 100% \
+             of budgets)",
+            args.graph.graph.display()
+        )));
+    };
     let budget = args.budget.parse::<Budget>()?.resolve_with(|| peak)?;
     options.time_limit = clock.solve_limit(answer_reserve(replay));
     let result = solve_with_progress(&g, budget, &args.solver, options)?;
     deliver(&result, args.output.as_deref(), args.json, |r| {
         print_result(&g, peak, r)
     })?;
-    Ok(result.status)
+    let status = result.status;
+    std::mem::forget(result);
+    std::mem::forget(g);
+    Ok(status)
 }
 
 /// Runs the solve with a spinner on stderr (drawn only when stderr is a terminal).

@@ -9,7 +9,7 @@
 //! stops at its first poll (`no_solution`), at once.
 
 use crate::graph::Graph;
-use crate::schedule::checkpoint_all_peak;
+use crate::schedule::checkpoint_all_peak_by;
 use std::time::{Duration, Instant};
 
 /// Replays of the checkpoint-all schedule the answer is given time for: the judge's
@@ -51,11 +51,12 @@ impl Clock {
 }
 
 /// The checkpoint-all peak of `graph` (the 100% of percentage budgets) and the time its
-/// replay took.
-pub fn timed_peak(graph: &Graph) -> (u64, Duration) {
+/// replay took; `None` when `deadline` passed during the replay (a graph read just
+/// before its deadline).
+pub fn timed_peak(graph: &Graph, deadline: Option<Instant>) -> Option<(u64, Duration)> {
     let start = Instant::now();
-    let peak = checkpoint_all_peak(graph);
-    (peak, start.elapsed())
+    let peak = checkpoint_all_peak_by(graph, deadline)?;
+    Some((peak, start.elapsed()))
 }
 
 /// The time the answer is given: [`ANSWER_REPLAYS`] times one replay.

@@ -49,6 +49,7 @@ pub use storage::{Storage, StorageError, StorageSpec, TransferRate};
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde::{Deserialize, Serialize};
 use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::time::Instant;
 
 /// The largest `K + Σ_v s_v` (and the largest budget): 2^53 bytes, so that every byte
 /// figure is exact as an `f64` and no sum of them overflows a `u64`.
@@ -142,6 +143,23 @@ impl Graph {
     /// Validates `spec` and puts its nodes in solver order. Every problem found is
     /// reported, each naming its node and field.
     pub fn new(spec: GraphSpec) -> Result<Graph, GraphError> {
+        Graph::new_by(spec, None)
+    }
+
+    /// [`Graph::new`] that stops at `deadline` ([`GraphError::TimeLimit`]), looking at the
+    /// clock every 4096 nodes (`TIME_CHECK_EVERY`) of its passes over the ids and the
+    /// inputs (the graph reader's deadline, which a large graph may reach while it is
+    /// built: on a million nodes the passes are about a CPU second of hash lookups).
+    pub fn new_by(spec: GraphSpec, deadline: Option<Instant>) -> Result<Graph, GraphError> {
+        let n = spec.nodes.len();
+        let late = |i: usize| {
+            if i % load::raw::TIME_CHECK_EVERY == 0 && deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                Err(GraphError::TimeLimit { nodes: n })
+            } else {
+                Ok(())
+            }
+        };
         let mut problems = Problems::default();
         if spec.nodes.is_empty() {
             problems.push(Problem::graph(
@@ -154,6 +172,7 @@ impl Graph {
         // Every id's file position; it becomes the graph's index once the order is known.
         let mut position: HashMap<String, usize> = HashMap::with_capacity(spec.nodes.len());
         for (i, node) in spec.nodes.iter().enumerate() {
+            late(i)?;
             if node.id.is_empty() {
                 problems.push(Problem::at_index(
                     ProblemKind::InvalidField,
@@ -184,6 +203,7 @@ impl Graph {
         let mut preds: Vec<Vec<usize>> = vec![Vec::new(); spec.nodes.len()];
         let mut seen = HashSet::new();
         for (v, node) in spec.nodes.iter().enumerate() {
+            late(v)?;
             seen.clear();
             for (k, input) in node.inputs.iter().enumerate() {
                 if repeated(&node.inputs, k, &mut seen) {
@@ -561,6 +581,20 @@ mod tests {
         assert_eq!(g.id(2), "c");
         assert_eq!(g.preds(2), &[0, 1]);
         assert_eq!(g.succs(0), &[1, 2]);
+    }
+
+    #[test]
+    fn the_build_stops_at_its_deadline() {
+        let spec = GraphSpec {
+            nodes: vec![node("a", &[]), node("b", &["a"])],
+            ..Default::default()
+        };
+        let late = Graph::new_by(spec.clone(), Some(Instant::now()));
+        assert!(
+            matches!(late, Err(GraphError::TimeLimit { nodes: 2 })),
+            "{late:?}"
+        );
+        assert!(Graph::new_by(spec, None).is_ok());
     }
 
     #[test]

@@ -7,8 +7,9 @@
 //! (`crate::budget::Budget::resolve`) and the `checkpoint-all` solver returns it.
 
 use super::sequence::from_computes;
-use super::{simulate, Schedule};
+use super::{simulate, simulate_polled, Schedule};
 use crate::graph::Graph;
+use std::time::Instant;
 
 /// The checkpoint-all schedule.
 pub fn checkpoint_all(graph: &Graph) -> Schedule {
@@ -20,6 +21,21 @@ pub fn checkpoint_all_peak(graph: &Graph) -> u64 {
     simulate(graph, &checkpoint_all(graph))
         .expect("checkpoint-all is a valid schedule")
         .peak_memory
+}
+
+/// [`checkpoint_all_peak`], or `None` once `deadline` passes during the replay (polled
+/// as [`simulate_polled`] polls).
+pub fn checkpoint_all_peak_by(graph: &Graph, deadline: Option<Instant>) -> Option<u64> {
+    let late = || match deadline {
+        Some(d) if Instant::now() >= d => Err(()),
+        _ => Ok(()),
+    };
+    let replay = simulate_polled(graph, &checkpoint_all(graph), late).ok()?;
+    Some(
+        replay
+            .expect("checkpoint-all is a valid schedule")
+            .peak_memory,
+    )
 }
 
 #[cfg(test)]
@@ -37,5 +53,15 @@ mod tests {
             assert!(stats.computes.iter().all(|&c| c == 1));
             assert_eq!(stats.peak_memory, checkpoint_all_peak(&g));
         }
+    }
+
+    #[test]
+    fn the_peak_replay_stops_at_its_deadline() {
+        let g = linear(8);
+        assert_eq!(checkpoint_all_peak_by(&g, Some(Instant::now())), None);
+        assert_eq!(
+            checkpoint_all_peak_by(&g, None),
+            Some(checkpoint_all_peak(&g))
+        );
     }
 }

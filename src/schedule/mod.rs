@@ -16,7 +16,7 @@ mod simulate;
 pub mod stages;
 pub mod timeline;
 
-pub use checkpoint_all::{checkpoint_all, checkpoint_all_peak};
+pub use checkpoint_all::{checkpoint_all, checkpoint_all_peak, checkpoint_all_peak_by};
 pub use simulate::{simulate, simulate_polled, Rule, SimError, SimStats};
 pub use stages::Stages;
 pub use timeline::{Stall, TierStats};

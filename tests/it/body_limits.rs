@@ -8,6 +8,9 @@
 //! * bodies are read off the async runtime: `/healthz` answers within a second while two
 //!   large inspects are read;
 //! * a client that leaves while its body is read starts no solve;
+//! * a synchronous solve's time limit counts from the request's receipt and covers reading
+//!   its graph: a graph still being read at the limit is a 504 that says so (on main the
+//!   reader had no deadline and the whole graph was read, built and replayed first);
 //! * SIGTERM: the process exits within `--grace` + 1 s even with a solve in flight and a
 //!   client stalled in the middle of its upload.
 //!
@@ -219,4 +222,21 @@ fn sigterm_exits_within_the_grace_with_a_solve_in_flight_and_a_stalled_upload() 
         exited < Duration::from_secs_f64(grace + 1.0),
         "exited {exited:?} after SIGTERM, over --grace {grace} + 1 s"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_solve_stops_reading_its_graph_at_its_time_limit() {
+    let server = Server::start(server::config(1, 1)).await;
+    let body = json!({
+        "graph": long_graph(100_000),
+        "budget": "80%",
+        "solver": "checkpoint-all",
+        "time_limit_s": 0.001,
+    });
+    let started = Instant::now();
+    let reply = server.post("/v1/solve", &body).await;
+    let text = String::from_utf8_lossy(&reply.body).to_string();
+    assert_eq!(reply.status, 504, "{text}");
+    assert!(text.contains("while reading the graph"), "{text}");
+    eprintln!("answered in {:?}", started.elapsed());
 }

@@ -13,7 +13,9 @@
 //!   a 5,000-node random layered graph and a 100,001-node chain end by their time limit
 //!   plus a margin (the margin covers a loaded debug build; on today's main, auto took
 //!   23-25 s at 20,000 nodes with a 5 s limit in release); with no time left (the caller
-//!   spent it reading the graph) every solver answers `no_solution` before its own set-up.
+//!   spent it reading the graph) every solver answers `no_solution` before its own set-up;
+//!   join-dp does not start a nested table it cannot fill before its deadline, nor
+//!   recompute-all a schedule too long to build and judge in its time limit.
 
 use remat::graph::generate::{linear, random_layered};
 use remat::graph::Graph;
@@ -168,4 +170,34 @@ fn with_no_time_left_every_solver_answers_before_its_set_up() {
         assert_eq!(status, Status::NoSolution, "{name}");
         assert!(wall < MARGIN, "{name} took {wall:?} with no time left");
     }
+}
+
+/// Issue 26, item 3: join-dp on a chain whose DP table cannot be filled in the time
+/// limit answers at once instead of allocating and freeing the table (on main, the
+/// 20,001-node chain took 18.9-19.7 s at every limit in release under load, 2.7 GB; here
+/// the same chain at a 0.3 s limit, which took 4.1 s in a debug build of main at a load
+/// of 3).
+#[test]
+fn join_dp_refuses_a_table_it_cannot_fill_in_time() {
+    let chain = linear(10_000);
+    let limit = 0.3;
+    let (wall, status) = timed(&chain, 80, "join-dp", limit);
+    assert_eq!(status, Status::NoSolution);
+    assert!(
+        wall <= Duration::from_secs_f64(limit) + MARGIN,
+        "join-dp took {wall:?} with a {limit} s limit"
+    );
+}
+
+/// Issue 26, item 3: recompute-all refuses at once a schedule it could not build and have
+/// judged within the time limit (on main, the 20,001-node chain at 10 s took 61.3 s in
+/// release: its 10^8-event schedule was finished just past the limit and then replayed,
+/// unpolled, twice). Scaled: an 8,001-node chain (at least 8 M compute events) at 2 s, where
+/// main builds until the limit.
+#[test]
+fn recompute_all_refuses_at_once_a_schedule_it_cannot_answer_in_time() {
+    let chain = linear(4_000);
+    let (wall, status) = timed(&chain, 80, "recompute-all", 2.0);
+    assert_eq!(status, Status::NoSolution);
+    assert!(wall < Duration::from_secs(1), "recompute-all took {wall:?}");
 }

@@ -169,7 +169,7 @@ pub fn read_graph(text: &[u8], format: Format, limits: Limits) -> Result<Graph, 
     }
     let storage = storage_field(&root, &mut problems);
     limits.check_time(spec.nodes.len())?;
-    match Graph::new(spec) {
+    match Graph::new_by(spec, limits.deadline) {
         Ok(g) if problems.is_empty() => g.with_storage(storage).with_batch(batch),
         Ok(_) => Err(GraphError::Invalid(problems)),
         Err(GraphError::Invalid(more)) => {

@@ -61,6 +61,23 @@ fn accepted(id: &str) -> Response {
     response
 }
 
+/// `value` as a JSON response, serialised off the runtime ([`off_runtime`]): a solve's
+/// result at a million nodes is about 100 MB of JSON, a second of work that would keep
+/// the async threads from answering `/healthz`.
+async fn json_off_runtime<T: Serialize + Send + Sync + 'static>(
+    state: &Arc<AppState>,
+    status: StatusCode,
+    value: Arc<T>,
+) -> Result<Response, ApiProblem> {
+    let body = off_runtime(state, move |_| {
+        serde_json::to_vec(&*value)
+            .map_err(|e| ApiProblem::new(Kind::Internal, format!("serialising the answer: {e}")))
+    })
+    .await?;
+    let json = HeaderValue::from_static("application/json");
+    Ok((status, [(header::CONTENT_TYPE, json)], body).into_response())
+}
+
 /// Reads a request's body with `work` off the runtime ([`off_runtime`]).
 async fn read_body<T: Send + 'static>(
     state: &Arc<AppState>,

@@ -10,7 +10,10 @@
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
 #![allow(clippy::result_large_err)]
 
-use super::{json_response, pool_problem, read_body, start_job, ApiResult, Shared};
+use super::{
+    json_off_runtime, json_response, off_runtime, pool_problem, read_body, start_job, ApiResult,
+    Shared,
+};
 use crate::budget::Budget;
 use crate::front::{answer_reserve, timed_peak, Clock};
 use crate::graph::Graph;
@@ -27,16 +30,19 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
-use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Runs one solve in the pool (or answers it from the cache). `progress` receives the
 /// solver's reports. The time limit counts from `admitted` (a synchronous solve: reading
 /// the body and waiting for a worker count), else from the moment a worker starts it (a
 /// job), and the solve gets it less the reserve for the answer, timed on its graph by the
-/// worker (`crate::front::clock`). Returns the result and whether it came from the cache.
+/// worker (`crate::front::clock`). The cache key (a hash of the whole graph: a second of
+/// work at a million nodes) is computed off the async threads ([`off_runtime`]), and the
+/// result is weighed and cached by the worker (its weight is the length of its JSON), so
+/// that the async threads stay free to answer `/healthz`. Returns the result and whether
+/// it came from the cache.
 pub(super) async fn run_solve(
     state: &Arc<AppState>,
     request: SolveRequest,
@@ -45,7 +51,10 @@ pub(super) async fn run_solve(
     progress: Option<solve::ProgressSink>,
     on_start: impl FnOnce() + Send + 'static,
 ) -> Result<(Arc<SolveResult>, bool), ApiProblem> {
-    let key = request.options.key(&request.graph, request.budget);
+    let (key, request) = off_runtime(state, move |_| {
+        Ok((request.options.key(&request.graph, request.budget), request))
+    })
+    .await?;
     if let Some(hit) = state.cache.get(&key) {
         state.metrics.cache(true);
         return Ok((hit, true));
@@ -62,8 +71,11 @@ pub(super) async fn run_solve(
         .run(options.cancel.clone(), move || {
             on_start();
             let clock = Clock::since(admitted.unwrap_or_else(Instant::now), Some(limit));
-            let (_, replay) = timed_peak(&graph);
-            options.time_limit = clock.solve_limit(answer_reserve(replay));
+            // Past the deadline during the replay: no time left, the solve answers at once.
+            options.time_limit = match timed_peak(&graph, clock.deadline()) {
+                Some((_, replay)) => clock.solve_limit(answer_reserve(replay)),
+                None => Some(Duration::ZERO),
+            };
             let result = solve::solve(
                 &Instance {
                     graph: &graph,
@@ -73,17 +85,21 @@ pub(super) async fn run_solve(
                 &options,
             );
             count_solve(&worker_state, &solver, &options.cancel, &result);
-            result
+            result.map(|r| {
+                let r = Arc::new(r);
+                if !options.cancel.load(Ordering::Relaxed) {
+                    worker_state.cache.put(key, r.clone());
+                }
+                r
+            })
         })
         .await;
     let solver = &request.options.solver;
-    let result = match outcome {
-        Err(e) => return Err(pool_problem(state, solver, e)),
-        Ok(Err(e)) => return Err(e.into()),
-        Ok(Ok(r)) => Arc::new(r),
-    };
-    state.cache.put(key, result.clone());
-    Ok((result, false))
+    match outcome {
+        Err(e) => Err(pool_problem(state, solver, e)),
+        Ok(Err(e)) => Err(e.into()),
+        Ok(Ok(result)) => Ok((result, false)),
+    }
 }
 
 /// Counts one finished solve in `remat_solves_total` (see the module docs).
@@ -102,12 +118,17 @@ fn count_solve(
     state.metrics.solve(solver, status);
 }
 
-/// Reads a solve request off the async runtime.
+/// Reads a solve request off the async runtime, its graph within the request's time limit
+/// from `received` when given ([`SolveRequest::read`]).
 pub(super) async fn read_solve(
     state: &Arc<AppState>,
     bytes: Result<Bytes, BytesRejection>,
+    received: Option<Instant>,
 ) -> Result<SolveRequest, ApiProblem> {
-    read_body(state, bytes, SolveRequest::read).await
+    read_body(state, bytes, move |state, bytes| {
+        SolveRequest::read(state, bytes, received)
+    })
+    .await
 }
 
 /// A solve run for the request in hand (`POST /v1/solve`, a picture solved on the spot):
@@ -134,7 +155,7 @@ pub(super) async fn solve_in_request(
 /// `POST /solve`, `POST /v1/solve` ([`solve_in_request`]).
 pub async fn solve(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
     let admitted = Instant::now();
-    let request = read_solve(&state, bytes).await?;
+    let request = read_solve(&state, bytes, Some(admitted)).await?;
     let events_only = request.options.events_only;
     let (result, hit) = solve_in_request(&state, request, Some(admitted)).await?;
     let result = Options::shape(events_only, result);
@@ -144,7 +165,7 @@ pub async fn solve(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -
             result.message.clone().unwrap_or_default(),
         ));
     }
-    let mut response = json_response(StatusCode::OK, &*result);
+    let mut response = json_off_runtime(&state, StatusCode::OK, result).await?;
     response.headers_mut().insert(
         "x-cache",
         HeaderValue::from_static(if hit { "hit" } else { "miss" }),
@@ -154,7 +175,7 @@ pub async fn solve(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -
 
 /// `POST /v1/jobs`: 202 with the job's id and `Location`.
 pub async fn create_job(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    let request = read_solve(&state, bytes).await?;
+    let request = read_solve(&state, bytes, None).await?;
     start_job(&state, move |job| async move {
         let events_only = request.options.events_only;
         let (progress, started) = (job.progress(), job.starter());
@@ -247,10 +268,12 @@ pub async fn sweep(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -
         .await;
     guard.disarm();
     let results = outcome.map_err(|e| pool_problem(&state, "sweep", e))??;
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({ "results": results }),
-    ))
+    /// The sweep's answer.
+    #[derive(serde::Serialize)]
+    struct Sweep {
+        results: Vec<SolveResult>,
+    }
+    json_off_runtime(&state, StatusCode::OK, Arc::new(Sweep { results })).await
 }
 
 /// A sweep request: the graph, its budgets in bytes (1 to `--max-sweep`, counted before

@@ -99,7 +99,7 @@
 //! reported infeasible. The solver reports its answers as heuristic.
 
 use super::chain_dp::{
-    slot_size, table_footprint, DpChain, Mem, Nest, Policy, Resweep, SecondTurn, Table,
+    outlasts, slot_size, table_footprint, DpChain, Mem, Nest, Policy, Resweep, SecondTurn, Table,
     DEFAULT_SLOTS,
 };
 use super::join_of;
@@ -109,7 +109,9 @@ use crate::solve::details::{Details, JoinDpDetails};
 use crate::solve::Footprint;
 use crate::solve::{
     Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+    Stopped,
 };
+use std::time::Instant;
 
 pub struct JoinDp;
 
@@ -139,12 +141,14 @@ impl Released {
     }
 }
 
-/// One nesting order of a join, the slot size, the budget and the interrupt poll.
+/// One nesting order of a join, the slot size, the budget, the deadline and the
+/// interrupt poll.
 struct Nesting<'a> {
     join: &'a Join,
     order: &'a [usize],
     q: u64,
     m: usize,
+    deadline: Option<Instant>,
     poll: &'a mut dyn FnMut() -> bool,
 }
 
@@ -155,8 +159,15 @@ impl Nesting<'_> {
     }
 
     /// Fills the table of the branch at position `p` (its loss stage the join's loss)
-    /// placed as `placement` says.
+    /// placed as `placement` says; `None` when interrupted, or at once when the fill
+    /// cannot finish before the deadline ([`outlasts`]: the table is not even allocated).
     fn fill(&mut self, p: usize, placement: Nest) -> Option<Table> {
+        let left = self
+            .deadline
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        if outlasts(self.branch(p).len() + 1, self.m, left) {
+            return None;
+        }
         let chain = Chain {
             stages: self.branch(p).to_vec(),
             loss: self.join.loss,
@@ -328,10 +339,12 @@ impl Solver for JoinDp {
                 order: &order,
                 q,
                 m,
+                deadline: stop.deadline(),
                 poll: &mut poll,
             };
             let Some(table) = nesting.nest(0, &Released::default(), false) else {
-                let stopped = stopped.expect("only a stop interrupts the fill");
+                // A stop, or a table that cannot be filled in the time left.
+                let stopped = stopped.unwrap_or(Stopped::TimeLimit);
                 return stopped.outcome("join-dp", "while filling the DP tables");
             };
             let cost = table.cost();

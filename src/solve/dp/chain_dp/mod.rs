@@ -120,7 +120,7 @@ pub use model::{slot_size, DpChain, Mem, Policy, DEFAULT_SLOTS};
 pub use nest::{Nest, Resweep, SecondTurn};
 pub(crate) use solvers::solve_graph;
 pub use solvers::{
-    solve_chain, stages_footprint, table_footprint, ChainAnswer, ChainDp, EquivChain,
+    outlasts, solve_chain, stages_footprint, table_footprint, ChainAnswer, ChainDp, EquivChain,
 };
 pub use table::Table;
 

@@ -15,6 +15,7 @@ use crate::solve::{
     Claim, Instance, Outcome, Plan, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
     Stopped,
 };
+use std::time::Duration;
 
 pub struct ChainDp;
 
@@ -237,12 +238,11 @@ const FILL_RATE: f64 = 4.6e9;
 /// its 2.7 GB of rows).
 const FILL_MARGIN: f64 = 4.0;
 
-/// Whether filling the table of `n` stages at `m` slots cannot finish within the time
-/// limit even [`FILL_MARGIN`] times faster than measured; such a fill is not started.
-fn outlasts(n: usize, m: usize, options: &SolveOptions) -> bool {
-    options
-        .time_limit
-        .is_some_and(|limit| fill_work(n, m) as f64 > FILL_RATE * FILL_MARGIN * limit.as_secs_f64())
+/// Whether filling the table of `n` stages at `m` slots cannot finish in the time `left`
+/// even [`FILL_MARGIN`] times faster than measured; such a fill is not started (the join
+/// DP asks it before each of its nested tables, with what is left of its deadline).
+pub fn outlasts(n: usize, m: usize, left: Option<Duration>) -> bool {
+    left.is_some_and(|left| fill_work(n, m) as f64 > FILL_RATE * FILL_MARGIN * left.as_secs_f64())
 }
 
 /// [`solve_chain`] for the chain `build` makes for a slot size.
@@ -262,7 +262,7 @@ fn solve_dp(
         chain = build(q);
     }
     let m = (w / q) as usize;
-    if outlasts(chain.l + 1, m, options) {
+    if outlasts(chain.l + 1, m, options.time_limit) {
         // Not even allocated: the table alone would take seconds to fault in and free.
         return Ok(ChainAnswer {
             plan: None,
