@@ -360,20 +360,31 @@ def realized_events(
     """What the forward and backward graphs run, as a remat schedule: each copy computed where it
     is and freed after the last use of it or of a view of it; forward outputs held to the end. An
     op's outputs are all allocated by the op: each element of a tuple is computed right after it
-    (the graph's element node; an element no getitem takes lives as long as the tuple)."""
+    (the graph's element node; an element no getitem takes lives as long as the tuple).
+
+    A schedule may recompute a tuple while it still holds an element of an earlier copy; the new
+    copy's element is taken too, so two copies of that node are alive at once. The simulator holds
+    one copy per node: the second is the node `<id>@copy<k>` (`prediction_graph` adds it, with the
+    node's memory), and whichever copy dies first frees the `@copy` node, so the node itself stays
+    resident for its readers until its last copy dies."""
     elements = _elements(graph)
     events: list[dict[str, str]] = []
     node_of: dict[str, str] = {}
     resident: set[str] = set()  # copies (by name) and untaken elements ("tuple#id")
     untaken: dict[str, list[str]] = defaultdict(list)
+    alive: dict[str, list[str]] = defaultdict(list)  # node -> the simulator's nodes of its live copies
 
     def compute(name: str, v: str) -> None:
         node_of[name] = v
-        events.append({"op": "compute", "node": v})
+        held = alive[v]
+        slot = v if not held else next(f"{v}@copy{k}" for k in range(1, len(held) + 1) if f"{v}@copy{k}" not in held)
+        held.append(slot)
+        events.append({"op": "compute", "node": slot})
         resident.add(name)
 
     def free(name: str) -> None:
-        events.append({"op": "free", "node": node_of[name]})
+        held = alive[node_of[name]]
+        events.append({"op": "free", "node": held.pop()})  # the node itself is the first, freed last
         resident.discard(name)
         for phantom in untaken.pop(name, []):
             free(phantom)
@@ -442,7 +453,9 @@ def realized_events(
 def prediction_graph(graph: dict[str, Any], events: Sequence[dict[str, str]]) -> dict[str, Any]:
     """`graph` as `realized_events` counts it: without the nodes never computed (dead code the
     partition dropped), and each tuple's memory without its elements' (they are nodes of their own,
-    computed with it), so that an op's outputs are counted once."""
+    computed with it), so that an op's outputs are counted once; plus a node `<id>@copy<k>` for
+    each second copy `realized_events` holds (the node's memory, no inputs: it is computed with
+    the tuple copy that made it)."""
     computed = {e["node"] for e in events if e["op"] == "compute"}
     taken: dict[str, int] = defaultdict(int)
     for tup, items in _elements(graph).items():
@@ -453,4 +466,7 @@ def prediction_graph(graph: dict[str, Any], events: Sequence[dict[str, str]]) ->
         for n in graph["nodes"]
         if n["id"] in computed
     ]
+    by_id = {n["id"]: n for n in nodes}
+    copies = sorted(c for c in computed if c not in by_id and "@copy" in c)
+    nodes += [{**by_id[c.rsplit("@copy", 1)[0]], "id": c, "inputs": [], "cost": 0.0} for c in copies]
     return {**graph, "nodes": nodes}
