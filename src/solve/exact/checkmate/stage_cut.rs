@@ -380,6 +380,10 @@ fn significant(value: f64) -> f64 {
 /// The stage-cut bound of `graph` within `budget`, from the cuts tried before `options`'
 /// time limit; `None` when no cut raises `Σ_v c_v` (or the graph has a storage tier, or
 /// more than [`MAX_NODES`] nodes, or the budget is below its minimum feasible one).
+///
+/// The steps of the module docs: the forced values `F` (their second computation is in every
+/// schedule's cost), then each candidate cut's LP, then the [`INTEGRAL_CUTS`] cuts whose LP
+/// proved most solved again in integral form; the highest cost proven is the bound.
 pub(crate) fn stage_cut_bound(
     graph: &Graph,
     budget: u64,
@@ -390,101 +394,178 @@ pub(crate) fn stage_cut_bound(
     }
     let stop = Stop::start(options);
     let cuts = Cuts::new(graph);
-    let controls = Controls {
-        relax: true,
-        stop: stop.clone(),
-        mip_rel_gap: None,
-        max_nodes: None,
-        threads: options.threads,
-        seed: options.seed,
-        first_order: false,
-    };
     let forced = cuts.forced(budget, &stop);
-    let mut forced_set = FixedBitSet::with_capacity(graph.len());
-    forced_set.extend(forced.iter().map(|&(v, _)| v));
-    let base = graph.total_cost() + forced.iter().map(|&(v, _)| graph.cost(v)).sum::<f64>();
-    let mut best: Option<StageCut> = forced
-        .iter()
-        .max_by(|a, b| graph.cost(a.0).total_cmp(&graph.cost(b.0)))
-        .map(|&(_, l)| StageCut {
-            cost: base,
-            node: l,
-            cuts: 0,
-            keep: vec![1.0; graph.len()],
-            forced: Vec::new(),
-            integral: false,
-        });
-    let mut solved = 0;
-    // The cost each cut's LP proves, for the integral cuts.
-    let mut ranked: Vec<(f64, usize)> = Vec::new();
-    for l in cuts.candidates(budget) {
-        if stop.cancelled() {
-            return Err(SolveError::Cancelled);
-        }
-        if stop.should_stop() {
-            break;
-        }
-        let room = cuts.room(l, budget).expect("candidates fit");
-        let Some(CutLp { lp, c_max, col }) = cuts.lp(l, room, &forced_set, false) else {
-            continue;
+    let mut bounding = Bounding::new(&cuts, budget, &forced, options, stop);
+    let ranked = bounding.lp_cuts()?;
+    bounding.integral_cuts(&ranked)?;
+    let solved = bounding.solved;
+    Ok(bounding.best.map(|b| StageCut {
+        cuts: solved,
+        forced,
+        ..b
+    }))
+}
+
+/// One run of [`stage_cut_bound`]: the cuts, what every cut's cost starts from, and the best
+/// bound so far.
+struct Bounding<'c, 'g> {
+    cuts: &'c Cuts<'g>,
+    budget: u64,
+    /// The forced values `F`, as a set.
+    forced: FixedBitSet,
+    /// `Σ_v c_v + Σ_{v ∈ F} c_v`: every schedule's cost is at least this.
+    base: f64,
+    controls: Controls,
+    stop: Stop,
+    best: Option<StageCut>,
+    /// The cuts whose LP was solved.
+    solved: usize,
+}
+
+impl<'c, 'g> Bounding<'c, 'g> {
+    fn new(
+        cuts: &'c Cuts<'g>,
+        budget: u64,
+        forced: &[(usize, usize)],
+        options: &SolveOptions,
+        stop: Stop,
+    ) -> Self {
+        let graph = cuts.graph;
+        let mut forced_set = FixedBitSet::with_capacity(graph.len());
+        forced_set.extend(forced.iter().map(|&(v, _)| v));
+        let base = graph.total_cost() + forced.iter().map(|&(v, _)| graph.cost(v)).sum::<f64>();
+        // With forced values and no cut, the bound is `base`, at the moment of the forced
+        // value of the largest cost.
+        let best = forced
+            .iter()
+            .max_by(|a, b| graph.cost(a.0).total_cmp(&graph.cost(b.0)))
+            .map(|&(_, l)| StageCut {
+                cost: base,
+                node: l,
+                cuts: 0,
+                keep: vec![1.0; graph.len()],
+                forced: Vec::new(),
+                integral: false,
+            });
+        let controls = Controls {
+            relax: true,
+            stop: stop.clone(),
+            mip_rel_gap: None,
+            max_nodes: None,
+            threads: options.threads,
+            seed: options.seed,
+            first_order: false,
         };
-        let run = backend::run(lp, None, &controls).map_err(|e| SolveError::Failed {
+        Bounding {
+            cuts,
+            budget,
+            forced: forced_set,
+            base,
+            controls,
+            stop,
+            best,
+            solved: 0,
+        }
+    }
+
+    /// Whether `cost` raises the best bound (or `Σ_v c_v`, before any).
+    fn raises(&self, cost: f64) -> bool {
+        cost > self
+            .best
+            .as_ref()
+            .map_or(self.cuts.graph.total_cost(), |b| b.cost)
+    }
+
+    /// Each candidate cut's LP, until the time limit: the best bound among them, and the cuts
+    /// with the cost each proved, most first.
+    fn lp_cuts(&mut self) -> Result<Vec<(f64, usize)>, SolveError> {
+        let mut ranked: Vec<(f64, usize)> = Vec::new();
+        for l in self.cuts.candidates(self.budget) {
+            if self.stop.cancelled() {
+                return Err(SolveError::Cancelled);
+            }
+            if self.stop.should_stop() {
+                break;
+            }
+            let Some((cost, keep)) = self.lp_cut(l)? else {
+                continue;
+            };
+            if self.raises(cost) {
+                self.best = Some(StageCut {
+                    cost,
+                    node: l,
+                    cuts: 0,
+                    keep,
+                    forced: Vec::new(),
+                    integral: false,
+                });
+            }
+            ranked.push((cost, l));
+        }
+        ranked.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        Ok(ranked)
+    }
+
+    /// Cut `l`'s LP: the cost it proves and its `S_v` (1 outside the cut's values); `None`
+    /// when the cut has no room or its LP is not solved to optimality.
+    fn lp_cut(&mut self, l: usize) -> Result<Option<(f64, Vec<f64>)>, SolveError> {
+        let Some(room) = self.cuts.room(l, self.budget) else {
+            return Ok(None);
+        };
+        let Some(CutLp { lp, c_max, col }) = self.cuts.lp(l, room, &self.forced, false) else {
+            return Ok(None);
+        };
+        let run = backend::run(lp, None, &self.controls).map_err(|e| SolveError::Failed {
             solver: "stage-cut bound",
             reason: e.to_string(),
         })?;
         match run.status {
             RunStatus::Cancelled => return Err(SolveError::Cancelled),
             RunStatus::Optimal => {}
-            _ => continue,
+            _ => return Ok(None),
         }
-        solved += 1;
+        self.solved += 1;
         let (Some(bound), Some(values)) = (run.bound, run.columns) else {
-            continue;
+            return Ok(None);
         };
-        let cost = base + bound * c_max;
-        if cost > best.as_ref().map_or(graph.total_cost(), |b| b.cost) {
-            best = Some(StageCut {
-                cost,
-                node: l,
-                cuts: 0,
-                keep: col
-                    .iter()
-                    .map(|c| c.map_or(1.0, |(s, _)| values[s]))
-                    .collect(),
-                forced: Vec::new(),
-                integral: false,
-            });
-        }
-        ranked.push((cost, l));
+        let keep = col
+            .iter()
+            .map(|c| c.map_or(1.0, |(s, _)| values[s]))
+            .collect();
+        Ok(Some((self.base + bound * c_max, keep)))
     }
-    ranked.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    for &(_, l) in ranked.iter().take(INTEGRAL_CUTS) {
-        if stop.should_stop() {
-            break;
+
+    /// The first [`INTEGRAL_CUTS`] of `ranked` solved again in integral form, until the time
+    /// limit.
+    fn integral_cuts(&mut self, ranked: &[(f64, usize)]) -> Result<(), SolveError> {
+        for &(_, l) in ranked.iter().take(INTEGRAL_CUTS) {
+            if self.stop.should_stop() {
+                break;
+            }
+            let extra = self
+                .cuts
+                .integral_extra(l, self.budget, &self.forced, &self.controls)?;
+            let Some(extra) = extra else {
+                continue;
+            };
+            let cost = self.base + extra;
+            if self.raises(cost) {
+                let keep = self
+                    .best
+                    .take()
+                    .map_or_else(|| vec![1.0; self.cuts.graph.len()], |b| b.keep);
+                self.best = Some(StageCut {
+                    cost,
+                    node: l,
+                    cuts: 0,
+                    keep,
+                    forced: Vec::new(),
+                    integral: true,
+                });
+            }
         }
-        let Some(extra) = cuts.integral_extra(l, budget, &forced_set, &controls)? else {
-            continue;
-        };
-        let cost = base + extra;
-        if cost > best.as_ref().map_or(graph.total_cost(), |b| b.cost) {
-            let keep = best
-                .take()
-                .map_or_else(|| vec![1.0; graph.len()], |b| b.keep);
-            best = Some(StageCut {
-                cost,
-                node: l,
-                cuts: 0,
-                keep,
-                forced: Vec::new(),
-                integral: true,
-            });
-        }
+        Ok(())
     }
-    Ok(best.map(|b| StageCut {
-        cuts: solved,
-        forced,
-        ..b
-    }))
 }
 
 #[cfg(test)]
