@@ -1,0 +1,179 @@
+use super::*;
+use crate::graph::generate::{linear, random_dag, random_layered, DagShape};
+use crate::graph::{GraphSpec, NodeSpec};
+use crate::schedule::checkpoint_all_peak;
+use crate::solve::{solve, Instance};
+
+/// The exhaustive optimum within `budget`, if any schedule fits.
+fn optimum(graph: &Graph, budget: u64) -> Option<f64> {
+    let instance = Instance { graph, budget };
+    let r = solve(&instance, "exhaustive", &SolveOptions::default()).unwrap();
+    r.stats.map(|s| s.total_cost)
+}
+
+fn bound(graph: &Graph, budget: u64) -> Option<StageCut> {
+    stage_cut_bound(graph, budget, &SolveOptions::default()).unwrap()
+}
+
+/// The graph of `nodes` (`NodeSpec::plain`'s `(id, cost, bytes, inputs)`).
+fn graph(nodes: &[(&str, f64, u64, &[&str])]) -> Graph {
+    let nodes = nodes
+        .iter()
+        .map(|&(id, cost, bytes, inputs)| NodeSpec::plain(id, cost, bytes, inputs))
+        .collect();
+    Graph::new(GraphSpec {
+        nodes,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// The bound at `budget`, asserted to be `Σ_v c_v + extra` and the exhaustive optimum.
+fn proves_optimum(g: &Graph, budget: u64, extra: f64) -> StageCut {
+    let cut = bound(g, budget).expect("the bound rises above Σ c");
+    assert!(
+        (cut.cost - (g.total_cost() + extra)).abs() < 1e-6,
+        "{cut:?}"
+    );
+    assert!((optimum(g, budget).unwrap() - cut.cost).abs() < 1e-6);
+    cut
+}
+
+/// `x1 -> x2 -> y -> loss -> gy -> g2 -> g1`, where `g2` reads `x2` and `g1` reads
+/// `x1` (2 bytes each, the rest 1 byte). At 4 bytes, the loss's first computation
+/// leaves room for one of them: keeping `x2` (cost 10) and recomputing `x1` (cost 1)
+/// is the best any schedule can do, and the cuts prove it.
+#[test]
+fn the_cuts_prove_the_optimum_of_a_two_activation_chain() {
+    let g = graph(&[
+        ("x1", 1.0, 2, &[]),
+        ("x2", 10.0, 2, &["x1"]),
+        ("y", 1.0, 1, &["x2"]),
+        ("loss", 1.0, 1, &["y"]),
+        ("gy", 1.0, 1, &["loss"]),
+        ("g2", 1.0, 1, &["gy", "x2"]),
+        ("g1", 1.0, 1, &["g2", "x1"]),
+    ]);
+    let cut = proves_optimum(&g, 4, 1.0);
+    // Every cut from `y` to `g2` leaves no room for `x1` (`g2`'s own footprint is 4).
+    assert!(
+        ["y", "loss", "gy", "g2"].contains(&g.id(cut.node)),
+        "{cut:?}"
+    );
+    // With room for both, nothing is proven beyond Σ c.
+    assert_eq!(bound(&g, 6), None);
+}
+
+/// A ResNet's stem in miniature: `conv` (cost 10, 4 bytes) is read by `relu` and, after
+/// the loss, by `gconv`; `gpool` holds `relu`, `loss` and its own output, 9 bytes. At
+/// 12 bytes `conv` cannot be resident while `gpool` runs: every schedule computes it
+/// twice. The LP alone keeps three quarters of it (+2.5); the forced set proves the
+/// optimum, +10.
+#[test]
+fn a_value_too_large_for_a_moment_is_paid_whole() {
+    let g = graph(&[
+        ("conv", 10.0, 4, &[]),
+        ("relu", 1.0, 4, &["conv"]),
+        ("pool", 1.0, 1, &["relu"]),
+        ("loss", 1.0, 1, &["pool"]),
+        ("gpool", 1.0, 4, &["loss", "relu"]),
+        ("gconv", 1.0, 1, &["gpool", "conv"]),
+    ]);
+    let cut = proves_optimum(&g, 12, 10.0);
+    assert_eq!(cut.forced, vec![(0, 4)], "{cut:?}");
+    // With room for `conv` beside `gpool`, nothing is forced.
+    assert!(bound(&g, 13).is_none_or(|c| c.forced.is_empty()));
+}
+
+/// `a` and `b` (cost 10, 3 bytes each) are both read after the loss, where 5 bytes are
+/// left: one of them is recomputed. The plain memory row keeps 5/3 of them (+3.3); its
+/// cover `S_a + S_b <= 1` proves the optimum, +10. Nothing is forced (the gradients take
+/// no memory, so each of `a` and `b` fits beside every node).
+#[test]
+fn the_covers_of_the_memory_row_pay_a_whole_value() {
+    let g = graph(&[
+        ("a", 10.0, 3, &[]),
+        ("b", 10.0, 3, &["a"]),
+        ("c", 1.0, 1, &["b"]),
+        ("loss", 1.0, 1, &["c"]),
+        ("gc", 1.0, 0, &["loss", "c"]),
+        ("gb", 1.0, 0, &["gc", "b"]),
+        ("ga", 1.0, 0, &["gb", "a"]),
+    ]);
+    let cut = proves_optimum(&g, 7, 10.0);
+    assert!(cut.forced.is_empty(), "{cut:?}");
+}
+
+/// On random DAGs of up to 9 nodes with sizes 1 to 6 (so that a value may not fit beside
+/// a node's footprint), at every budget from the least feasible to the checkpoint-all
+/// peak: never above the exhaustive optimum; the forced set is not empty in many, and in
+/// many an integral cut proves more than every LP.
+#[test]
+fn never_above_the_exhaustive_optimum_on_random_dags() {
+    let (mut cases, mut forced, mut integral) = (0, 0, 0);
+    for seed in 0..4000u64 {
+        let n = 3 + (seed % 7) as usize;
+        let shape = DagShape {
+            sizes: 1..=6,
+            ..DagShape::dense(n)
+        };
+        let g = random_dag(&shape, seed);
+        let (low, _) = g.min_feasible_budget();
+        let peak = checkpoint_all_peak(&g);
+        for budget in low..=peak {
+            let Some(best) = optimum(&g, budget) else {
+                continue;
+            };
+            cases += 1;
+            if let Some(cut) = bound(&g, budget) {
+                assert!(
+                    cut.cost <= best * (1.0 + 1e-9) + 1e-9,
+                    "seed {seed} at {budget}: bound {} above the optimum {best} ({cut:?})",
+                    cut.cost
+                );
+                forced += usize::from(!cut.forced.is_empty());
+                integral += usize::from(cut.integral);
+            }
+        }
+    }
+    eprintln!(
+        "{cases} cases, a forced value in {forced}, an integral cut above the LPs in {integral}"
+    );
+    assert!(cases >= 3000, "only {cases} cases");
+    assert!(forced >= 100, "a forced value in only {forced} cases");
+    assert!(
+        integral >= 40,
+        "an integral cut raised the bound in only {integral} cases"
+    );
+}
+
+/// Never above the global optimum (the exhaustive oracle), at every budget of the span,
+/// and above Σ c somewhere: the bound is valid and not trivially so.
+#[test]
+fn never_above_the_exhaustive_optimum() {
+    let mut raised = 0;
+    for (g, name) in [
+        (linear(4), "linear-4"),
+        (random_layered(9, 5), "random-9"),
+        (random_layered(10, 11), "random-10"),
+    ] {
+        let (low, _) = g.min_feasible_budget();
+        let peak = checkpoint_all_peak(&g);
+        for step in 0..=6 {
+            let budget = low + (peak - low) * step / 6;
+            let best = optimum(&g, budget).expect("the span is feasible");
+            if let Some(cut) = bound(&g, budget) {
+                assert!(
+                    cut.cost <= best * (1.0 + 1e-9),
+                    "{name} at {budget}: bound {} above the optimum {best}",
+                    cut.cost
+                );
+                raised += usize::from(cut.cost > g.total_cost());
+            }
+        }
+    }
+    assert!(
+        raised >= 3,
+        "the bound rose above Σ c at only {raised} budgets"
+    );
+}
