@@ -76,7 +76,7 @@
 //! (a looser LP, so still a bound). The bound taken is not HiGHS's objective, exact only
 //! up to its tolerances, but `L(y)` of its row duals ([`super::lagrangian`]).
 
-use super::backend::{self, Controls, Lp, RunStatus};
+use super::backend::{self, Controls, Lp, Run, RunStatus};
 use crate::graph::Graph;
 use crate::solve::{SolveError, SolveOptions, Stop};
 use fixedbitset::FixedBitSet;
@@ -123,6 +123,21 @@ pub struct StageCut {
     pub forced: Vec<(usize, usize)>,
     /// Whether `cost` is an integral cut's bound (module docs) rather than an LP's.
     pub integral: bool,
+}
+
+impl StageCut {
+    /// The bound `cost` proven at node `node` with `keep` (`S_v`); `integral` for an integral
+    /// cut's. Its count of cuts solved and its forced values are the run's, set at its end.
+    fn found(cost: f64, node: usize, keep: Vec<f64>, integral: bool) -> StageCut {
+        StageCut {
+            cost,
+            node,
+            cuts: 0,
+            keep,
+            forced: Vec::new(),
+            integral,
+        }
+    }
 }
 
 /// The LP of one cut, normalised, with the columns of each value.
@@ -317,16 +332,25 @@ impl<'g> Cuts<'g> {
             max_nodes: Some(INTEGRAL_NODES),
             ..controls.clone()
         };
-        let run = backend::run(lp, None, &controls).map_err(|e| SolveError::Failed {
-            solver: "stage-cut bound",
-            reason: e.to_string(),
-        })?;
+        let run = run_cut(lp, &controls)?;
         Ok(match run.status {
-            RunStatus::Cancelled => return Err(SolveError::Cancelled),
             RunStatus::Infeasible => None,
             _ => run.bound.filter(|b| b.is_finite()).map(|b| b * c_max),
         })
     }
+}
+
+/// HiGHS on a cut's LP or integral program: its failure is the bound's error, the caller's
+/// cancellation ends the bound.
+fn run_cut(lp: Lp, controls: &Controls) -> Result<Run, SolveError> {
+    let run = backend::run(lp, None, controls).map_err(|e| SolveError::Failed {
+        solver: "stage-cut bound",
+        reason: e.to_string(),
+    })?;
+    if run.status == RunStatus::Cancelled {
+        return Err(SolveError::Cancelled);
+    }
+    Ok(run)
 }
 
 /// The cardinality covers of the memory row (module docs): for each `k < MAX_COVER`, the
@@ -439,14 +463,7 @@ impl<'c, 'g> Bounding<'c, 'g> {
         let best = forced
             .iter()
             .max_by(|a, b| graph.cost(a.0).total_cmp(&graph.cost(b.0)))
-            .map(|&(_, l)| StageCut {
-                cost: base,
-                node: l,
-                cuts: 0,
-                keep: vec![1.0; graph.len()],
-                forced: Vec::new(),
-                integral: false,
-            });
+            .map(|&(_, l)| StageCut::found(base, l, vec![1.0; graph.len()], false));
         let controls = Controls {
             relax: true,
             stop: stop.clone(),
@@ -491,14 +508,7 @@ impl<'c, 'g> Bounding<'c, 'g> {
                 continue;
             };
             if self.raises(cost) {
-                self.best = Some(StageCut {
-                    cost,
-                    node: l,
-                    cuts: 0,
-                    keep,
-                    forced: Vec::new(),
-                    integral: false,
-                });
+                self.best = Some(StageCut::found(cost, l, keep, false));
             }
             ranked.push((cost, l));
         }
@@ -515,14 +525,9 @@ impl<'c, 'g> Bounding<'c, 'g> {
         let Some(CutLp { lp, c_max, col }) = self.cuts.lp(l, room, &self.forced, false) else {
             return Ok(None);
         };
-        let run = backend::run(lp, None, &self.controls).map_err(|e| SolveError::Failed {
-            solver: "stage-cut bound",
-            reason: e.to_string(),
-        })?;
-        match run.status {
-            RunStatus::Cancelled => return Err(SolveError::Cancelled),
-            RunStatus::Optimal => {}
-            _ => return Ok(None),
+        let run = run_cut(lp, &self.controls)?;
+        if run.status != RunStatus::Optimal {
+            return Ok(None);
         }
         self.solved += 1;
         let (Some(bound), Some(values)) = (run.bound, run.columns) else {
@@ -554,14 +559,7 @@ impl<'c, 'g> Bounding<'c, 'g> {
                     .best
                     .take()
                     .map_or_else(|| vec![1.0; self.cuts.graph.len()], |b| b.keep);
-                self.best = Some(StageCut {
-                    cost,
-                    node: l,
-                    cuts: 0,
-                    keep,
-                    forced: Vec::new(),
-                    integral: true,
-                });
+                self.best = Some(StageCut::found(cost, l, keep, true));
             }
         }
         Ok(())
