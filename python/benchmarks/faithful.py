@@ -221,7 +221,8 @@ def rows_for(name: str, args: argparse.Namespace, backend: remat.Local) -> list[
     undo()
     case = Case(args, backend, model_copy, loss_fn, step_args, n_in, base)
     if args.only_inductor:
-        return [{**r, "model": name} for r in [base, *(inductor_row(f, case) for f in (0.8, 0.5, 0.3))]]
+        rows = [{**remat_row(f, case, "inductor")[0], "fraction": f"{f:.2f}"} for f in (0.8, 0.5, 0.3)]
+        return [{**r, "model": name} for r in [base, *rows]]
     # remat eager at the memory per-block checkpointing measured (the issue's "never worse than it")
     row = eager_row(pb["measured"], case)
     row.update(fraction="per-block")
@@ -268,21 +269,35 @@ def tightest(step: Any, step_args: Sequence[Any], backend: remat.Local) -> float
     return min(1.0, (int(report["min_feasible_budget"]) - fixed) / max(peak - fixed, 1) + 0.02)
 
 
-def compiled_row(budget: float | int, case: Case) -> tuple[Row, int]:
-    """remat compiled (aot_eager) at `budget` (a fraction, or bytes with the fixed memory), and the
-    joint graph's fixed memory (0 when the run failed)."""
+def remat_row(budget: float | int, case: Case, compiler: str = "aot_eager") -> tuple[Row, int]:
+    """remat compiled with `compiler` at `budget` (a fraction, or bytes with the fixed memory), and
+    the joint graph's fixed memory (0 when the run failed). With Inductor the budget is that
+    fraction of the joint graph Inductor hands the partitioner (its decompositions give other nodes
+    than aot_eager's), the one the plan's `fits` refers to; measured by the allocator."""
     args = case.args
+    inductor = compiler == "inductor"
+    label = "remat-inductor" if inductor else "remat-compiled"
     m, _ = case.model_copy()
-    step = remat_compile(m, case.loss_fn, budget, backend=case.backend, time_limit=args.time_limit, on_overrun="warn")
+    if inductor:
+        torch._dynamo.reset()
+    step = remat_compile(
+        m,
+        case.loss_fn,
+        budget,
+        backend=case.backend,
+        compiler="inductor" if inductor else "aot_eager",
+        time_limit=args.time_limit,
+        on_overrun="warn",
+    )
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            row = run_row("remat-compiled", m, step, case.step_args, case.base, args.repeats)
-    except Exception as e:  # remat's refusal (RematError), or what this torch version raises
-        return failed("remat-compiled", e), 0
-    last = step.last
-    assert last is not None
+            row = run_row(label, m, step, case.step_args, case.base, args.repeats, allocator=inductor)
+        last = step.last
+        assert last is not None
+    except Exception as e:  # remat's refusal (RematError), or what this torch version or its compiler raises
+        return failed(label, e), 0
     fixed = int(last.graph["fixed_memory"])
     row.update(budget=last.budget - fixed, predicted=last.predicted_activations, fits=last.fits)
     row["solve_s"] = time.perf_counter() - t0
@@ -299,7 +314,7 @@ def rows_at(fraction: float, case: Case) -> list[Row]:
     out: list[Row] = []
     tag = f"{fraction:.2f}"
     # remat compiled (aot_eager): also fixes the budget's bytes for the other rows
-    row, fixed = compiled_row(fraction, case)
+    row, fixed = remat_row(fraction, case)
     row.update(fraction=tag)
     if "error" in row:
         return [row]
@@ -318,7 +333,7 @@ def rows_at(fraction: float, case: Case) -> list[Row]:
     row.update(fraction=tag, budget=budget)
     out.append(row)
     if "error" not in row and row["measured"] <= budget:
-        at_min_cut, _ = compiled_row(fixed + row["measured"], case)
+        at_min_cut, _ = remat_row(fixed + row["measured"], case)
         at_min_cut.update(fraction=f"{tag}@min-cut")
         out.append(at_min_cut)
 
@@ -327,37 +342,8 @@ def rows_at(fraction: float, case: Case) -> list[Row]:
     out.append(row)
 
     if args.inductor and (not args.inductor_fractions or tag in args.inductor_fractions.split(",")):
-        out.append(inductor_row(fraction, case))
+        out.append({**remat_row(fraction, case, "inductor")[0], "fraction": tag})
     return out
-
-
-def inductor_row(fraction: float, case: Case) -> Row:
-    """remat with Inductor at `fraction`: its budget is that fraction of the joint graph Inductor
-    hands the partitioner (its decompositions give other nodes than aot_eager's), the one the
-    plan's `fits` refers to."""
-    m, _ = case.model_copy()
-    torch._dynamo.reset()
-    step = remat_compile(
-        m,
-        case.loss_fn,
-        fraction,
-        backend=case.backend,
-        compiler="inductor",
-        time_limit=case.args.time_limit,
-        on_overrun="warn",
-    )
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            row = run_row("remat-inductor", m, step, case.step_args, case.base, case.args.repeats, allocator=True)
-        last = step.last
-        assert last is not None
-        budget = last.budget - int(last.graph["fixed_memory"])
-        row.update(budget=budget, predicted=last.predicted_activations, fits=last.fits)
-    except Exception as e:  # what this torch version or its C++ compiler raises
-        row = failed("remat-inductor", e)
-    row.update(fraction=f"{fraction:.2f}")
-    return row
 
 
 def cuda_blocks(r: Row, key: str = "blocks") -> str:
@@ -519,10 +505,10 @@ def main() -> None:
     ap.add_argument("--check", nargs="+", default=None, help="the table and acceptance checks of these --json files")
     args = ap.parse_args()
     if args.check:
-        rows = [r for f in args.check for r in json.loads(Path(f).read_text())]
-        cuda = any(r.get("max_allocated") for r in rows)  # rows measured with --device cuda
-        print(table(rows, {r["model"]: r for r in rows if r["row"] == "none"}, cuda) + "\n")
-        results = check(rows)
+        read: list[Row] = [r for f in args.check for r in json.loads(Path(f).read_text())]
+        cuda = any(r.get("max_allocated") for r in read)  # rows measured with --device cuda
+        print(table(read, {r["model"]: r for r in read if r["row"] == "none"}, cuda) + "\n")
+        results = check(read)
         for name, passed, text in results:
             print(f"({name}) {'met' if passed else 'NOT MET'}: {text}")
         for name in "abcd":
