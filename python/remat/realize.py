@@ -372,19 +372,19 @@ def realized_events(
     node_of: dict[str, str] = {}
     resident: set[str] = set()  # copies (by name) and untaken elements ("tuple#id")
     untaken: dict[str, list[str]] = defaultdict(list)
-    alive: dict[str, list[str]] = defaultdict(list)  # node -> the simulator's nodes of its live copies
+    # node -> the simulator's nodes of its live copies, a stack: the node itself, then
+    # `<id>@copy1`, `<id>@copy2`, ...; a copy's death frees the top, so the node goes last
+    alive: dict[str, list[str]] = defaultdict(list)
 
     def compute(name: str, v: str) -> None:
         node_of[name] = v
         held = alive[v]
-        slot = v if not held else next(f"{v}@copy{k}" for k in range(1, len(held) + 1) if f"{v}@copy{k}" not in held)
-        held.append(slot)
-        events.append({"op": "compute", "node": slot})
+        held.append(f"{v}@copy{len(held)}" if held else v)
+        events.append({"op": "compute", "node": held[-1]})
         resident.add(name)
 
     def free(name: str) -> None:
-        held = alive[node_of[name]]
-        events.append({"op": "free", "node": held.pop()})  # the node itself is the first, freed last
+        events.append({"op": "free", "node": alive[node_of[name]].pop()})
         resident.discard(name)
         for phantom in untaken.pop(name, []):
             free(phantom)
