@@ -76,9 +76,9 @@ pub(super) fn native_node(raw: &RawValue, edges_left: &mut usize) -> Option<Type
 
 #[cfg(test)]
 mod tests {
-    use super::super::native::checked_native;
-    use super::super::raw;
     use super::*;
+    use crate::graph::load::native::checked_native;
+    use crate::graph::load::raw;
     use crate::graph::Problems;
 
     fn raw_value(text: &str) -> Box<RawValue> {
