@@ -169,7 +169,7 @@ def test_the_same_call_gives_the_same_schedule(server: str, binary: str) -> None
     graph = load("unet-small.json")  # at 70% the MILP decides after the floor candidates
     results = [Local(binary).solve(graph, "70%") for _ in range(5)]
     results.append(Client(server).solve(graph, "70%"))
-    # the events: the service's answer comes without the MILP's stage matrices here (open)
+    # the events: `Client` asks the service for events only (`events_only`), without stage matrices
     first = json.dumps(results[0]["schedule"]["events"], sort_keys=True)
     assert all(json.dumps(r["schedule"]["events"], sort_keys=True) == first for r in results[1:])
     whole = json.dumps(results[0]["schedule"], sort_keys=True)  # the binary's five: stage matrices too
