@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -33,11 +33,14 @@ import remat
 from remat.apply import applied, plan
 from remat.measure import measure_step
 
-SETUPS = {
-    name: (lambda make=make: families.as_setup(make()))
-    for name, make in families.FAMILIES.items()
-    if name != "densenet121"
-}
+Setup = tuple[torch.nn.Module, list[torch.nn.Module], tuple[torch.Tensor, ...], Callable[..., Any]]
+
+
+def _setup(make: Callable[[], families.Family]) -> Callable[[], Setup]:
+    return lambda: families.as_setup(make())
+
+
+SETUPS = {name: _setup(make) for name, make in families.FAMILIES.items() if name != "densenet121"}
 SETUPS["densenet121"] = lambda: families.as_setup(families.densenet121(regions="layers"))
 
 
@@ -53,7 +56,7 @@ def per_block(regions: list[torch.nn.Module]) -> Iterator[None]:
         def wrapped(*a: Any, _f: Any = f, **k: Any) -> Any:
             return checkpoint(_f, *_as_called(a), use_reentrant=False, **_as_called(k))
 
-        m.forward = wrapped  # type: ignore[method-assign]
+        m.forward = wrapped
     try:
         yield
     finally:

@@ -31,7 +31,8 @@ class Block(nn.Module):
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
         y = (att @ v).transpose(1, 2).reshape(b, t, d)
         x = x + self.proj(y)
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+        out: torch.Tensor = x + self.out(F.gelu(self.fc(self.ln2(x))))
+        return out
 
 
 class TinyGPT(nn.Module):
@@ -50,7 +51,8 @@ class TinyGPT(nn.Module):
         x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
         for blk in self.blocks:
             x = blk(x)
-        return self.head(self.ln(x))
+        logits: torch.Tensor = self.head(self.ln(x))
+        return logits
 
 
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -109,7 +111,8 @@ class UNet(nn.Module):
         x = skips.pop()
         for up, merge in zip(reversed(self.up), reversed(self.merge), strict=True):
             x = merge(torch.cat([skips.pop(), up(x)], dim=1))
-        return self.head(x)
+        out: torch.Tensor = self.head(x)
+        return out
 
 
 class CausalTransformer(nn.Module):
@@ -128,4 +131,5 @@ class CausalTransformer(nn.Module):
         t = idx.shape[1]
         mask = nn.Transformer.generate_square_subsequent_mask(t, device=idx.device)
         x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
-        return self.head(self.body(x, mask=mask, is_causal=True))
+        logits: torch.Tensor = self.head(self.body(x, mask=mask, is_causal=True))
+        return logits

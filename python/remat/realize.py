@@ -363,7 +363,7 @@ def realized_events(
     (the graph's element node; an element no getitem takes lives as long as the tuple).
 
     A schedule may recompute a tuple while it still holds an element of an earlier copy; the new
-    copy's element is taken too, so two copies of that node are alive at once. The simulator holds
+    copy's element is allocated too, taken or not, so two copies of that node are alive at once. The simulator holds
     one copy per node: the second is the node `<id>@copy<k>` (`prediction_graph` adds it, with the
     node's memory), and whichever copy dies first frees the `@copy` node, so the node itself stays
     resident for its readers until its last copy dies."""
@@ -404,11 +404,10 @@ def realized_events(
                 compute(n.name, v)
                 taken = {str(u.meta.get(NODE)): u for u in n.users if NODE in u.meta}
                 count = len(n.meta["val"]) if isinstance(n.meta.get("val"), (tuple, list)) else 0
-                ids = {node_of[r] for r in resident}
                 for index, c in sorted(elements.get(v, [])):
                     if c in taken:
                         compute(taken[c].name, c)
-                    elif index < count and c not in ids:
+                    elif index < count:
                         compute(f"{n.name}#{c}", c)
                         untaken[n.name].append(f"{n.name}#{c}")
             for h in sorted(h for h, at in last.items() if at == i):

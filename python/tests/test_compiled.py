@@ -123,7 +123,7 @@ def test_tuple_elements_taken_right_after_the_tuple(binary: str) -> None:
     module = torch.compile(lambda x, y: loss_fn(model(x), y), backend=backend, dynamic=False)
 
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        loss = module(x, y)
+        loss: torch.Tensor = module(x, y)
         loss.backward()
         return loss.detach()
 

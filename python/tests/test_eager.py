@@ -29,7 +29,7 @@ def per_block(regions: list[nn.Module]) -> Iterator[None]:
     """Plain `torch.utils.checkpoint` (non-reentrant) around every region."""
     for m in regions:
         f = m.forward
-        m.forward = lambda *a, _f=f, **k: checkpoint(_f, *a, use_reentrant=False, **k)  # type: ignore[method-assign]
+        m.forward = lambda *a, _f=f, **k: checkpoint(_f, *a, use_reentrant=False, **k)
     try:
         yield
     finally:
@@ -219,7 +219,7 @@ def test_output_not_held_prediction_exact(binary: str) -> None:
         model.zero_grad(set_to_none=True)
         with LiveBytes() as live:
             loss_fn(model(*inputs), *targets).backward()
-        return live.peak([p.grad for p in model.parameters() if p.grad is not None])
+        return int(live.peak([p.grad for p in model.parameters() if p.grad is not None]))
 
     with per_block(regions):
         pb = peak()
@@ -253,6 +253,6 @@ def test_applied_holds_no_copy_of_the_buffers(binary: str) -> None:
             with applied(regions, p), LiveBytes() as live:
                 out = model(*inputs)
                 loss_fn(out).backward()
-        return live.peak([q.grad for q in model.parameters() if q.grad is not None])
+        return int(live.peak([q.grad for q in model.parameters() if q.grad is not None]))
 
     assert peak(inside=True) == peak(inside=False) == p.predicted_activations

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -22,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def classify(
     model: nn.Module, batch: int, res: int, classes: int = 1000
-) -> tuple[tuple[torch.Tensor], object, torch.Tensor]:
+) -> tuple[tuple[torch.Tensor], Callable[[Any], torch.Tensor], torch.Tensor]:
     x = torch.randn(batch, 3, res, res)
     y = torch.randint(0, classes, (batch,))
     return (x,), (lambda out: F.cross_entropy(out, y)), y
@@ -131,7 +133,7 @@ class DataDependent(nn.Module):
         self.lin = nn.Linear(4, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.lin(x)
+        y: torch.Tensor = self.lin(x)
         return y * 2 if y.sum() > 0 else y
 
 
