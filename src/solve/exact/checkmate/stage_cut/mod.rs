@@ -81,8 +81,6 @@ use crate::graph::Graph;
 use crate::solve::{SolveError, SolveOptions, Stop};
 use fixedbitset::FixedBitSet;
 
-mod sequence;
-
 /// The cuts with the largest excess that are tried first.
 const BEST_CUTS: usize = 12;
 
@@ -424,7 +422,6 @@ pub(crate) fn stage_cut_bound(
     let mut bounding = Bounding::new(&cuts, budget, &forced, options, stop);
     let ranked = bounding.lp_cuts()?;
     bounding.integral_cuts(&ranked)?;
-    bounding.sequence_cut(&ranked)?;
     let solved = bounding.solved;
     Ok(bounding.best.map(|b| StageCut {
         cuts: solved,
@@ -447,7 +444,6 @@ struct Bounding<'c, 'g> {
     best: Option<StageCut>,
     /// The cuts whose LP was solved.
     solved: usize,
-    best_all: Option<usize>,
 }
 
 impl<'c, 'g> Bounding<'c, 'g> {
@@ -486,7 +482,6 @@ impl<'c, 'g> Bounding<'c, 'g> {
             stop,
             best,
             solved: 0,
-            best_all: None,
         }
     }
 
@@ -516,11 +511,6 @@ impl<'c, 'g> Bounding<'c, 'g> {
                 self.best = Some(StageCut::found(cost, l, keep, false));
             }
             ranked.push((cost, l));
-            eprintln!(
-                "lp cut {} {:.3}%",
-                self.cuts.graph.id(l),
-                100.0 * (cost / self.cuts.graph.total_cost() - 1.0)
-            );
         }
         ranked.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         Ok(ranked)
@@ -570,101 +560,6 @@ impl<'c, 'g> Bounding<'c, 'g> {
                     .take()
                     .map_or_else(|| vec![1.0; self.cuts.graph.len()], |b| b.keep);
                 self.best = Some(StageCut::found(cost, l, keep, true));
-            }
-        }
-        Ok(())
-    }
-
-    /// The sequence of cuts ([`sequence`]) through the best of `ranked`: its LP, then its
-    /// integral form within [`INTEGRAL_NODES`] nodes, until the time limit.
-    fn sequence_cut(&mut self, ranked: &[(f64, usize)]) -> Result<(), SolveError> {
-        let most = std::env::var("SEQ_M")
-            .ok()
-            .and_then(|m| m.parse().ok())
-            .unwrap_or(sequence::MAX_MOMENTS);
-        if std::env::var("SEQ_ALL").is_ok() {
-            let graph = self.cuts.graph;
-            let mut top = (0.0f64, 0usize);
-            for l in 0..graph.len() {
-                let phases = sequence::Phases::new(self.cuts, vec![l]);
-                let Some((lp, c_max)) =
-                    sequence::program(self.cuts, &phases, self.budget, &self.forced, false)
-                else {
-                    continue;
-                };
-                let run = run_cut(lp, &self.controls)?;
-                if run.status == RunStatus::Optimal {
-                    let c = run.bound.unwrap_or(0.0) * c_max;
-                    if c > top.0 {
-                        top = (c, l);
-                    }
-                }
-            }
-            eprintln!(
-                "single-moment program max {:.3}% at {}",
-                100.0 * (top.0 / graph.total_cost() - 1.0),
-                graph.id(top.1)
-            );
-            if ranked.is_empty() {
-                self.best_all = Some(top.1);
-            }
-        }
-        let Some(best) = ranked.first().map(|r| r.1).or(self.best_all) else {
-            return Ok(());
-        };
-        let Some(moments) = sequence::moments(self.cuts, self.budget, most, best, &self.stop)
-        else {
-            return Ok(());
-        };
-        let _ = ranked;
-        if moments.is_empty() {
-            return Ok(());
-        }
-        let phases = sequence::Phases::new(self.cuts, moments);
-        let graph = self.cuts.graph;
-        let twice: f64 = self.forced.ones().map(|v| 2.0 * graph.cost(v)).sum();
-        for integral in [false, true] {
-            if self.stop.should_stop() {
-                break;
-            }
-            let t0 = std::time::Instant::now();
-            let Some((lp, c_max)) =
-                sequence::program(self.cuts, &phases, self.budget, &self.forced, integral)
-            else {
-                return Ok(());
-            };
-            let cols = lp.num_cols();
-            let controls = Controls {
-                relax: !integral,
-                max_nodes: integral.then_some(INTEGRAL_NODES),
-                ..self.controls.clone()
-            };
-            let run = run_cut(lp, &controls)?;
-            let bound = match run.status {
-                RunStatus::Optimal => run.bound,
-                RunStatus::Infeasible => None,
-                _ if integral => run.bound,
-                _ => None,
-            };
-            let Some(bound) = bound.filter(|b| b.is_finite()) else {
-                continue;
-            };
-            let cost = twice + bound * c_max;
-            eprintln!(
-                "sequence {:?} integral {integral} cols {cols} status {} cost {cost} (+{:.3}%) best {:?} {:.1}s",
-                phases.cut.iter().map(|&l| graph.id(l)).collect::<Vec<_>>(),
-                run.status,
-                100.0 * (cost / graph.total_cost() - 1.0),
-                self.best.as_ref().map(|b| 100.0 * (b.cost / graph.total_cost() - 1.0)),
-                t0.elapsed().as_secs_f64()
-            );
-            if self.raises(cost) {
-                let keep = self
-                    .best
-                    .take()
-                    .map_or_else(|| vec![1.0; graph.len()], |b| b.keep);
-                let last = phases.cut.last().copied().unwrap_or_default();
-                self.best = Some(StageCut::found(cost, last, keep, integral));
             }
         }
         Ok(())

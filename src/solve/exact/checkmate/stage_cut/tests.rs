@@ -5,7 +5,7 @@ use crate::schedule::checkpoint_all_peak;
 use crate::solve::{solve, Instance};
 
 /// The exhaustive optimum within `budget`, if any schedule fits.
-pub(super) fn optimum(graph: &Graph, budget: u64) -> Option<f64> {
+fn optimum(graph: &Graph, budget: u64) -> Option<f64> {
     let instance = Instance { graph, budget };
     let r = solve(&instance, "exhaustive", &SolveOptions::default()).unwrap();
     r.stats.map(|s| s.total_cost)
@@ -16,7 +16,7 @@ fn bound(graph: &Graph, budget: u64) -> Option<StageCut> {
 }
 
 /// The graph of `nodes` (`NodeSpec::plain`'s `(id, cost, bytes, inputs)`).
-pub(super) fn graph(nodes: &[(&str, f64, u64, &[&str])]) -> Graph {
+fn graph(nodes: &[(&str, f64, u64, &[&str])]) -> Graph {
     let nodes = nodes
         .iter()
         .map(|&(id, cost, bytes, inputs)| NodeSpec::plain(id, cost, bytes, inputs))
