@@ -6,7 +6,9 @@
 //! [`ANSWER_REPLAYS`] times the replay of the checkpoint-all schedule on this graph, timed
 //! when the budget is resolved ([`timed_peak`]), so the reserve follows the graph's size
 //! and the machine's speed and load. With no time left the solver gets a zero limit and
-//! stops at its first poll (`no_solution`), at once.
+//! stops at its first poll (`no_solution`), at once. The judge's replay of the answer stops
+//! at the deadline itself (`SolveOptions::judge_by`): a schedule it could not judge in time
+//! is answered `no_solution`, never unjudged.
 
 use crate::graph::Graph;
 use crate::schedule::checkpoint_all_peak_by;
