@@ -57,8 +57,8 @@ pub struct SolveOptions {
     /// [`SolveError::TooLarge`] before allocating; `auto` then tries the next candidate.
     pub memory_limit: Option<u64>,
     /// The instant by which the simulator's judgement of the answer
-    /// ([`super::SolveResult::judge`]) must end: the caller's whole deadline (the time limit
-    /// plus the reserve for the answer). A judge that reaches it answers `no_solution`
+    /// ([`super::SolveResult::judge`]) must end: the caller's whole deadline (the front
+    /// door's: its time limit, a little past it). A judge that reaches it answers `no_solution`
     /// rather than an unjudged schedule. `None`: the judge polls only [`SolveOptions::cancel`].
     pub judge_by: Option<Instant>,
     /// Set from another thread to stop the solve.

@@ -76,7 +76,7 @@ pub(super) async fn run_solve(
                 Some((_, replay)) => clock.solve_limit(answer_reserve(replay)),
                 None => Some(Duration::ZERO),
             };
-            options.judge_by = clock.deadline();
+            options.judge_by = clock.judge_by();
             let result = solve::solve(
                 &Instance {
                     graph: &graph,
