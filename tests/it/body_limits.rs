@@ -59,6 +59,19 @@ fn linear(n: usize) -> Value {
     serde_json::to_value(remat::graph::generate::linear(n).to_spec()).unwrap()
 }
 
+/// The slowest of the `/healthz` answers polled every 100 ms until every one of `tasks` has
+/// finished (each must be 200).
+async fn slowest_healthz<T>(server: &Server, tasks: &[tokio::task::JoinHandle<T>]) -> Duration {
+    let mut worst = Duration::ZERO;
+    while !tasks.iter().all(|h| h.is_finished()) {
+        let start = Instant::now();
+        assert_eq!(server.get("/healthz").await.status, 200);
+        worst = worst.max(start.elapsed());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    worst
+}
+
 /// The growth of the server's peak memory since `idle`, in MB.
 fn growth_mb(process: &Process, idle: u64) -> u64 {
     (process.status_kib("VmHWM:").saturating_sub(idle)) / 1024
@@ -142,13 +155,7 @@ async fn healthz_answers_while_two_large_inspects_are_read() {
             })
         })
         .collect();
-    let mut worst = Duration::ZERO;
-    while !inspects.iter().all(|h| h.is_finished()) {
-        let start = Instant::now();
-        assert_eq!(server.get("/healthz").await.status, 200);
-        worst = worst.max(start.elapsed());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let worst = slowest_healthz(&server, &inspects).await;
     for h in inspects {
         let (status, took) = h.await.unwrap();
         assert_eq!(status, 200);
@@ -275,13 +282,7 @@ async fn healthz_answers_while_a_large_job_result_is_fetched() {
             tokio::spawn(async move { server::request(addr, "GET", &path, None).await })
         })
         .collect();
-    let mut worst = Duration::ZERO;
-    while !fetches.iter().all(|h| h.is_finished()) {
-        let start = Instant::now();
-        assert_eq!(server.get("/healthz").await.status, 200);
-        worst = worst.max(start.elapsed());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let worst = slowest_healthz(&server, &fetches).await;
     for h in fetches {
         let reply = h.await.unwrap();
         assert_eq!(reply.status, 200);
