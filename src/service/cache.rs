@@ -7,7 +7,7 @@
 //! `capacity` results and `max_bytes` of them, each weighed by the length of its JSON
 //! (counted without writing it; a 999-node result is about 2 MB, its structures in memory
 //! a few times that); a result heavier than `max_bytes` alone is not kept, and is known
-//! to be without a pass over its JSON when its events alone are longer ([`json_floor`]),
+//! to be without a pass over its JSON when its events alone are longer (`json_floor`),
 //! or once the count passes `max_bytes`. When full, the least recently used entries go.
 
 use crate::graph::Graph;
@@ -113,7 +113,7 @@ fn json_floor(result: &SolveResult) -> usize {
 }
 
 /// The length of `result`'s JSON if it is at most `most` bytes; `None` for a heavier one,
-/// found without writing its JSON when its floor is already heavier ([`json_floor`]),
+/// found without writing its JSON when its floor is already heavier (`json_floor`),
 /// else by counting up to `most` + 1 bytes.
 fn weight(result: &SolveResult, most: usize) -> Option<usize> {
     if json_floor(result) > most {

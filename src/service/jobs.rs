@@ -8,7 +8,7 @@
 //!
 //! A finished job's result is shared ([`Arc`]): `GET /v1/jobs/{id}` takes the view without
 //! copying it and serialises it off the async threads, and a job that leaves the table
-//! (expired, evicted, deleted) is freed on a thread of its own ([`free_jobs`]), since
+//! (expired, evicted, deleted) is freed on a thread of its own (`free_jobs`), since
 //! freeing a million-node result (millions of small allocations) is a pass of its own.
 
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
