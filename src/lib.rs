@@ -2,6 +2,7 @@
 //! graphs. See `ARCHITECTURE.md` for the map; data flows one way:
 //! graph -> solver -> schedule -> simulator -> result.
 
+pub mod aside;
 pub mod budget;
 pub mod cli;
 pub mod front;

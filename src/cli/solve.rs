@@ -37,6 +37,7 @@ pub(super) fn run(args: &SolveArgs) -> Result<Status, CliError> {
     };
     let budget = args.budget.parse::<Budget>()?.resolve_with(|| peak)?;
     options.time_limit = clock.solve_limit(answer_reserve(replay));
+    options.judge_by = clock.judge_by();
     let result = solve_with_progress(&g, budget, &args.solver, options)?;
     deliver(&result, args.output.as_deref(), args.json, |r| {
         print_result(&g, peak, r)

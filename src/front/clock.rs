@@ -6,7 +6,11 @@
 //! [`ANSWER_REPLAYS`] times the replay of the checkpoint-all schedule on this graph, timed
 //! when the budget is resolved ([`timed_peak`]), so the reserve follows the graph's size
 //! and the machine's speed and load. With no time left the solver gets a zero limit and
-//! stops at its first poll (`no_solution`), at once.
+//! stops at its first poll (`no_solution`), at once. The judge's replay of the answer stops
+//! [`JUDGE_GRACE`] past the deadline (`SolveOptions::judge_by`): a schedule it could not
+//! judge by then is answered `no_solution`, never unjudged. The grace covers a solver that
+//! stops a little after its own deadline on a graph whose reserve is next to nothing, and
+//! leaves the rest of the second past the limit for writing the answer.
 
 use crate::graph::Graph;
 use crate::schedule::checkpoint_all_peak_by;
@@ -16,6 +20,9 @@ use std::time::{Duration, Instant};
 /// replay of a schedule that may recompute (about twice as many events), naming its
 /// events for the answer, and writing it.
 pub const ANSWER_REPLAYS: u32 = 4;
+
+/// How far past the deadline the judge's replay of the answer may run.
+pub const JUDGE_GRACE: Duration = Duration::from_millis(500);
 
 /// When a command or request started, and its time limit.
 #[derive(Clone, Copy, Debug)]
@@ -38,6 +45,11 @@ impl Clock {
     /// The instant everything must be done by, if there is a time limit.
     pub fn deadline(&self) -> Option<Instant> {
         self.limit.and_then(|l| self.started.checked_add(l))
+    }
+
+    /// The instant the judge's replay must end by ([`JUDGE_GRACE`] past the deadline).
+    pub fn judge_by(&self) -> Option<Instant> {
+        self.deadline().and_then(|d| d.checked_add(JUDGE_GRACE))
     }
 
     /// The time limit of the solve: what is left of the limit, less `reserve` for the
@@ -79,5 +91,11 @@ mod tests {
         assert_eq!(late.solve_limit(Duration::ZERO), Some(Duration::ZERO));
         assert_eq!(Clock::start(None).solve_limit(second), None);
         assert_eq!(Clock::start(None).deadline(), None);
+        assert_eq!(Clock::start(None).judge_by(), None);
+        assert_eq!(
+            clock.judge_by(),
+            clock.deadline().map(|d| d + JUDGE_GRACE),
+            "the judge ends half a second past the deadline"
+        );
     }
 }

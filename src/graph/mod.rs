@@ -46,6 +46,7 @@ pub use batch::{Batch, BatchError, BatchSource, BatchSpec};
 pub use error::{GraphError, Problem, ProblemKind, Problems};
 pub use storage::{Storage, StorageError, StorageSpec, TransferRate};
 
+use crate::aside::Aside;
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde::{Deserialize, Serialize};
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -150,7 +151,10 @@ impl Graph {
     /// clock every 4096 nodes (`TIME_CHECK_EVERY`) of its passes over the ids and the
     /// inputs (the graph reader's deadline, which a large graph may reach while it is
     /// built: on a million nodes the passes are about a CPU second of hash lookups).
+    /// On every error path the spec and what was built of the graph are freed aside
+    /// (`crate::aside`): the answer does not wait for a million nodes to be freed.
     pub fn new_by(spec: GraphSpec, deadline: Option<Instant>) -> Result<Graph, GraphError> {
+        let spec = Aside::new(spec);
         let n = spec.nodes.len();
         let late = |i: usize| {
             if i % load::raw::TIME_CHECK_EVERY == 0 && deadline.is_some_and(|d| Instant::now() >= d)
@@ -170,7 +174,7 @@ impl Graph {
             return Err(GraphError::Invalid(problems));
         }
         // Every id's file position; it becomes the graph's index once the order is known.
-        let mut position: HashMap<String, usize> = HashMap::with_capacity(spec.nodes.len());
+        let mut position = Aside::new(HashMap::<String, usize>::with_capacity(n));
         for (i, node) in spec.nodes.iter().enumerate() {
             late(i)?;
             if node.id.is_empty() {
@@ -200,7 +204,7 @@ impl Graph {
         }
         totals(&spec, &mut problems);
         // Edges, in file positions.
-        let mut preds: Vec<Vec<usize>> = vec![Vec::new(); spec.nodes.len()];
+        let mut preds = Aside::new(vec![Vec::<usize>::new(); n]);
         let mut seen = HashSet::new();
         for (v, node) in spec.nodes.iter().enumerate() {
             late(v)?;
@@ -248,7 +252,12 @@ impl Graph {
             return Err(GraphError::Invalid(problems));
         }
         let order = order.expect("no problems means an order was found");
-        Ok(Graph::from_order(spec, preds, &order, position))
+        Ok(Graph::from_order(
+            spec.into_inner(),
+            preds.into_inner(),
+            &order,
+            position.into_inner(),
+        ))
     }
 
     /// The graph of `spec` in `order` (file positions), with `file_preds` in file

@@ -95,6 +95,18 @@ pub enum EventJson {
     Load { node: String },
 }
 
+impl EventJson {
+    /// The id of the node the event names.
+    pub fn node(&self) -> &str {
+        match self {
+            EventJson::Compute { node }
+            | EventJson::Free { node }
+            | EventJson::Store { node }
+            | EventJson::Load { node } => node,
+        }
+    }
+}
+
 /// A schedule as JSON. `stages`, when present, lists for each Checkmate stage `t` the
 /// nodes with `R[t,i] = 1` and those with `S[t,i] = 1` (the sparse rows of R and S).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -57,25 +57,51 @@ pub struct StagePlan {
 
 /// The keep intervals grouped by the stage they start at and the stage they end at.
 struct Sweep {
-    /// `starting[t]`: nodes whose interval has `first == t`.
-    starting: Vec<Vec<u32>>,
-    /// `ending[t]`: nodes whose interval has `last == t`.
-    ending: Vec<Vec<u32>>,
+    /// `starting.of(t)`: nodes whose interval has `first == t`.
+    starting: Buckets,
+    /// `ending.of(t)`: nodes whose interval has `last == t`.
+    ending: Buckets,
     /// How many intervals hold each node at the stage swept (S membership when > 0).
     count: Vec<u32>,
 }
 
+/// Nodes grouped by a stage in `0..=n`, in one flat array (a counting sort, so that a
+/// million stages are two allocations, not a million): the nodes of stage `t`, in the
+/// order given, are `nodes[start[t]..start[t + 1]]`.
+struct Buckets {
+    start: Vec<usize>,
+    nodes: Vec<u32>,
+}
+
+impl Buckets {
+    /// `(stage, node)` pairs grouped by stage; every stage is at most `n`.
+    fn new(n: usize, pairs: impl Iterator<Item = (usize, u32)> + Clone) -> Buckets {
+        let mut start = vec![0usize; n + 2];
+        for (t, _) in pairs.clone() {
+            start[t + 1] += 1;
+        }
+        for t in 0..=n {
+            start[t + 1] += start[t];
+        }
+        let mut next = start.clone();
+        let mut nodes = vec![0u32; start[n + 1]];
+        for (t, v) in pairs {
+            nodes[next[t]] = v;
+            next[t] += 1;
+        }
+        Buckets { start, nodes }
+    }
+
+    fn of(&self, t: usize) -> &[u32] {
+        &self.nodes[self.start[t]..self.start[t + 1]]
+    }
+}
+
 impl Sweep {
     fn new(n: usize, keeps: &[Keep]) -> Sweep {
-        let mut starting = vec![Vec::new(); n + 1];
-        let mut ending = vec![Vec::new(); n + 1];
-        for k in keeps {
-            starting[k.first].push(k.node as u32);
-            ending[k.last].push(k.node as u32);
-        }
         Sweep {
-            starting,
-            ending,
+            starting: Buckets::new(n, keeps.iter().map(|k| (k.first, k.node as u32))),
+            ending: Buckets::new(n, keeps.iter().map(|k| (k.last, k.node as u32))),
             count: vec![0; n],
         }
     }
@@ -87,10 +113,10 @@ impl Sweep {
 
     /// Moves from the row `S[t]` to `S[t + 1]`.
     fn advance(&mut self, t: usize) {
-        for &u in &self.starting[t + 1] {
+        for &u in self.starting.of(t + 1) {
             self.count[u as usize] += 1;
         }
-        for &u in &self.ending[t] {
+        for &u in self.ending.of(t) {
             self.count[u as usize] -= 1;
         }
     }
@@ -130,7 +156,7 @@ impl StagePlan {
                 }
             };
             push(t, &mut stack);
-            for &u in &sweep.starting[t + 1] {
+            for &u in sweep.starting.of(t + 1) {
                 if !sweep.holds(u as usize) {
                     push(u as usize, &mut stack);
                 }
@@ -224,7 +250,9 @@ impl StagePlan {
             };
             dead.clear();
             dead.extend(
-                sweep.ending[t]
+                sweep
+                    .ending
+                    .of(t)
                     .iter()
                     .map(|&u| u as usize)
                     .filter(|&u| resident[u] && !used_later(u, None, &sweep)),

@@ -6,8 +6,9 @@
 //! with no schedule, an error or a cancel is never cached. The cache holds at most
 //! `capacity` results and `max_bytes` of them, each weighed by the length of its JSON
 //! (counted without writing it; a 999-node result is about 2 MB, its structures in memory
-//! a few times that); a result heavier than `max_bytes` alone is not kept. When full, the
-//! least recently used entries go.
+//! a few times that); a result heavier than `max_bytes` alone is not kept, and is known
+//! to be without a pass over its JSON when its events alone are longer (`json_floor`),
+//! or once the count passes `max_bytes`. When full, the least recently used entries go.
 
 use crate::graph::Graph;
 use crate::solve::{Effort, SolveResult, Status};
@@ -80,12 +81,18 @@ pub struct Cache {
     inner: Mutex<Inner>,
 }
 
-/// Counts what is written to it.
-struct Counter(usize);
+/// Counts what is written to it, and refuses to go past `most` bytes.
+struct Counter {
+    written: usize,
+    most: usize,
+}
 
 impl std::io::Write for Counter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len();
+        self.written += buf.len();
+        if self.written > self.most {
+            return Err(std::io::Error::other("heavier than the cache"));
+        }
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -93,13 +100,29 @@ impl std::io::Write for Counter {
     }
 }
 
-/// The length of `result`'s JSON.
-fn weight(result: &SolveResult) -> usize {
-    let mut counter = Counter(0);
-    match serde_json::to_writer(&mut counter, result) {
-        Ok(()) => counter.0,
-        Err(_) => usize::MAX,
+/// The bytes of the shortest JSON an event can have besides its node id:
+/// `{"op":"free","node":""}` and the comma after it.
+const EVENT_FLOOR: usize = 24;
+
+/// A lower bound on the length of `result`'s JSON: its events' (`EVENT_FLOOR` plus
+/// the node id each, a pass over lengths only).
+fn json_floor(result: &SolveResult) -> usize {
+    result.schedule.as_ref().map_or(0, |s| {
+        s.events.iter().map(|e| EVENT_FLOOR + e.node().len()).sum()
+    })
+}
+
+/// The length of `result`'s JSON if it is at most `most` bytes; `None` for a heavier one,
+/// found without writing its JSON when its floor is already heavier (`json_floor`),
+/// else by counting up to `most` + 1 bytes.
+fn weight(result: &SolveResult, most: usize) -> Option<usize> {
+    if json_floor(result) > most {
+        return None;
     }
+    let mut counter = Counter { written: 0, most };
+    serde_json::to_writer(&mut counter, result)
+        .ok()
+        .map(|()| counter.written)
 }
 
 impl Cache {
@@ -141,10 +164,9 @@ impl Cache {
         if self.capacity == 0 || !cacheable(&result) {
             return;
         }
-        let weight = weight(&result);
-        if weight > self.max_bytes {
+        let Some(weight) = weight(&result, self.max_bytes) else {
             return;
-        }
+        };
         let mut inner = self.inner.lock().expect("cache lock");
         inner.tick += 1;
         let tick = inner.tick;
@@ -246,8 +268,10 @@ mod tests {
     fn the_cache_holds_at_most_its_bytes() {
         let g = generate::linear(3);
         let r = result(&g, 1 << 20);
-        let w = weight(&r);
+        let w = weight(&r, usize::MAX).unwrap();
         assert_eq!(w, serde_json::to_vec(&*r).unwrap().len());
+        assert_eq!(weight(&r, w), Some(w));
+        assert_eq!(weight(&r, w - 1), None, "the count stops past the most");
         let c = Cache::new(100, 2 * w + w / 2);
         for budget in 0..5 {
             c.put(key(&g, budget, "auto"), r.clone());
@@ -257,5 +281,21 @@ mod tests {
         let tiny = Cache::new(100, w - 1);
         tiny.put(key(&g, 0, "auto"), r);
         assert_eq!(tiny.len(), 0, "a result over max_bytes alone is not kept");
+    }
+
+    #[test]
+    fn the_floor_of_a_result_is_at_most_its_json() {
+        for n in [3, 40, 400] {
+            let g = generate::linear(n);
+            let r = result(&g, 1 << 40);
+            let json = serde_json::to_vec(&*r).unwrap().len();
+            let events = r.schedule.as_ref().unwrap().events.len();
+            let floor = json_floor(&r);
+            assert!(
+                floor <= json && floor >= EVENT_FLOOR * events,
+                "{floor} {json}"
+            );
+            assert_eq!(weight(&r, floor - 1), None);
+        }
     }
 }

@@ -5,6 +5,11 @@
 //! Jobs live in memory (the sidecar is stateless): at most `max_jobs` at once, and a
 //! finished job is dropped `ttl` after it finished. When the table is full, the oldest
 //! finished job makes room; when every job is still active, a new one is refused (503).
+//!
+//! A finished job's result is shared ([`Arc`]): `GET /v1/jobs/{id}` takes the view without
+//! copying it and serialises it off the async threads, and a job that leaves the table
+//! (expired, evicted, deleted) is freed on a thread of its own (`free_jobs`), since
+//! freeing a million-node result (millions of small allocations) is a pass of its own.
 
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
 #![allow(clippy::result_large_err)]
@@ -50,7 +55,7 @@ pub struct JobProgress {
 #[derive(Clone, Debug, Serialize)]
 #[serde(untagged)]
 pub enum JobResult {
-    Solve(Box<SolveResult>),
+    Solve(Arc<SolveResult>),
     MaxBatch(Box<MaxBatchResult>),
     Tradeoff(crate::plot::tradeoff::Picture),
 }
@@ -65,7 +70,7 @@ pub struct JobView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progress: Option<JobProgress>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub result: Option<JobResult>,
+    pub result: Option<Arc<JobResult>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ApiProblem>,
 }
@@ -102,7 +107,12 @@ impl Jobs {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Job>> {
         let mut table = self.table.lock().expect("jobs lock");
         let ttl = self.ttl;
-        table.retain(|_, j| j.finished.is_none_or(|t| t.elapsed() < ttl));
+        let expired: Vec<String> = table
+            .iter()
+            .filter(|(_, j)| j.finished.is_some_and(|t| t.elapsed() >= ttl))
+            .map(|(id, _)| id.clone())
+            .collect();
+        free_jobs(expired.iter().filter_map(|id| table.remove(id)).collect());
         table
     }
 
@@ -119,9 +129,7 @@ impl Jobs {
                 .filter_map(|(id, j)| j.finished.map(|t| (t, id.clone())))
                 .min();
             match oldest {
-                Some((_, id)) => {
-                    table.remove(&id);
-                }
+                Some((_, id)) => free_jobs(table.remove(&id).into_iter().collect()),
                 None => {
                     return Err(ApiProblem::new(
                         super::problem::Kind::Busy,
@@ -182,7 +190,7 @@ impl Jobs {
             match outcome {
                 Ok(r) => {
                     j.view.status = JobStatus::Succeeded;
-                    j.view.result = Some(r);
+                    j.view.result = Some(Arc::new(r));
                 }
                 Err(p) => {
                     j.view.status = JobStatus::Failed;
@@ -205,9 +213,16 @@ impl Jobs {
             job.finished = Some(Instant::now());
             Some(Cancelled::Stopped(Box::new(job.view.clone())))
         } else {
-            table.remove(id);
+            free_jobs(table.remove(id).into_iter().collect());
             Some(Cancelled::Removed)
         }
+    }
+}
+
+/// Frees `jobs`, on a thread of their own when any holds a result (see the module docs).
+fn free_jobs(jobs: Vec<Job>) {
+    if jobs.iter().any(|j| j.view.result.is_some()) {
+        crate::aside::free_aside(jobs);
     }
 }
 

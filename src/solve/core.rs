@@ -56,6 +56,11 @@ pub struct SolveOptions {
     /// nonzeros, a DP's table). A solver whose estimate is larger refuses with
     /// [`SolveError::TooLarge`] before allocating; `auto` then tries the next candidate.
     pub memory_limit: Option<u64>,
+    /// The instant by which the simulator's judgement of the answer
+    /// ([`super::SolveResult::judge`]) must end: the caller's whole deadline (the front
+    /// door's: its time limit, a little past it). A judge that reaches it answers `no_solution`
+    /// rather than an unjudged schedule. `None`: the judge polls only [`SolveOptions::cancel`].
+    pub judge_by: Option<Instant>,
     /// Set from another thread to stop the solve.
     pub cancel: Arc<AtomicBool>,
     /// Raised by [`Stop::poll`] (and by a solver that a time limit stopped in a library,
@@ -149,6 +154,17 @@ impl Stop {
         Stop {
             started,
             deadline: options.time_limit.and_then(|d| started.checked_add(d)),
+            cancel: options.cancel.clone(),
+            timed_out: options.timed_out.clone(),
+        }
+    }
+
+    /// The stop of the judge's replay of the answer: the cancel flag and
+    /// [`SolveOptions::judge_by`] (no deadline when it is `None`).
+    pub fn judging(options: &SolveOptions) -> Stop {
+        Stop {
+            started: Instant::now(),
+            deadline: options.judge_by,
             cancel: options.cancel.clone(),
             timed_out: options.timed_out.clone(),
         }

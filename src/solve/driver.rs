@@ -67,7 +67,7 @@ pub fn solve(
     options: &SolveOptions,
 ) -> Result<SolveResult, SolveError> {
     let solver = find(solver_name)?;
-    drive(instance, solver_name, solver.info().name, |i| {
+    drive(instance, solver_name, solver.info().name, options, |i| {
         // No time left (the caller spent it reading the graph): the answer at once,
         // before the solver's own set-up (a class check, a footprint) runs.
         if let Err(stopped) = Stop::start(options).poll() {
@@ -95,17 +95,19 @@ pub fn solve_exhaustive_unbounded(
     instance: &Instance,
     options: &SolveOptions,
 ) -> Result<SolveResult, SolveError> {
-    drive(instance, "exhaustive", "exhaustive", |i| {
+    drive(instance, "exhaustive", "exhaustive", options, |i| {
         exhaustive::search(i, options)
     })
 }
 
 /// Runs `run` unless the budget is below the trivial lower bound, and judges its outcome
-/// in the simulator as the answer of `solver` (asked for as `solver_name`).
+/// in the simulator as the answer of `solver` (asked for as `solver_name`), within
+/// `options.judge_by` ([`Stop::judging`]).
 fn drive(
     instance: &Instance,
     solver_name: &str,
     solver: &'static str,
+    options: &SolveOptions,
     run: impl FnOnce(&Instance) -> Result<Outcome, SolveError>,
 ) -> Result<SolveResult, SolveError> {
     let start = Instant::now();
@@ -128,7 +130,13 @@ fn drive(
         run(instance)?
     };
     let elapsed = start.elapsed().as_secs_f64();
-    Ok(SolveResult::judge(instance, solver_name, outcome, elapsed))
+    SolveResult::judge(
+        instance,
+        solver_name,
+        outcome,
+        elapsed,
+        &Stop::judging(options),
+    )
 }
 
 /// Simulates a candidate schedule and returns it as a plan when it fits the budget, else
@@ -141,15 +149,7 @@ pub(crate) fn fit(
 ) -> Result<Outcome, SolveError> {
     let stats = simulate(instance.graph, &schedule).map_err(|e| internal(solver, e))?;
     Ok(if stats.peak_memory <= instance.budget {
-        Outcome::Plan(Plan {
-            schedule,
-            claim: Claim::Feasible,
-            solver,
-            scope: Scope::Heuristic,
-            lower_bound: None,
-            message: None,
-            details,
-        })
+        replayed_within_budget(solver, schedule, details)
     } else {
         Outcome::Infeasible {
             solver,
@@ -159,6 +159,25 @@ pub(crate) fn fit(
                 stats.peak_memory, instance.budget
             ),
         }
+    })
+}
+
+/// The plan of a heuristic whose schedule its own replay found within the budget: what
+/// [`fit`] answers, without replaying it again (on a million nodes that replay is a pass of
+/// its own, after the solver's time limit).
+pub(crate) fn replayed_within_budget(
+    solver: &'static str,
+    schedule: Schedule,
+    details: Option<Details>,
+) -> Outcome {
+    Outcome::Plan(Plan {
+        schedule,
+        claim: Claim::Feasible,
+        solver,
+        scope: Scope::Heuristic,
+        lower_bound: None,
+        message: None,
+        details,
     })
 }
 

@@ -30,7 +30,7 @@ pub use self::core::{
     Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop, Stopped,
 };
 pub use details::Details;
-pub(crate) use driver::{admitted, fit, internal};
+pub(crate) use driver::{admitted, fit, internal, replayed_within_budget};
 pub use driver::{find, registry, solve, solve_exhaustive_unbounded};
 pub use exact::checkmate::{model_size, ModelSize};
 pub use footprint::Footprint;

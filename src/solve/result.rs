@@ -1,8 +1,9 @@
 //! The result of a solve, as `remat solve --json` prints it and `POST /solve` returns it.
 //! Every figure in it comes from the simulator.
 
+use super::core::{SolveError, Stop, Stopped};
 use super::{Bound, BoundMethod, Claim, Details, EndedBy, Instance, Outcome, Plan, Scope};
-use crate::schedule::{simulate, ScheduleJson, SimStats};
+use crate::schedule::{simulate_polled, ScheduleJson, SimStats};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -113,13 +114,17 @@ pub struct SolveResult {
 impl SolveResult {
     /// Builds the result from a solver's outcome, replaying any schedule in the simulator.
     /// A schedule the simulator rejects, or one over budget, becomes `error`: the solver
-    /// claimed something that is not true.
+    /// claimed something that is not true. The replay polls `stop` (every
+    /// `crate::schedule::POLL_EVERY` events): past its deadline the answer is `no_solution`
+    /// ("the time limit passed while the simulator judged ..."), with no schedule and no
+    /// figure, since nothing unjudged is answered; cancelled, [`SolveError::Cancelled`].
     pub fn judge(
         instance: &Instance,
         requested: &str,
         outcome: Outcome,
         solve_time_s: f64,
-    ) -> SolveResult {
+        stop: &Stop,
+    ) -> Result<SolveResult, SolveError> {
         let mut result = SolveResult::unjudged(instance, requested, solve_time_s);
         let ran = match &outcome {
             Outcome::Plan(p) => p.solver,
@@ -130,7 +135,19 @@ impl SolveResult {
             result.requested_solver = Some(requested.to_string());
         }
         match outcome {
-            Outcome::Plan(plan) => result.judge_plan(instance, ran, plan),
+            Outcome::Plan(plan) => {
+                let events = plan.schedule.events.len();
+                if let Err(stopped) = result.judge_plan(instance, ran, plan, stop) {
+                    let during = format!(
+                        "while the simulator judged {ran}'s schedule ({events} events); it is \
+                         not answered unjudged"
+                    );
+                    // The plan's details, moved into `result`, are freed off the answer's path.
+                    crate::aside::free_aside(result);
+                    let outcome = stopped.outcome(ran, &during)?;
+                    return SolveResult::judge(instance, requested, outcome, solve_time_s, stop);
+                }
+            }
             Outcome::Infeasible { proven, reason, .. } => {
                 result.status = Status::Infeasible;
                 result.proven = Some(proven == Some(Scope::GlobalOptimum));
@@ -145,7 +162,7 @@ impl SolveResult {
                 result.message = Some(reason);
             }
         }
-        result
+        Ok(result)
     }
 
     /// A result of status `error` with nothing judged yet: the graph's summary, the budget,
@@ -180,8 +197,14 @@ impl SolveResult {
 
     /// The plan of solver `ran`, replayed in the simulator: its status, bound, gap,
     /// schedule and figures, or `error` when the simulator rejects it or finds it over
-    /// the budget.
-    fn judge_plan(&mut self, instance: &Instance, ran: &str, plan: Plan) {
+    /// the budget; the reason to stop when `stop` ends the replay.
+    fn judge_plan(
+        &mut self,
+        instance: &Instance,
+        ran: &str,
+        plan: Plan,
+        stop: &Stop,
+    ) -> Result<(), Stopped> {
         let graph = instance.graph;
         self.scope = Some(plan.scope);
         if let Some(Details::Auto(auto)) = &plan.details {
@@ -193,7 +216,7 @@ impl SolveResult {
             self.lower_bound_scope = Some(bound.scope);
             self.lower_bound_method = Some(bound.method);
         }
-        match simulate(graph, &plan.schedule) {
+        match simulate_polled(graph, &plan.schedule, || stop.poll())? {
             Err(e) => {
                 self.message = Some(format!("{ran} produced an invalid schedule: {e}"));
             }
@@ -235,5 +258,61 @@ impl SolveResult {
                 self.stats = Some(stats);
             }
         }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::generate::linear;
+    use crate::schedule::checkpoint_all;
+    use crate::solve::SolveOptions;
+    use std::sync::atomic::Ordering;
+    use std::time::Instant;
+
+    /// Checkpoint-all's plan of `graph`, as a solver would hand it over.
+    fn plan(graph: &crate::graph::Graph) -> Outcome {
+        Outcome::Plan(Plan {
+            schedule: checkpoint_all(graph),
+            claim: Claim::Feasible,
+            solver: "checkpoint-all",
+            scope: Scope::Heuristic,
+            lower_bound: None,
+            message: None,
+            details: None,
+        })
+    }
+
+    #[test]
+    fn a_judge_stopped_answers_no_solution_or_cancelled_never_the_schedule() {
+        let graph = linear(20);
+        let instance = Instance {
+            graph: &graph,
+            budget: u64::MAX,
+        };
+        let judge = |options: &SolveOptions| {
+            SolveResult::judge(&instance, "x", plan(&graph), 0.0, &Stop::judging(options))
+        };
+        let free = judge(&SolveOptions::default()).unwrap();
+        assert_eq!(free.status, Status::Optimal);
+        let late = SolveOptions {
+            judge_by: Some(Instant::now()),
+            ..SolveOptions::default()
+        };
+        let r = judge(&late).unwrap();
+        assert_eq!(
+            (r.status, r.solver.as_str()),
+            (Status::NoSolution, "checkpoint-all")
+        );
+        assert_eq!(r.requested_solver.as_deref(), Some("x"));
+        assert!(r.schedule.is_none() && r.stats.is_none() && r.details.is_none());
+        assert!(
+            late.timed_out.load(Ordering::Relaxed),
+            "the time limit is recorded"
+        );
+        let cancelled = SolveOptions::default();
+        cancelled.cancel.store(true, Ordering::Relaxed);
+        assert!(matches!(judge(&cancelled), Err(SolveError::Cancelled)));
     }
 }

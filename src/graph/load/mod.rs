@@ -46,6 +46,7 @@ use super::chain::ChainSpec;
 use super::{
     BatchSpec, Graph, GraphError, GraphSpec, Problem, ProblemKind, Problems, Storage, MAX_BYTES,
 };
+use crate::aside::Aside;
 use serde_json::{Map, Value};
 use std::path::Path;
 use std::str::FromStr;
@@ -95,12 +96,16 @@ pub fn load_graph(path: &Path, format: Format) -> Result<Graph, GraphError> {
     load_graph_within(path, format, Limits::NONE)
 }
 
-/// Reads and validates a graph file within `limits` (see [`read_graph`]).
+/// Reads and validates a graph file within `limits` (see [`read_graph`]). The file's text
+/// is freed aside (`crate::aside`): returning the pages of a large file is not on the
+/// path of the answer.
 pub fn load_graph_within(path: &Path, format: Format, limits: Limits) -> Result<Graph, GraphError> {
-    let text = std::fs::read_to_string(path).map_err(|source| GraphError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let text = Aside::new(
+        std::fs::read_to_string(path).map_err(|source| GraphError::Io {
+            path: path.display().to_string(),
+            source,
+        })?,
+    );
     limits.check_time(0)?;
     read_graph(text.as_bytes(), format, limits)
 }
@@ -168,7 +173,7 @@ pub fn read_graph(text: &[u8], format: Format, limits: Limits) -> Result<Graph, 
         return Err(GraphError::Invalid(problems));
     }
     let storage = storage_field(&root, &mut problems);
-    limits.check_time(spec.nodes.len())?;
+    // `new_by` looks at the deadline before its first pass (and frees the spec aside).
     match Graph::new_by(spec, limits.deadline) {
         Ok(g) if problems.is_empty() => g.with_storage(storage).with_batch(batch),
         Ok(_) => Err(GraphError::Invalid(problems)),

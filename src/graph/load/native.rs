@@ -9,6 +9,7 @@ use super::{
     batch_of, bytes_of, checked_node, cost_of, graph_fields, id_of, node_items, optional_field,
     optional_string, short, type_name, At,
 };
+use crate::aside::Aside;
 use crate::graph::{BatchSpec, GraphError, GraphSpec, NodeKind, NodeSpec, ProblemKind, Problems};
 use serde_json::{Map, Value};
 
@@ -20,7 +21,8 @@ pub(super) fn native_spec(
     batch: &mut BatchSpec,
     problems: &mut Problems,
 ) -> Result<GraphSpec, GraphError> {
-    let mut spec = graph_fields(root, problems);
+    // Freed aside if the deadline ends the reading (`crate::aside`).
+    let mut spec = Aside::new(graph_fields(root, problems));
     batch.batch_size = optional_field(
         root,
         "batch_size",
@@ -62,7 +64,7 @@ pub(super) fn native_spec(
             spec.nodes.push(node);
         }
     }
-    Ok(spec)
+    Ok(spec.into_inner())
 }
 
 /// A native node read the checked way (`obj` is its small value): every bad field is a

@@ -4,6 +4,7 @@
 use super::fields::{unknown_fields, NODE_LINK_NODE_FIELDS};
 use super::raw::{self, Limits, RawFields};
 use super::{batch_of, bytes_of, cost_of, for_each_node, id_of, short, type_name, At};
+use crate::aside::Aside;
 use crate::graph::{
     BatchSource, BatchSpec, GraphError, GraphSpec, NodeKind, NodeSpec, Problem, ProblemKind,
     Problems, MAX_BYTES,
@@ -19,7 +20,8 @@ pub(super) fn node_link_spec(
     limits: Limits,
     problems: &mut Problems,
 ) -> Result<GraphSpec, GraphError> {
-    let mut spec = GraphSpec::default();
+    // Freed aside if the deadline ends the reading (`crate::aside`).
+    let mut spec = Aside::new(GraphSpec::default());
     let graph_attrs = root.get("graph").and_then(Value::as_object);
     if let Some(name) = graph_attrs
         .and_then(|g| g.get("name"))
@@ -39,12 +41,13 @@ pub(super) fn node_link_spec(
             ),
         )),
     }
-    let position: HashMap<String, usize> = spec
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.id.clone(), i))
-        .collect();
+    let position: Aside<HashMap<String, usize>> = Aside::new(
+        spec.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.id.clone(), i))
+            .collect(),
+    );
     read_links(&mut spec, &position, raw, limits, problems)?;
     assign_kinds(&mut spec, &backward_flags, &position);
     if let Some(order) = graph_attrs
@@ -53,7 +56,7 @@ pub(super) fn node_link_spec(
     {
         apply_order(&mut spec, order, &position);
     }
-    Ok(spec)
+    Ok(spec.into_inner())
 }
 
 /// The nodes, into `spec.nodes` (without inputs); returns `Σ param_cost`, exact

@@ -63,15 +63,20 @@ fn accepted(id: &str) -> Response {
 
 /// `value` as a JSON response, serialised off the runtime ([`off_runtime`]): a solve's
 /// result at a million nodes is about 100 MB of JSON, a second of work that would keep
-/// the async threads from answering `/healthz`.
+/// the async threads from answering `/healthz`. Where this held the last reference,
+/// `value` is then freed aside (`crate::aside`), not before the answer is sent.
 async fn json_off_runtime<T: Serialize + Send + Sync + 'static>(
     state: &Arc<AppState>,
     status: StatusCode,
     value: Arc<T>,
 ) -> Result<Response, ApiProblem> {
     let body = off_runtime(state, move |_| {
-        serde_json::to_vec(&*value)
-            .map_err(|e| ApiProblem::new(Kind::Internal, format!("serialising the answer: {e}")))
+        let body = serde_json::to_vec(&*value)
+            .map_err(|e| ApiProblem::new(Kind::Internal, format!("serialising the answer: {e}")));
+        if Arc::strong_count(&value) == 1 {
+            crate::aside::free_aside(value);
+        }
+        body
     })
     .await?;
     let json = HeaderValue::from_static("application/json");

@@ -14,11 +14,12 @@ use super::{
     json_off_runtime, json_response, off_runtime, pool_problem, read_body, start_job, ApiResult,
     Shared,
 };
+use crate::aside::free_aside;
 use crate::budget::Budget;
 use crate::front::{answer_reserve, timed_peak, Clock};
 use crate::graph::Graph;
 use crate::plot::sweep::solve_each;
-use crate::service::jobs::{Cancelled, JobResult, JobView};
+use crate::service::jobs::{Cancelled, JobResult};
 use crate::service::pool::CancelOnDrop;
 use crate::service::problem::{ApiProblem, Kind};
 use crate::service::request::{Body, Options, SolveRequest};
@@ -29,7 +30,6 @@ use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::IntoResponse;
-use axum::Json;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,8 +41,8 @@ use std::time::{Duration, Instant};
 /// worker (`crate::front::clock`). The cache key (a hash of the whole graph: a second of
 /// work at a million nodes) is computed off the async threads ([`off_runtime`]), and the
 /// result is weighed and cached by the worker (its weight is the length of its JSON), so
-/// that the async threads stay free to answer `/healthz`. Returns the result and whether
-/// it came from the cache.
+/// that the async threads stay free to answer `/healthz`; the worker frees the graph
+/// aside (`crate::aside`). Returns the result and whether it came from the cache.
 pub(super) async fn run_solve(
     state: &Arc<AppState>,
     request: SolveRequest,
@@ -76,6 +76,7 @@ pub(super) async fn run_solve(
                 Some((_, replay)) => clock.solve_limit(answer_reserve(replay)),
                 None => Some(Duration::ZERO),
             };
+            options.judge_by = clock.judge_by();
             let result = solve::solve(
                 &Instance {
                     graph: &graph,
@@ -85,6 +86,8 @@ pub(super) async fn run_solve(
                 &options,
             );
             count_solve(&worker_state, &solver, &options.cancel, &result);
+            // The answer does not wait for a million-node graph to be freed.
+            free_aside(graph);
             result.map(|r| {
                 let r = Arc::new(r);
                 if !options.cancel.load(Ordering::Relaxed) {
@@ -188,9 +191,7 @@ pub async fn create_job(State(state): Shared, bytes: Result<Bytes, BytesRejectio
             started,
         )
         .await?;
-        Ok(JobResult::Solve(Box::new(
-            (*Options::shape(events_only, result)).clone(),
-        )))
+        Ok(JobResult::Solve(Options::shape(events_only, result)))
     })
 }
 
@@ -209,13 +210,12 @@ fn job_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiProble
     })
 }
 
-/// `GET /v1/jobs/{id}`.
-pub async fn get_job(
-    State(state): Shared,
-    path: Result<Path<String>, PathRejection>,
-) -> Result<Json<JobView>, ApiProblem> {
+/// `GET /v1/jobs/{id}`: the job's view (its result shared, not copied), serialised off the
+/// async threads ([`json_off_runtime`]): a million-node result is about 100 MB of JSON.
+pub async fn get_job(State(state): Shared, path: Result<Path<String>, PathRejection>) -> ApiResult {
     let id = job_id(path)?;
-    state.jobs.get(&id).map(Json).ok_or_else(|| no_job(&id))
+    let view = state.jobs.get(&id).ok_or_else(|| no_job(&id))?;
+    json_off_runtime(&state, StatusCode::OK, Arc::new(view)).await
 }
 
 /// `DELETE /v1/jobs/{id}`: cancels an active job (200 with the job), removes a finished

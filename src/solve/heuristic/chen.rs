@@ -31,8 +31,8 @@ use crate::schedule::{simulate_polled, Schedule};
 use crate::solve::details::{ChenDetails, Details};
 use crate::solve::footprint::{Guard, Halt};
 use crate::solve::{
-    fit, internal, Footprint, Instance, Outcome, Scope, SolveError, SolveOptions, Solver,
-    SolverInfo, Stop, Stopped,
+    fit, internal, replayed_within_budget, Footprint, Instance, Outcome, Scope, SolveError,
+    SolveOptions, Solver, SolverInfo, Stop, Stopped,
 };
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
@@ -350,7 +350,12 @@ impl Solver for ChenGreedy {
             checkpoints: ids(graph, &best.checkpoints),
             segment_budget: Some(best.segment_budget),
         });
-        fit(instance, "chen-greedy", best.schedule, Some(details))
+        // `best` was replayed within the budget in the sweep.
+        Ok(replayed_within_budget(
+            "chen-greedy",
+            best.schedule,
+            Some(details),
+        ))
     }
 }
 

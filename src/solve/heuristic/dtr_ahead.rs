@@ -35,10 +35,10 @@
 
 use super::dtr;
 use crate::graph::Graph;
-use crate::schedule::{simulate, Schedule};
+use crate::schedule::{simulate_polled, Schedule};
 use crate::solve::{
-    fit, internal, Footprint, Instance, Outcome, Scope, SolveError, SolveOptions, Solver,
-    SolverInfo, Stop,
+    internal, replayed_within_budget, Footprint, Instance, Outcome, Scope, SolveError,
+    SolveOptions, Solver, SolverInfo, Stop,
 };
 
 pub struct DtrAhead;
@@ -176,14 +176,21 @@ impl Solver for DtrAhead {
                 Err(_) => break,
             };
             let schedule = Schedule::new(events);
-            let stats = simulate(graph, &schedule).map_err(|e| internal("dtr-ahead", e))?;
+            let stats = match simulate_polled(graph, &schedule, || stop.poll()) {
+                Ok(replayed) => replayed.map_err(|e| internal("dtr-ahead", e))?,
+                Err(stopped) if best.is_none() => {
+                    return stopped.outcome("dtr-ahead", "while replaying DTR's schedules")
+                }
+                Err(_) => break,
+            };
             let cheaper = best.as_ref().is_none_or(|(c, _)| stats.total_cost < *c);
             if stats.peak_memory <= instance.budget && cheaper {
                 best = Some((stats.total_cost, schedule));
             }
         }
         match best {
-            Some((_, schedule)) => fit(instance, "dtr-ahead", schedule, None),
+            // Replayed within the budget above.
+            Some((_, schedule)) => Ok(replayed_within_budget("dtr-ahead", schedule, None)),
             None => Ok(Outcome::Infeasible {
                 solver: "dtr-ahead",
                 proven: None,

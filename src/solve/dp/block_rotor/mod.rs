@@ -39,7 +39,8 @@ use crate::schedule::sequence::from_computes;
 use crate::schedule::{simulate_polled, Schedule};
 use crate::solve::Footprint;
 use crate::solve::{
-    fit, internal, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop,
+    internal, replayed_within_budget, Instance, Outcome, Scope, SolveError, SolveOptions, Solver,
+    SolverInfo, Stop,
 };
 use blocks::{blocks, Block, NotBlocks};
 
@@ -136,8 +137,9 @@ impl Solver for BlockRotor {
                 dp_budget = dp_budget.saturating_sub(stats.peak_memory - instance.budget);
             }
         }
+        // `best` was replayed within the budget above.
         if let Some((_, schedule)) = best {
-            return fit(instance, "block-rotor", schedule, None);
+            return Ok(replayed_within_budget("block-rotor", schedule, None));
         }
         Ok(Outcome::Infeasible {
             solver: "block-rotor",

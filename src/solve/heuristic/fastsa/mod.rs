@@ -298,8 +298,13 @@ fn search(
         if annealer.timed_out()? {
             return Ok(annealer.run(None, Some(groups.len()), slots));
         }
-        let mut s = Sequence::new(&model, &(0..groups.len()).collect::<Vec<_>>())
-            .map_err(|e| unordered(graph, groups.expand(&[e.node]).first(), e.position))?;
+        let identity: Vec<usize> = (0..groups.len()).collect();
+        let mut s = match Sequence::new_polled(&model, &identity, || annealer.stop.poll()) {
+            Ok(built) => {
+                built.map_err(|e| unordered(graph, groups.expand(&[e.node]).first(), e.position))?
+            }
+            Err(stopped) => return annealer.stopped(stopped, None, Some(groups.len()), slots),
+        };
         annealer.set_temperatures(&s);
         slots = s.slots();
         // Phase 2 builds a sequence of the same slots over the original nodes, about as
@@ -323,8 +328,11 @@ fn search(
     if best.as_ref().is_some_and(|b| annealer.at_floor(b.weight)) {
         return Ok(annealer.run(best, grouped.as_ref().map(Groups::len), slots));
     }
-    let mut s = Sequence::new(&plain, &order)
-        .map_err(|e| unordered(graph, order.get(e.position), e.position))?;
+    let groups = grouped.as_ref().map(Groups::len);
+    let mut s = match Sequence::new_polled(&plain, &order, || annealer.stop.poll()) {
+        Ok(built) => built.map_err(|e| unordered(graph, order.get(e.position), e.position))?,
+        Err(stopped) => return annealer.stopped(stopped, best, groups, slots),
+    };
     if temperature.is_none() {
         annealer.set_temperatures(&s);
     }
@@ -506,6 +514,21 @@ impl Annealer<'_> {
     }
 
     /// Whether the time limit has passed; the cancellation as an error.
+    /// The run a stop during a sequence's build ends with: the best found before it
+    /// (time limit), or the cancellation.
+    fn stopped(
+        &self,
+        stopped: Stopped,
+        best: Option<Best>,
+        groups: Option<usize>,
+        slots: usize,
+    ) -> Result<Run, SolveError> {
+        match stopped {
+            Stopped::Cancelled => Err(SolveError::Cancelled),
+            Stopped::TimeLimit => Ok(self.run(best, groups, slots)),
+        }
+    }
+
     fn timed_out(&self) -> Result<bool, SolveError> {
         match self.stop.poll() {
             Err(Stopped::Cancelled) => Err(SolveError::Cancelled),

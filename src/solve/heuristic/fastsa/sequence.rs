@@ -15,6 +15,9 @@
 //! inputs read at that slot: O(|inputs| · log T).
 
 use super::tree::PeakTree;
+
+/// Nodes inserted between two polls of [`Sequence::new_polled`].
+const POLL_EVERY: usize = 4096;
 use rand::Rng;
 
 /// A nop slot.
@@ -153,9 +156,23 @@ impl<'m> Sequence<'m> {
         PeakTree::bytes(slots) + 8 * slots as u64 + 8 * (computes + 2 * nodes + edges) as u64 * 4
     }
 
-    /// S with the computes of `order` spread evenly over T slots (compute `i` at slot
-    /// `(i + 1) · T / (m + 1)`), every other slot a nop.
+    /// [`Sequence::new_polled`] without a poll.
+    #[cfg(test)]
     pub(super) fn new(model: &'m Model, order: &[usize]) -> Result<Sequence<'m>, Unordered> {
+        let Ok(built) =
+            Sequence::new_polled(model, order, || Ok::<(), std::convert::Infallible>(()));
+        built
+    }
+
+    /// S with the computes of `order` spread evenly over T slots (compute `i` at slot
+    /// `(i + 1) · T / (m + 1)`), every other slot a nop; `poll` is called every
+    /// `POLL_EVERY` nodes inserted, and its error ends the build (a million-node sequence
+    /// is a pass of allocations and tree updates).
+    pub(super) fn new_polled<E>(
+        model: &'m Model,
+        order: &[usize],
+        mut poll: impl FnMut() -> Result<(), E>,
+    ) -> Result<Result<Sequence<'m>, Unordered>, E> {
         let slots = Self::slots_for(order.len());
         let n = model.len();
         let mut s = Sequence {
@@ -171,16 +188,19 @@ impl<'m> Sequence<'m> {
         };
         let gap = slots as u64 / (order.len() as u64 + 1);
         for (i, &v) in order.iter().enumerate() {
+            if i % POLL_EVERY == 0 {
+                poll()?;
+            }
             let t = ((i as u64 + 1) * gap) as u32;
             if v >= n || !s.can_insert(v as u32, t) {
-                return Err(Unordered {
+                return Ok(Err(Unordered {
                     position: i,
                     node: v,
-                });
+                }));
             }
             s.insert(v as u32, t);
         }
-        Ok(s)
+        Ok(Ok(s))
     }
 
     /// M(S): the peak bytes, `K` included.
