@@ -37,7 +37,10 @@
 //! of the graph (a backward op may read values of other blocks, which the DP does not
 //! count), so its budget is the real budget less `fixed_memory` at first, then lowered by
 //! the simulator's excess while the replayed schedule does not fit and raised by half the
-//! slack while it does (`ATTEMPTS` tries; the cheapest schedule that fits is the answer).
+//! slack while it does (`ATTEMPTS` tries). The table is filled twice over: with the
+//! transient peaks, and with sizes only, as rotor's chain (`p_f = p_b = 0`), whose plans
+//! overshoot more and are fitted the same way; the cheapest schedule that fits of either
+//! is the answer.
 //!
 //! Scope: a heuristic on general graphs (the DP is optimal only for its block model and
 //! its options); it needs forward/backward kinds and at least two cuts, and graphs whose
@@ -114,41 +117,43 @@ impl Solver for BlockRotor {
         if let Err(stopped) = stop.poll() {
             return stopped.outcome("block-rotor", "while cutting the graph into blocks");
         }
-        let mut dp_budget = instance.budget.saturating_sub(graph.fixed_memory());
         let mut lowest_peak = u64::MAX;
         let mut best: Option<(f64, Schedule)> = None;
-        let mut tried = Vec::with_capacity(ATTEMPTS);
-        for _ in 0..ATTEMPTS {
-            if let Err(stopped) = stop.poll() {
-                if best.is_some() {
+        for model in [Model::Transient, Model::Rotor] {
+            let mut dp_budget = instance.budget.saturating_sub(graph.fixed_memory());
+            let mut tried = Vec::with_capacity(ATTEMPTS);
+            for _ in 0..ATTEMPTS {
+                if let Err(stopped) = stop.poll() {
+                    if best.is_some() {
+                        break;
+                    }
+                    return stopped.outcome("block-rotor", "while fitting the DP's budget");
+                }
+                if tried.contains(&dp_budget) {
                     break;
                 }
-                return stopped.outcome("block-rotor", "while fitting the DP's budget");
-            }
-            if tried.contains(&dp_budget) {
-                break;
-            }
-            tried.push(dp_budget);
-            let Some(computes) = Table::fill(&chain, dp_budget).sequence(&chain) else {
-                break;
-            };
-            let schedule = from_computes(graph, &computes);
-            let stats = match simulate_polled(graph, &schedule, || stop.poll()) {
-                Ok(replayed) => replayed.map_err(|e| internal("block-rotor", e))?,
-                Err(_) if best.is_some() => break,
-                Err(stopped) => {
-                    return stopped.outcome("block-rotor", "while fitting the DP's budget")
+                tried.push(dp_budget);
+                let Some(computes) = Table::fill(&chain, dp_budget, model).sequence(&chain) else {
+                    break;
+                };
+                let schedule = from_computes(graph, &computes);
+                let stats = match simulate_polled(graph, &schedule, || stop.poll()) {
+                    Ok(replayed) => replayed.map_err(|e| internal("block-rotor", e))?,
+                    Err(_) if best.is_some() => break,
+                    Err(stopped) => {
+                        return stopped.outcome("block-rotor", "while fitting the DP's budget")
+                    }
+                };
+                lowest_peak = lowest_peak.min(stats.peak_memory);
+                // Over the budget: lower the DP's by the excess; under: raise it by the slack.
+                if stats.peak_memory <= instance.budget {
+                    if best.as_ref().is_none_or(|(c, _)| stats.total_cost < *c) {
+                        best = Some((stats.total_cost, schedule));
+                    }
+                    dp_budget = dp_budget.saturating_add((instance.budget - stats.peak_memory) / 2);
+                } else {
+                    dp_budget = dp_budget.saturating_sub(stats.peak_memory - instance.budget);
                 }
-            };
-            lowest_peak = lowest_peak.min(stats.peak_memory);
-            // Over the budget: lower the DP's by the excess; under: raise it by the slack.
-            if stats.peak_memory <= instance.budget {
-                if best.as_ref().is_none_or(|(c, _)| stats.total_cost < *c) {
-                    best = Some((stats.total_cost, schedule));
-                }
-                dp_budget = dp_budget.saturating_add((instance.budget - stats.peak_memory) / 2);
-            } else {
-                dp_budget = dp_budget.saturating_sub(stats.peak_memory - instance.budget);
             }
         }
         if let Some((_, schedule)) = best {
@@ -169,6 +174,16 @@ impl Solver for BlockRotor {
             ),
         })
     }
+}
+
+/// The block model the DP fills its table with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Model {
+    /// Each option's transient peaks bound where it runs (Rockmate's).
+    Transient,
+    /// Sizes only, as rotor's chain (`p_f = p_b = 0`): looser, so its plans overshoot the
+    /// budget more, and the fitting lowers its budget instead.
+    Rotor,
 }
 
 /// What the DP chose for `C(s, t, m)`.
@@ -212,7 +227,7 @@ impl Table {
         ((s - 1) * self.l + (t - 1)) * (SLOTS + 1) + m
     }
 
-    fn fill(chain: &[Block], budget: u64) -> Table {
+    fn fill(chain: &[Block], budget: u64, model: Model) -> Table {
         let l = chain.len();
         let q = budget.div_ceil(SLOTS as u64).max(1);
         let slots = |bytes: u64| bytes.div_ceil(q).min(SLOTS as u64 + 1) as usize;
@@ -232,7 +247,7 @@ impl Table {
                 .iter()
                 .map(|b| b.options.iter().map(|o| o.extra).collect()),
         );
-        let per_option = |peak: fn(&TapeOption) -> u64| {
+        let per_option = |peak: &dyn Fn(&TapeOption) -> u64| {
             let mut all = vec![Vec::new()];
             all.extend(
                 chain
@@ -241,10 +256,15 @@ impl Table {
             );
             all
         };
-        let forward_peak = per_option(|o| o.forward_peak);
-        let backward_peak = per_option(|o| o.backward_peak);
+        let transient = model == Model::Transient;
+        let forward_peak = per_option(&|o| if transient { o.forward_peak } else { 0 });
+        let backward_peak = per_option(&|o| if transient { o.backward_peak } else { 0 });
         let mut bare = vec![0];
-        bare.extend(chain.iter().map(|b| slots(b.forward_peak)));
+        bare.extend(
+            chain
+                .iter()
+                .map(|b| if transient { slots(b.forward_peak) } else { 0 }),
+        );
         let size = l * l * (SLOTS + 1);
         let cap = (budget / q).min(SLOTS as u64) as usize;
         let mut table = Table {

@@ -5,10 +5,11 @@
 //! `x_j` always kept. `B_j` then recomputes a dropped value just before the first backward
 //! op of the block that reads it, with the block's values it needs that are not kept
 //! (post-order, each at most once), as the saved-set knapsack does for a whole graph. The
-//! drop order is greedy: each next value is the one whose drop adds the least to `B_j`'s
-//! recomputation cost `e(j, ·)` per byte freed, given the values dropped before it (a value
-//! whose inputs are kept is nearly free to drop; one whose recomputation needs a dropped
-//! matmul is not). Invariants: the first option keeps the whole tape at `e = 0`; along the
+//! options are the prefixes of two drop orders: a greedy one, each next value the one
+//! whose drop adds the least to `B_j`'s recomputation cost `e(j, ·)` per byte freed, given
+//! the values dropped before it (a value whose inputs are kept is nearly free to drop; one
+//! whose recomputation needs a dropped matmul is not), and, at quarter steps, the order by
+//! `c_v / s_v` alone. Invariants: the first option keeps the whole tape at `e = 0`; along the
 //! list the tape falls and `e` rises strictly (an option that costs as much as one with a
 //! smaller tape is dropped); at most `MAX_OPTIONS` options. Each option also carries its
 //! transient peaks `p_f(j, k)` and `p_b(j, k)` (`transient.rs`).
@@ -57,24 +58,35 @@ impl BlockView<'_> {
     }
 }
 
-/// The options of a block, the full tape first: the drop order of [`drop_order`], one
-/// option per prefix of it, less the options another beats in both tape and cost.
+/// The options of a block, the full tape first: one option per prefix of the greedy drop
+/// order ([`drop_order`]) and per quarter-step prefix of the order by `c_v / s_v` (rotor's
+/// cheapest-to-recompute-per-byte, which the greedy order need not contain), less every
+/// option that costs at least as much as one with a smaller tape.
 pub fn options(view: &BlockView) -> Vec<TapeOption> {
     let g = view.graph;
     let mut again = vec![false; g.len()];
-    let order = drop_order(view, &mut again);
+    let greedy = drop_order(view, &mut again);
+    let mut by_price = greedy.clone();
+    let price = |v: usize| g.cost(v) / g.memory(v) as f64;
+    by_price.sort_by(|&a, &b| price(a).total_cmp(&price(b)).then(a.cmp(&b)));
+    let n = by_price.len();
+    let quarters = [n.div_ceil(4), n.div_ceil(2), (3 * n).div_ceil(4)];
     let mut dropped = vec![false; g.len()];
-    let mut freed = 0u64;
-    let mut all = Vec::with_capacity(order.len() + 1);
-    all.push(option(view, &dropped, 0, &mut again));
-    for &v in &order {
-        dropped[v] = true;
-        freed += g.memory(v);
+    let mut all = Vec::with_capacity(n + 4);
+    let prefixes = (0..=n)
+        .map(|k| &greedy[..k])
+        .chain(quarters.iter().map(|&k| &by_price[..k]));
+    for prefix in prefixes {
+        dropped.iter_mut().for_each(|d| *d = false);
+        prefix.iter().for_each(|&v| dropped[v] = true);
+        let freed = prefix.iter().map(|&v| g.memory(v)).sum();
         all.push(option(view, &dropped, freed, &mut again));
     }
-    // Keep an option only when it costs less than every option with a smaller tape.
-    let mut kept: Vec<TapeOption> = Vec::with_capacity(MAX_OPTIONS);
-    for o in all.into_iter().rev() {
+    // From the smallest tape up, keep an option only when it costs less than every
+    // option kept so far.
+    all.sort_by(|a, b| a.tape.cmp(&b.tape).then(a.extra.total_cmp(&b.extra)));
+    let mut kept: Vec<TapeOption> = Vec::with_capacity(all.len());
+    for o in all {
         if kept.last().is_none_or(|k| o.extra < k.extra) {
             kept.push(o);
         }
