@@ -8,8 +8,9 @@
 //! options are the prefixes of two drop orders: a greedy one, each next value the one
 //! whose drop adds the least to `B_j`'s recomputation cost `e(j, ·)` per byte freed, given
 //! the values dropped before it (a value whose inputs are kept is nearly free to drop; one
-//! whose recomputation needs a dropped matmul is not), and, at quarter steps, the order by
-//! `c_v / s_v` alone. Invariants: the first option keeps the whole tape at `e = 0`; along the
+//! whose recomputation needs a dropped matmul is not; only in blocks of at most
+//! `GREEDY_MAX` such values), and, at quarter steps, the order by `c_v / s_v` alone.
+//! Invariants: the first option keeps the whole tape at `e = 0`; along the
 //! list the tape falls and `e` rises strictly (an option that costs as much as one with a
 //! smaller tape is dropped); at most `MAX_OPTIONS` options. Each option also carries its
 //! transient peaks `p_f(j, k)` and `p_b(j, k)` (`transient.rs`).
@@ -59,22 +60,34 @@ impl BlockView<'_> {
 }
 
 /// The options of a block, the full tape first: one option per prefix of the greedy drop
-/// order ([`drop_order`]) and per quarter-step prefix of the order by `c_v / s_v` (rotor's
-/// cheapest-to-recompute-per-byte, which the greedy order need not contain), less every
+/// order ([`drop_order`], blocks of at most [`GREEDY_MAX`] droppable values) and per
+/// quarter-step prefix of the order by `c_v / s_v` (rotor's cheapest-to-recompute-per-byte,
+/// which the greedy order need not contain), the whole tape and none of it, less every
 /// option that costs at least as much as one with a smaller tape.
 pub fn options(view: &BlockView) -> Vec<TapeOption> {
     let g = view.graph;
     let mut again = vec![false; g.len()];
-    let greedy = drop_order(view, &mut again);
-    let mut by_price = greedy.clone();
+    let droppable: Vec<usize> = view
+        .forward
+        .iter()
+        .copied()
+        .filter(|&v| v != view.cut && view.read_by_backward[v] && g.memory(v) > 0)
+        .collect();
+    let greedy = if droppable.len() <= GREEDY_MAX {
+        drop_order(view, droppable.clone(), &mut again)
+    } else {
+        Vec::new()
+    };
+    let mut by_price = droppable;
     let price = |v: usize| g.cost(v) / g.memory(v) as f64;
     by_price.sort_by(|&a, &b| price(a).total_cmp(&price(b)).then(a.cmp(&b)));
     let n = by_price.len();
     let quarters = [n.div_ceil(4), n.div_ceil(2), (3 * n).div_ceil(4)];
     let mut dropped = vec![false; g.len()];
     let mut all = Vec::with_capacity(n + 4);
-    let prefixes = (0..=n)
+    let prefixes = (0..=greedy.len())
         .map(|k| &greedy[..k])
+        .chain(std::iter::once(&by_price[..n]))
         .chain(quarters.iter().map(|&k| &by_price[..k]));
     for prefix in prefixes {
         dropped.iter_mut().for_each(|d| *d = false);
@@ -116,17 +129,16 @@ fn thin(options: Vec<TapeOption>) -> Vec<TapeOption> {
 /// The most options a block keeps.
 const MAX_OPTIONS: usize = 32;
 
-/// The block's droppable tape values (read by the backward pass, not `x_j`, of nonzero
-/// size) in a greedy order: each next the one whose drop adds the least to `B_j`'s
+/// The most droppable values a block orders greedily: the order replays `B_j` once per
+/// candidate per step, `O(n² · |B_j|)`; a block with more (a long merged stretch of a
+/// chain) has the quarter prefixes by `c_v / s_v` alone.
+const GREEDY_MAX: usize = 48;
+
+/// The block's droppable tape values `left` (read by the backward pass, not `x_j`, of
+/// nonzero size) in a greedy order: each next the one whose drop adds the least to `B_j`'s
 /// recomputation cost per byte freed, given the values dropped before it.
-fn drop_order(view: &BlockView, again: &mut [bool]) -> Vec<usize> {
+fn drop_order(view: &BlockView, mut left: Vec<usize>, again: &mut [bool]) -> Vec<usize> {
     let g = view.graph;
-    let mut left: Vec<usize> = view
-        .forward
-        .iter()
-        .copied()
-        .filter(|&v| v != view.cut && view.read_by_backward[v] && g.memory(v) > 0)
-        .collect();
     let mut dropped = vec![false; g.len()];
     let mut order = Vec::with_capacity(left.len());
     let mut extra = 0.0;
