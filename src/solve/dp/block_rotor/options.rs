@@ -132,7 +132,7 @@ const MAX_OPTIONS: usize = 32;
 /// The most droppable values a block orders greedily: the order replays `B_j` once per
 /// candidate per step, `O(n² · |B_j|)`; a block with more (a long merged stretch of a
 /// chain) has the quarter prefixes by `c_v / s_v` alone.
-const GREEDY_MAX: usize = 48;
+const GREEDY_MAX: usize = 128;
 
 /// The block's droppable tape values `left` (read by the backward pass, not `x_j`, of
 /// nonzero size) in a greedy order: each next the one whose drop adds the least to `B_j`'s
