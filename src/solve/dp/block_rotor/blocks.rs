@@ -30,6 +30,8 @@ pub struct Block {
     pub backward_cost: f64,
     pub output: u64,
     pub options: Vec<TapeOption>,
+    /// The transient peak of `F_j` keeping only `x_j` (the block's own values).
+    pub forward_peak: u64,
 }
 
 /// Why a graph is not a chain of blocks.
@@ -101,17 +103,22 @@ pub fn blocks(graph: &Graph, max_blocks: usize) -> Result<Vec<Block>, NotBlocks>
             tape[block[v] - 1] = tape[block[v] - 1].saturating_add(graph.memory(v));
         }
     }
+    let mut later = vec![false; n];
     for (j, (b, &cut)) in chain.iter_mut().zip(&cuts).enumerate() {
         b.output = graph.memory(cut);
-        b.options = options(&BlockView {
+        let view = BlockView {
             graph,
             mine: &|u| is_forward[u] && block[u] == j + 1,
             read_by_backward: &read_by_backward,
             cut,
+            own: &|u| block[u] == j + 1,
             forward: &b.forward,
             backward: &backward[j],
             tape: tape[j],
-        });
+        };
+        let forward_peak = view.forward_peak(&|_| false, &mut later);
+        let options = options(&view);
+        (b.forward_peak, b.options) = (forward_peak, options);
     }
     Ok(chain)
 }

@@ -1,39 +1,56 @@
 //! `block-rotor`: rotor's persistent checkpointing DP (Beaumont, Eyraud-Dubois, Herrmann,
-//! Joly, Shilova 2019) run over the graph's *blocks*, the stretches of the forward pass
-//! between its cuts (`blocks.rs`), as Rockmate (Zhao et al. 2023) runs rk-Rotor over the
-//! blocks of a PyTorch model with several options per block: a block's forward `F_j` either
-//! keeps only its output `x_j`, or keeps the tape of one of its options `k` (`options.rs`:
-//! the whole tape, the values its backward `B_j` reads, or less of it, the rest recomputed
-//! inside `B_j` at an extra cost `e(j, k)`).
+//! Joly, Shilova, "Optimal checkpointing for heterogeneous chains: how to train deep neural
+//! networks with limited memory", 2019; "Efficient combination of rematerialization and
+//! offloading for training DNNs", NeurIPS 2021) run over the graph's *blocks*, the stretches
+//! of the forward pass between its cuts (`blocks.rs`), as Rockmate (Zhao, Le Pape,
+//! Dabrowski et al., "Rockmate: an Efficient, Fast, Automatic and Generic Tool for
+//! Re-materialization in PyTorch", ICML 2023) runs rk-Rotor over the blocks of a PyTorch
+//! model with several options per block: a block's forward `F_j` either keeps only its
+//! output `x_j`, or keeps the tape of one of its options `k` (`options.rs`: the whole tape,
+//! the values its backward `B_j` reads, or less of it, the rest recomputed inside `B_j` at
+//! an extra cost `e(j, k)`).
 //!
 //! With `u_f(j)`, `u_b(j)` the forward and backward costs of block `j`, `ω_x(j)` the size
-//! of `x_j` (and of its gradient `δ_j`), `ω_x̄(j, k)` that of option `k`'s tape, all in
-//! memory slots,
-//! `C(s, t, m)` is the cheapest way to run `B_t, …, B_s` when `x_{s−1}` is stored and `δ_t`
-//! held, with `m` slots left besides them:
+//! of `x_j`, `ω_δ(j)` that of its gradient `δ_j` held outside the block (`ω_x(j)`, but
+//! `ω_δ(L) = 0`: the last block's backward starts the gradient), `ω_x̄(j, k)` the size of
+//! option `k`'s tape, and Rockmate's transient peaks of the block's own values
+//! (`transient.rs`): `p_f(j, k)` of `F_j` keeping option `k`'s tape, `p_f(j)` of `F_j`
+//! keeping only `x_j`, `p_b(j, k)` of `B_j` from option `k`'s tape (the gradients it hands
+//! on included), all in memory slots, `C(s, t, m)` is the cheapest way to run
+//! `B_t, …, B_s` when `x_{s−1}` is stored and `δ_t` held, with `m` slots left besides them:
 //!
 //! ```text
-//! C(s, s, m) = min_k u_f(s) + u_b(s) + e(s, k)        over k with ω_x̄(s, k) + ω_x(s−1) ≤ m
-//! C(s, t, m) = min( min_k u_f(s) + C(s+1, t, m − ω_x̄(s, k)) + u_b(s) + e(s, k)   (tape k),
+//! C(s, s, m) = min_k u_f(s) + u_b(s) + e(s, k)
+//!                over k with ω_x̄(s, k) + ω_δ(s−1) ≤ m, p_f(s, k) ≤ m, p_b(s, k) ≤ m
+//! C(s, t, m) = min( min_k u_f(s) + C(s+1, t, m − ω_x̄(s, k)) + u_b(s) + e(s, k)
+//!                     over k with p_f(s, k) ≤ m, p_b(s, k) ≤ m + ω_δ(t) − ω_δ(s)  (tape k),
 //!                   min_{s < s' ≤ t} Σ_{k=s}^{s'−1} u_f(k)
 //!                        + C(s', t, m − ω_x(s'−1))                        (x_{s'−1} kept)
-//!                        + C(s, s'−1, m + ω_x(t) − ω_x(s'−1)) )
+//!                        + C(s, s'−1, m + ω_δ(t) − ω_δ(s'−1))
+//!                     over s' with p_f(k) + ω_x(k−1) [k > s] ≤ m for s ≤ k < s' )
 //! ```
 //!
-//! (after `B_{s'}` the gradient `δ_t` is gone and `δ_{s'−1}` held). The plan is a compute
-//! sequence (each block's ops in solver order; every free implied, see
-//! [`from_computes`]), so values inside a block live exactly as long as the sequence
-//! needs them. The DP does not see the transient memory inside a block, so its budget is
-//! the real budget less `fixed_memory` at first, then lowered by the simulator's excess
-//! while the replayed schedule does not fit and raised by half the slack while it does
-//! (`ATTEMPTS` tries; the cheapest schedule that fits is the answer).
+//! (after `B_{s'}` the gradient `δ_t` is gone and `δ_{s'−1}` held; `B_s` runs beside
+//! `δ_s`, which took `δ_t`'s place). The plan is a compute sequence (each block's ops in
+//! solver order; every free implied, see [`from_computes`]), so values inside a block
+//! live exactly as long as the sequence needs them. The block model is an approximation
+//! of the graph (a backward op may read values of other blocks, which the DP does not
+//! count), so its budget is the real budget less `fixed_memory` at first, then lowered by
+//! the simulator's excess while the replayed schedule does not fit and raised by half the
+//! slack while it does (`ATTEMPTS` tries). The table is filled twice over: with the
+//! transient peaks, and with sizes only, as rotor's chain (`p_f = p_b = 0`), whose plans
+//! overshoot more and are fitted the same way; the cheapest schedule that fits of either
+//! is the answer.
 //!
-//! Scope: a heuristic on general graphs (the DP is optimal only for its block model); it
-//! needs forward/backward kinds and at least two cuts, and graphs whose backward ops feed
-//! the backward ops of later blocks are declined.
+//! Scope: a heuristic on general graphs (the DP is optimal only for its block model and
+//! its options); it needs forward/backward kinds and at least two cuts, and graphs whose
+//! backward ops feed the backward ops of later blocks are declined. A block whose
+//! transient peak exceeds the budget with every option gets no plan: recomputation
+//! inside a block's backward beyond its options is not searched.
 
 mod blocks;
 mod options;
+mod transient;
 
 use crate::schedule::sequence::from_computes;
 use crate::schedule::{simulate_polled, Schedule};
@@ -43,6 +60,7 @@ use crate::solve::{
     SolverInfo, Stop,
 };
 use blocks::{blocks, Block, NotBlocks};
+use options::TapeOption;
 
 pub struct BlockRotor;
 
@@ -59,9 +77,9 @@ impl Solver for BlockRotor {
         SolverInfo {
             name: "block-rotor",
             description: "Rotor's persistent checkpointing DP over the blocks between the forward \
-                          pass's articulation points (Rockmate's rk-Rotor with one option per \
-                          block: keep the block's tape or only its output), replayed and fitted \
-                          to the budget by the simulator.",
+                          pass's articulation points (Rockmate's rk-Rotor: per block, keep only its \
+                          output or one of several tapes, with each option's transient peak), \
+                          replayed and fitted to the budget by the simulator.",
             scope: Scope::Heuristic,
             accepts: "graphs with forward/backward kinds and at least two articulation points",
         }
@@ -100,41 +118,43 @@ impl Solver for BlockRotor {
         if let Err(stopped) = stop.poll() {
             return stopped.outcome("block-rotor", "while cutting the graph into blocks");
         }
-        let mut dp_budget = instance.budget.saturating_sub(graph.fixed_memory());
         let mut lowest_peak = u64::MAX;
         let mut best: Option<(f64, Schedule)> = None;
-        let mut tried = Vec::with_capacity(ATTEMPTS);
-        for _ in 0..ATTEMPTS {
-            if let Err(stopped) = stop.poll() {
-                if best.is_some() {
+        for model in [Model::Transient, Model::Rotor] {
+            let mut dp_budget = instance.budget.saturating_sub(graph.fixed_memory());
+            let mut tried = Vec::with_capacity(ATTEMPTS);
+            for _ in 0..ATTEMPTS {
+                if let Err(stopped) = stop.poll() {
+                    if best.is_some() {
+                        break;
+                    }
+                    return stopped.outcome("block-rotor", "while fitting the DP's budget");
+                }
+                if tried.contains(&dp_budget) {
                     break;
                 }
-                return stopped.outcome("block-rotor", "while fitting the DP's budget");
-            }
-            if tried.contains(&dp_budget) {
-                break;
-            }
-            tried.push(dp_budget);
-            let Some(computes) = Table::fill(&chain, dp_budget).sequence(&chain) else {
-                break;
-            };
-            let schedule = from_computes(graph, &computes);
-            let stats = match simulate_polled(graph, &schedule, || stop.poll()) {
-                Ok(replayed) => replayed.map_err(|e| internal("block-rotor", e))?,
-                Err(_) if best.is_some() => break,
-                Err(stopped) => {
-                    return stopped.outcome("block-rotor", "while fitting the DP's budget")
+                tried.push(dp_budget);
+                let Some(computes) = Table::fill(&chain, dp_budget, model).sequence(&chain) else {
+                    break;
+                };
+                let schedule = from_computes(graph, &computes);
+                let stats = match simulate_polled(graph, &schedule, || stop.poll()) {
+                    Ok(replayed) => replayed.map_err(|e| internal("block-rotor", e))?,
+                    Err(_) if best.is_some() => break,
+                    Err(stopped) => {
+                        return stopped.outcome("block-rotor", "while fitting the DP's budget")
+                    }
+                };
+                lowest_peak = lowest_peak.min(stats.peak_memory);
+                // Over the budget: lower the DP's by the excess; under: raise it by the slack.
+                if stats.peak_memory <= instance.budget {
+                    if best.as_ref().is_none_or(|(c, _)| stats.total_cost < *c) {
+                        best = Some((stats.total_cost, schedule));
+                    }
+                    dp_budget = dp_budget.saturating_add((instance.budget - stats.peak_memory) / 2);
+                } else {
+                    dp_budget = dp_budget.saturating_sub(stats.peak_memory - instance.budget);
                 }
-            };
-            lowest_peak = lowest_peak.min(stats.peak_memory);
-            // Over the budget: lower the DP's by the excess; under: raise it by the slack.
-            if stats.peak_memory <= instance.budget {
-                if best.as_ref().is_none_or(|(c, _)| stats.total_cost < *c) {
-                    best = Some((stats.total_cost, schedule));
-                }
-                dp_budget = dp_budget.saturating_add((instance.budget - stats.peak_memory) / 2);
-            } else {
-                dp_budget = dp_budget.saturating_sub(stats.peak_memory - instance.budget);
             }
         }
         // `best` was replayed within the budget above.
@@ -158,6 +178,16 @@ impl Solver for BlockRotor {
     }
 }
 
+/// The block model the DP fills its table with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Model {
+    /// Each option's transient peaks bound where it runs (Rockmate's).
+    Transient,
+    /// Sizes only, as rotor's chain (`p_f = p_b = 0`): looser, so its plans overshoot the
+    /// budget more, and the fitting lowers its budget instead.
+    Rotor,
+}
+
 /// What the DP chose for `C(s, t, m)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
@@ -179,10 +209,19 @@ struct Table {
     step: Vec<Step>,
     /// `ω_x(j)` for `j = 0..=L` (`ω_x(0) = 0`: the inputs are fixed memory).
     out: Vec<usize>,
+    /// The size of the gradient `δ_j` held outside the slots: `ω_x(j)`, but none at the
+    /// loss (`δ_L = 0`: the last block's backward starts the gradient, and its transient
+    /// peak counts what it holds).
+    grad: Vec<usize>,
     /// `ω_x̄(j, k)` for `j = 1..=L` (index 0 unused) and option `k`.
     tape: Vec<Vec<usize>>,
     /// The cost option `k` adds to `B_j`.
     extra: Vec<Vec<f64>>,
+    /// The transient peaks of `F_j` keeping option `k`'s tape, and of `B_j` from it.
+    forward_peak: Vec<Vec<usize>>,
+    backward_peak: Vec<Vec<usize>>,
+    /// The transient peak of `F_j` keeping only `x_j` (index 0 unused).
+    bare: Vec<usize>,
 }
 
 impl Table {
@@ -190,12 +229,14 @@ impl Table {
         ((s - 1) * self.l + (t - 1)) * (SLOTS + 1) + m
     }
 
-    fn fill(chain: &[Block], budget: u64) -> Table {
+    fn fill(chain: &[Block], budget: u64, model: Model) -> Table {
         let l = chain.len();
         let q = budget.div_ceil(SLOTS as u64).max(1);
         let slots = |bytes: u64| bytes.div_ceil(q).min(SLOTS as u64 + 1) as usize;
         let mut out = vec![0];
         out.extend(chain.iter().map(|b| slots(b.output)));
+        let mut grad = out.clone();
+        grad[l] = 0;
         let mut tape = vec![Vec::new()];
         tape.extend(
             chain
@@ -208,6 +249,24 @@ impl Table {
                 .iter()
                 .map(|b| b.options.iter().map(|o| o.extra).collect()),
         );
+        let per_option = |peak: &dyn Fn(&TapeOption) -> u64| {
+            let mut all = vec![Vec::new()];
+            all.extend(
+                chain
+                    .iter()
+                    .map(|b| b.options.iter().map(|o| slots(peak(o))).collect()),
+            );
+            all
+        };
+        let transient = model == Model::Transient;
+        let forward_peak = per_option(&|o| if transient { o.forward_peak } else { 0 });
+        let backward_peak = per_option(&|o| if transient { o.backward_peak } else { 0 });
+        let mut bare = vec![0];
+        bare.extend(
+            chain
+                .iter()
+                .map(|b| if transient { slots(b.forward_peak) } else { 0 }),
+        );
         let size = l * l * (SLOTS + 1);
         let cap = (budget / q).min(SLOTS as u64) as usize;
         let mut table = Table {
@@ -216,8 +275,12 @@ impl Table {
             cost: vec![f64::INFINITY; size],
             step: vec![Step::None; size],
             out,
+            grad,
             tape,
             extra,
+            forward_peak,
+            backward_peak,
+            bare,
         };
         let (fw, bw): (Vec<f64>, Vec<f64>) = std::iter::once((0.0, 0.0))
             .chain(chain.iter().map(|b| (b.forward_cost, b.backward_cost)))
@@ -240,6 +303,17 @@ impl Table {
         let c = |s: usize, t: usize, m: usize| self.cost[self.at(s, t, m)];
         let mut best = (f64::INFINITY, Step::None);
         for (k, (&tape, &extra)) in self.tape[s].iter().zip(&self.extra[s]).enumerate() {
+            // F_s runs beside x_{s−1} with m slots; B_s beside δ_s, which took δ_t's place.
+            let backward_room = if s == t {
+                Some(m)
+            } else {
+                (m + self.grad[t]).checked_sub(self.grad[s])
+            };
+            if self.forward_peak[s][k] > m
+                || backward_room.is_none_or(|room| self.backward_peak[s][k] > room)
+            {
+                continue;
+            }
             let rest = if s == t {
                 (tape + self.out[s - 1] <= m).then_some(0.0)
             } else {
@@ -257,12 +331,17 @@ impl Table {
         }
         let mut forward = 0.0;
         for next in s + 1..=t {
+            // F_{next−1} runs keeping only its output, beside x_{next−2} (the DP holds x_{s−1}).
+            let beside = if next - 1 > s { self.out[next - 2] } else { 0 };
+            if self.bare[next - 1] + beside > m {
+                break;
+            }
             forward += fw[next - 1];
             let held = self.out[next - 1];
             let Some(rest) = m.checked_sub(held) else {
                 continue;
             };
-            let Some(after) = (m + self.out[t]).checked_sub(held) else {
+            let Some(after) = (m + self.grad[t]).checked_sub(held) else {
                 continue;
             };
             let total = forward + c(next, t, rest) + c(s, next - 1, after.min(self.cap));
@@ -276,7 +355,7 @@ impl Table {
     /// The compute sequence of the plan for the whole chain with every slot, or `None`
     /// when the DP has none.
     fn sequence(&self, chain: &[Block]) -> Option<Vec<usize>> {
-        let m = self.cap.checked_sub(self.out[self.l])?;
+        let m = self.cap.checked_sub(self.grad[self.l])?;
         let mut computes = Vec::new();
         self.emit(chain, 1, self.l, m, &mut computes)?;
         Some(computes)
@@ -308,7 +387,7 @@ impl Table {
                 }
                 let held = self.out[next - 1];
                 self.emit(chain, next, t, m.checked_sub(held)?, computes)?;
-                let after = (m + self.out[t]).checked_sub(held)?.min(self.cap);
+                let after = (m + self.grad[t]).checked_sub(held)?.min(self.cap);
                 self.emit(chain, s, next - 1, after, computes)?;
             }
         }

@@ -88,3 +88,101 @@ fn blocks_are_cut_where_no_forward_edge_jumps() {
         .windows(2)
         .all(|w| w[1].tape <= w[0].tape && w[1].extra >= w[0].extra)));
 }
+
+/// Small training graphs within the exhaustive oracle's reach: random heterogeneous
+/// chains, joins and random layered graphs (with kinds, so that blocks exist).
+fn small_graphs() -> Vec<(String, Graph)> {
+    use crate::graph::generate::{random_chain, random_join, random_layered};
+    let mut cases = Vec::new();
+    for seed in 0..25 {
+        cases.push((format!("random_chain({seed})"), random_chain(seed)));
+        cases.push((format!("random_join({seed})"), random_join(seed)));
+        cases.push((
+            format!("random_layered(11, {seed})"),
+            random_layered(11, seed),
+        ));
+    }
+    cases
+}
+
+/// Budgets per small graph, evenly spaced from the least feasible to the checkpoint-all
+/// peak (the random layered graphs' sizes are in MiB).
+const BUDGETS: u64 = 12;
+
+/// Every plan is valid in the simulator and within budget (the driver replays it: an
+/// invalid one would be an error status), and never cheaper than the exhaustive optimum;
+/// where the oracle finds no schedule, neither does block-rotor.
+#[test]
+fn never_below_the_exhaustive_optimum_and_always_valid() {
+    use crate::solve::Status;
+    let mut planned = 0;
+    let mut checked = 0;
+    for (case, g) in small_graphs() {
+        assert!(
+            g.len() <= crate::solve::exact::exhaustive::MAX_NODES,
+            "{case}"
+        );
+        let (low, high) = (g.min_feasible_budget().0, checkpoint_all_peak(&g));
+        let budgets = (0..=BUDGETS).map(|i| low + (high - low) * i / BUDGETS);
+        for budget in budgets {
+            let instance = Instance { graph: &g, budget };
+            let r = solve(&instance, "block-rotor", &SolveOptions::default()).unwrap();
+            assert!(
+                matches!(
+                    r.status,
+                    Status::Optimal | Status::Feasible | Status::Infeasible
+                ),
+                "{case} at {budget}: {:?} {:?}",
+                r.status,
+                r.message
+            );
+            let optimum = at(&g, budget, "exhaustive").map(|(c, _)| c);
+            checked += 1;
+            let Some(stats) = r.stats else { continue };
+            planned += 1;
+            assert!(stats.peak_memory <= budget, "{case} at {budget}");
+            let optimum = optimum.unwrap_or_else(|| panic!("{case} at {budget}: no optimum"));
+            assert!(
+                stats.total_cost >= optimum - 1e-9,
+                "{case} at {budget}: {} below the optimum {optimum}",
+                stats.total_cost
+            );
+        }
+    }
+    // About a third of the cases get a plan (a chain of one or two stages has no two cuts).
+    assert!(planned * 4 >= checked, "{planned} plans in {checked} cases");
+}
+
+/// The transient peak of a sequence counts the block's own values from their computation
+/// to their last read: a chain `a → b → c` peaks at `b + c`, or at `a + b` when `a` is
+/// larger; a value that stays is never freed; another block's value is not counted.
+#[test]
+fn the_transient_peak_frees_after_the_last_read() {
+    use super::transient::Replay;
+    use crate::graph::{GraphSpec, NodeSpec};
+    let g = Graph::new(GraphSpec {
+        name: None,
+        fixed_memory: 0,
+        cost_unit: None,
+        nodes: vec![
+            NodeSpec::plain("x", 1.0, 100, &[]),
+            NodeSpec::plain("a", 1.0, 4, &["x"]),
+            NodeSpec::plain("b", 1.0, 2, &["a"]),
+            NodeSpec::plain("c", 1.0, 3, &["b"]),
+        ],
+    })
+    .unwrap();
+    let mut later = vec![false; g.len()];
+    let own = |v: usize| v > 0;
+    let replay = |stays: &dyn Fn(usize) -> bool, later: &mut [bool]| {
+        Replay {
+            graph: &g,
+            counted: &own,
+            stays,
+        }
+        .local_peak(&[], &[1, 2, 3], later)
+    };
+    assert_eq!(replay(&|_| false, &mut later), 6);
+    assert_eq!(replay(&|v| v == 1, &mut later), 9);
+    assert!(later.iter().all(|&l| !l), "the scratch is left clear");
+}
