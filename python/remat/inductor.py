@@ -114,9 +114,10 @@ def _storage_bytes(g: GraphLowering, buffer: object) -> int:
     return int(g.sizevars.optimization_hint(layout.storage_size(), fallback=0)) * layout.dtype.itemsize
 
 
-def held_peak(g: GraphLowering, inputs: Sequence[str], count_outputs: bool) -> int:
+def held_peak(g: GraphLowering, inputs: dict[str, tuple[str, int]], count_outputs: bool) -> int:
     """The peak of the bytes `g`'s compiled code holds, over its scheduler nodes in the order they
-    run: the named graph inputs from the start, each buffer from its kernel on (a buffer the
+    run: the graph inputs of `inputs` (name -> its storage and the storage's bytes) from the
+    start to their last use, each buffer from its kernel on (a buffer the
     kernel keeps local, or one written in place of a dying input, takes no storage of its own);
     graph outputs to the end, counted only with `count_outputs`. Inductor frees a buffer after its
     last use (`last_usage`) only where it flushes the kernels generated so far (before an extern
@@ -129,9 +130,12 @@ def held_peak(g: GraphLowering, inputs: Sequence[str], count_outputs: bool) -> i
     size: dict[str, int] = {}
     names: dict[str, set[str]] = {}  # storage -> the live names on it
     current = 0
-    for name in inputs:
-        storage[name], names[name], size[name] = name, {name}, _storage_bytes(g, g.graph_inputs[name])
-        current += size[name]
+    for name, (where, nbytes) in inputs.items():
+        storage[name] = where
+        if where not in names:
+            names[where], size[where] = set(), nbytes
+            current += nbytes
+        names[where].add(name)
     peak = current
     pending: set[str] = set()  # last uses since the last flush
 
@@ -167,13 +171,35 @@ def held_peak(g: GraphLowering, inputs: Sequence[str], count_outputs: bool) -> i
     return peak
 
 
+def _saved_storages(forward: GraphLowering) -> dict[str, tuple[str, int]]:
+    """The forward's outputs by name: the buffer whose storage each one is (a view keeps its
+    whole base alive) and that storage's bytes; 0 for the forward's inputs (fixed memory)."""
+    module: Any = forward.module
+    outputs: Sequence[Any] = module.graph.output_node().args[0]
+    names = [a.name if isinstance(a, torch.fx.Node) else "" for a in outputs]
+    saved = {}
+    for name, value in zip(names, forward.graph_outputs, strict=False):
+        base: Any = value
+        while not isinstance(base, ir.Buffer) and isinstance(getattr(base, "data", None), ir.IRNode):
+            base = base.data
+        if name and isinstance(base, ir.Buffer):
+            own = 0 if isinstance(base, ir.InputBuffer) else _storage_bytes(forward, base)
+            saved[name] = (base.get_name(), own)
+    return saved
+
+
 def held_activations(forward: GraphLowering, backward: GraphLowering) -> int:
     """What Inductor's code for one step holds beyond the fixed memory: the forward's buffers
-    (its outputs, the saved tensors and the loss, to its end), then the backward's inputs other
-    than the primals (the saved tensors, tangents) until their last use and its buffers, the
-    gradients it returns left out (fixed memory)."""
-    saved = [n for n in backward.graph_inputs if not n.startswith("primals")]
-    return max(held_peak(forward, [], True), held_peak(backward, saved, False))
+    (its outputs, the saved tensors and the loss, to its end), then the backward's inputs (the
+    saved tensors, each holding its base's storage, and the tangents) until their last use and
+    its buffers, the gradients it returns left out (fixed memory)."""
+    saved = _saved_storages(forward)
+    inputs = {
+        name: saved.get(name, (name, _storage_bytes(backward, buffer)))
+        for name, buffer in backward.graph_inputs.items()
+        if not name.startswith("primals")
+    }
+    return max(held_peak(forward, {}, True), held_peak(backward, inputs, False))
 
 
 class RematPartitionerFn(CustomPartitionerFn):
