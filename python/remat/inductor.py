@@ -104,6 +104,11 @@ class Lowered:
         self.graphs.append(V.graph)
         return nodes
 
+    def __deepcopy__(self, memo: dict[int, object]) -> Lowered:
+        """Itself: Inductor copies its config (this pass included) for its debug reports, and the
+        graphs recorded hold fake tensors, which cannot be copied."""
+        return self
+
 
 def _storage_bytes(g: GraphLowering, buffer: object) -> int:
     """Bytes of a buffer's storage (0 for a multi-output kernel's tuple, whose elements are
@@ -184,7 +189,7 @@ def _saved_storages(forward: GraphLowering) -> dict[str, tuple[str, int]]:
             base = base.data
         if name and isinstance(base, ir.Buffer):
             own = 0 if isinstance(base, ir.InputBuffer) else _storage_bytes(forward, base)
-            saved[name] = (base.get_name(), own)
+            saved[name] = (f"forward:{base.get_name()}", own)  # not a name of the backward's buffers
     return saved
 
 
