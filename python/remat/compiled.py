@@ -285,6 +285,12 @@ class Partitioner:
             f"({p.budget - fixed} of activations; fixed memory {fixed}). The solver's schedule peaks at "
             f"{int(p.result['stats']['peak_memory'])}"
             + (f"; the partition deviates from it: {'; '.join(p.deviations[:5])}" if p.deviations else "")
+            + (
+                f"; Inductor's code holds {p.inductor} bytes of activations after "
+                f"{len(self.squeeze.get(self.key, [0])) - 1} re-plans below the budget"
+                if p.inductor is not None
+                else ""
+            )
             + ". Raise the budget, or pass on_overrun='warn' to run over it."
         )
         overrun(message, budget=p.budget, predicted=p.predicted_peak, on_overrun=self.on_overrun)

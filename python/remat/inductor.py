@@ -8,26 +8,30 @@ a `CustomPartitionerFn`; `RematPartitionerFn` is one, wrapping a `remat.compiled
     with remat.inductor.partitioning(part):
         compiled = torch.compile(model)        # or remat.compile(..., compiler="inductor")
 
-Inductor then compiles the two graphs: it fuses pointwise ops into kernels (their intermediate
-buffers disappear) and may reorder nodes (its peak-memory reordering keeps the graph's order
-unless its own estimate of another order is lower), so what it holds can differ from
-what the graphs hold op by op; `Partitioner.last.predicted` is the prediction for the unfused
-graphs. Fusion lowers it, except a fusion of nodes the schedule placed apart: a *horizontal* one
-(two kernels with no dependency, sharing inputs, run as one) allocates the later one's output at
-the earlier one's place, a *vertical* one (a producer into a consumer) keeps the producer's inputs
-until the consumer's place. A realized schedule makes such pairs (a value recomputed twice in the
-backward, each copy freed before the next exists; a value's first and last readers);
-`RematChoices` (`inductor_choices_class`, Inductor's hook for its fusion heuristics) refuses
-fusions of nodes that other nodes run between. Inductor's buffer reuse is off (`OPTIONS`).
-Measure with `remat.measure_compiled.AllocatorBytes` (Inductor's buffers are no dispatcher ops).
+Inductor then lowers the two graphs into fused kernels, and what its code holds differs from what
+the graphs hold op by op: a pointwise value read by a later kernel is inlined into it (its inputs
+live until then), a fused kernel allocates its outputs together, and the generated code frees
+dead buffers only where the scheduler flushes its kernels (before an extern kernel or a template,
+and at the end). `RematChoices` (`inductor_choices_class`, Inductor's hook for its fusion
+heuristics) refuses fusions of nodes that other nodes run between (a schedule places apart two
+copies of a recomputed value, or a value's first and last readers, so that others fit in
+between); buffer reuse and layout optimization are off (`OPTIONS`). `checked_backend` (the backend
+of `remat.compile(..., compiler="inductor")`) compiles the backward with the forward and, after
+code generation, reads what the step's code holds from Inductor's scheduler (`held_activations`:
+`Lowered` records each graph's `GraphLowering` through `_post_fusion_custom_pass`); the step's
+prediction is the larger of that and the simulator's, and a plan above the budget is solved again
+below it (`Replan`, `Partitioner.tighten`) before anything runs. The `partitioning` context
+gives plain `torch.compile` users the partition, without this check. Measure with
+`remat.measure_compiled.AllocatorBytes` (Inductor's buffers are no dispatcher ops).
 
 Caches: `uuid()` (Inductor's and AOTAutograd's caches key compiled code on it) covers the
 partitioner's settings and remat's Python sources. AOTAutograd's cache would hand back the compiled
 forward and backward without tracing the joint graph, so without calling the partitioner (no
 prediction); under remat it is off (`partitioned()`, entered by `partitioning` and around each call
-of `remat.compile`'s step), and Inductor's cache of compiled graphs, keyed by the partitioned
-graphs, saves the C++ compile: each compile traces, solves (`Partitioner.cache` within a process)
-and partitions, and has its `Partitioner.last`.
+of `remat.compile`'s step), and so is Inductor's FX graph cache (a hit skips the scheduler whose
+buffers `held_activations` reads); the cache of generated kernels saves the C++ compile: each
+compile traces, solves (`Partitioner.cache` within a process), partitions and schedules, and has
+its `Partitioner.last`.
 """
 
 from __future__ import annotations

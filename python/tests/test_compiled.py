@@ -235,16 +235,25 @@ def small_unet() -> Any:
 )
 def test_inductor_holds_at_most_the_prediction(family: Any, fraction: float, solver: str, binary: str) -> None:
     """remat's partitioner inside Inductor (CPU, C++ kernels): same loss and gradients; what the
-    allocator holds (ops' scratch left out) within the budget the plan fits and at most 2% above
-    the prediction. The U-Net's schedule recomputes its upsampling concatenations twice in the
-    backward: Inductor fused the two copies into one kernel (both alive at once) and held 11%
-    more than predicted before `RematChoices` (33,309,192 bytes for 29,506,048; the kernels, so
-    the compile time, are the same at any batch and width). The ViT held 18% more than predicted
-    with Inductor's buffer reuse on (a dead buffer kept over the attention backward's peak)."""
+    allocator holds (ops' scratch left out) within the budget where the plan fits and at most 2%
+    above the prediction, which counts what Inductor's code holds (`step.last.inductor`). Before
+    it did, the U-Net at 0.5 (auto's schedule) held 30,948,872 bytes for 29,375,364 predicted,
+    over its 29,624,324 budget, and the ViT at 0.3 1,291,848 for 1,093,204 (Inductor inlines
+    pointwise values into late readers and frees dead buffers only where it flushes its kernels).
+    The U-Net's schedule recomputes its upsampling concatenations twice in the backward: without
+    `RematChoices` Inductor fused the two copies into one kernel (both alive at once). A plan
+    Inductor holds above the budget after the re-plans runs with a warning (`fits` is False)."""
     model, _, inputs, targets, loss_fn = family()
     plain = plain_step(model, inputs, targets, loss_fn)
     step = remat_compile(
-        model, loss_fn, fraction, backend=remat.Local(binary), compiler="inductor", solver=solver, time_limit=60
+        model,
+        loss_fn,
+        fraction,
+        backend=remat.Local(binary),
+        compiler="inductor",
+        solver=solver,
+        time_limit=60,
+        on_overrun="warn",
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
