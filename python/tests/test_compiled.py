@@ -269,12 +269,15 @@ def test_inductor_holds_at_most_the_prediction(family: Any, fraction: float, sol
 
 def test_inductor_predicts_on_a_cache_hit(binary: str) -> None:
     """A second compile of the same step (a new process, or after `torch._dynamo.reset()`) finds
-    the compiled graphs in Inductor's caches (before remat turned AOTAutograd's cache off, a hit
-    skipped the partitioner and left the step without a prediction)."""
+    the generated kernels in Inductor's cache and still has its prediction (before remat turned
+    AOTAutograd's cache off, a hit skipped the partitioner and left the step without one). The
+    plan may not fit here (Inductor holds more than this small budget): it warns."""
     model, _, inputs, targets, loss_fn = families.llama(batch=2, seq=16, layers=1, d=32, vocab=128)
     for _ in range(2):
         torch._dynamo.reset()
-        step = remat_compile(model, loss_fn, 0.5, backend=remat.Local(binary), compiler="inductor", time_limit=60)
+        step = remat_compile(
+            model, loss_fn, 0.5, backend=remat.Local(binary), compiler="inductor", time_limit=60, on_overrun="warn"
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             step(*inputs, *targets)
