@@ -59,14 +59,21 @@ class Partitioned:
     predicted: dict[str, Any]
     deviations: list[str]
     cached: bool
+    target: int = 0  # the budget in bytes (the solve's own where 0; a re-plan solves below it)
+    inductor: int | None = None  # bytes of activations Inductor's compiled code holds (`remat.inductor`)
 
     @property
     def budget(self) -> int:
-        return int(self.result["budget"])
+        return self.target or int(self.result["budget"])
 
     @property
     def predicted_peak(self) -> int:
-        return int(self.predicted["stats"]["peak_memory"])
+        """The simulator's peak of what the two graphs run; under Inductor, the larger of it and
+        what Inductor's code holds (fusion and inlining keep other buffers alive)."""
+        peak = int(self.predicted["stats"]["peak_memory"])
+        if self.inductor is not None:
+            peak = max(peak, self.inductor + int(self.graph["fixed_memory"]))
+        return peak
 
     @property
     def predicted_activations(self) -> int:
@@ -163,6 +170,9 @@ def graph_key(graph: dict[str, Any], *options: Any) -> str:
     return h.hexdigest()
 
 
+REPLANS = 3  # re-plans per graph where what Inductor holds is above the budget
+
+
 class Partitioner:
     """`partition_fn` for `aot_module` / `aot_autograd` (and, through `remat.inductor`, Inductor),
     solving each joint graph at `budget` (module doc)."""
@@ -188,16 +198,44 @@ class Partitioner:
         self.cache: dict[str, dict[str, Any]] = {}
         self.solves = 0  # solves run (cache misses)
         self.last: Partitioned | None = None
+        # re-plans (`tighten`): per graph, the bytes solved below the budget, and the graphs whose
+        # last tightening failed (their plan stands as it is)
+        self.squeeze: dict[str, list[int]] = {}
+        self.settled: set[str] = set()
+        self.key = ""  # the graph being partitioned
 
-    def solve(self, graph: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-        """remat's result for `graph` at the budget, from the cache when the graph was solved before."""
-        key = graph_key(graph, self.budget, self.solver, self.time_limit, self.seed)
+    def solve(self, graph: dict[str, Any], budget: _budget.Budget | None = None) -> tuple[dict[str, Any], bool]:
+        """remat's result for `graph` at `budget` (default: the partitioner's), from the cache
+        when the graph was solved at it before."""
+        budget = self.budget if budget is None else budget
+        key = graph_key(graph, budget, self.solver, self.time_limit, self.seed)
         if key in self.cache:
             return self.cache[key], True
-        result = self.backend.solve(graph, self.budget, solver=self.solver, time_limit=self.time_limit, seed=self.seed)
+        result = self.backend.solve(graph, budget, solver=self.solver, time_limit=self.time_limit, seed=self.seed)
         self.solves += 1
         self.cache[key] = result
         return result, False
+
+    def tighten(self, p: Partitioned) -> bool:
+        """Solve `p`'s graph again below the budget by what `p` holds above it (and 1% of the
+        budget's activations more), at most `REPLANS` times per graph; False where no re-plan is
+        left (the last tightening failed, or the limit is reached)."""
+        squeeze = self.squeeze.setdefault(self.key, [0])
+        if self.key in self.settled or len(squeeze) > REPLANS:
+            return False
+        activations = p.budget - int(p.graph["fixed_memory"])
+        squeeze.append(squeeze[-1] + p.predicted_peak - p.budget + max(1, activations // 100))
+        return True
+
+    def relax(self) -> bool:
+        """After a tightened solve failed (no schedule below the budget): back to the plan before
+        it, which stands; False where the graph was not tightened."""
+        squeeze = self.squeeze.get(self.key, [0])
+        if len(squeeze) < 2 or self.key in self.settled:
+            return False
+        squeeze.pop()
+        self.settled.add(self.key)
+        return True
 
     def __call__(
         self,
@@ -209,7 +247,13 @@ class Partitioner:
         **_: Any,
     ) -> tuple[fx.GraphModule, fx.GraphModule]:
         graph, built = joint_graph(joint, num_fwd_outputs)
-        result, cached = self.solve(solve_graph(graph, built, num_fwd_outputs))
+        solved = solve_graph(graph, built, num_fwd_outputs)
+        self.key = graph_key(solved)
+        result, cached = self.solve(solved)
+        target = int(result["budget"])
+        squeeze = self.squeeze.get(self.key, [0])[-1]
+        if squeeze:
+            result, cached = self.solve(solved, max(0, target - squeeze))
         events = (result.get("schedule") or {}).get("events")
         if not events:
             raise ApplyError(f"remat returned no schedule ({result.get('status')})")
@@ -226,7 +270,7 @@ class Partitioner:
         ran = realized_events(graph, fw, bw, num_fwd_outputs)
         predicted = self.backend.simulate(prediction_graph(graph, ran), {"events": ran})
         saved = [str(n.name) for n in bw.graph.nodes if n.op == "placeholder" and "tangents" not in n.name]
-        self.last = Partitioned(graph, result, saved, ran, predicted, real.deviations, cached)
+        self.last = Partitioned(graph, result, saved, ran, predicted, real.deviations, cached, target)
         self.check(self.last)
         return fw, bw
 
@@ -241,9 +285,20 @@ class Partitioner:
             f"({p.budget - fixed} of activations; fixed memory {fixed}). The solver's schedule peaks at "
             f"{int(p.result['stats']['peak_memory'])}"
             + (f"; the partition deviates from it: {'; '.join(p.deviations[:5])}" if p.deviations else "")
+            + (
+                f"; Inductor's code holds {p.inductor} bytes of activations after "
+                f"{len(self.squeeze.get(self.key, [0])) - 1} re-plans below the budget"
+                if p.inductor is not None
+                else ""
+            )
             + ". Raise the budget, or pass on_overrun='warn' to run over it."
         )
         overrun(message, budget=p.budget, predicted=p.predicted_peak, on_overrun=self.on_overrun)
+
+
+class Replan(RematError):
+    """Inside a compile: what the compiled code would hold is above the budget, and the
+    partitioner solves the graph again tighter (`Partitioner.tighten`); `Step` compiles again."""
 
 
 class _WithLoss(nn.Module):
@@ -279,14 +334,22 @@ class Step:
         return self.partitioner.last
 
     def __call__(self, *args: Any) -> torch.Tensor:
-        try:
-            with self.context():
-                loss = self.module(*args)
-        except torch._dynamo.exc.BackendCompilerFailed as e:
-            # remat's own errors (OverBudget, InfeasibleBudget, ...) reach the caller as they are
-            if isinstance(e.inner_exception, RematError):
-                raise e.inner_exception from None
-            raise
+        while True:
+            try:
+                with self.context():
+                    loss = self.module(*args)
+                break
+            except torch._dynamo.exc.BackendCompilerFailed as e:
+                # a compile stopped before anything ran: Inductor's code would hold more than the
+                # budget (solved again tighter), or a tightened solve failed (back to the plan before)
+                if isinstance(e.inner_exception, Replan) or (
+                    isinstance(e.inner_exception, RematError) and self.partitioner.relax()
+                ):
+                    continue
+                # remat's own errors (OverBudget, InfeasibleBudget, ...) reach the caller as they are
+                if isinstance(e.inner_exception, RematError):
+                    raise e.inner_exception from None
+                raise
         loss.backward()
         return loss.detach()
 
@@ -320,9 +383,8 @@ def compile(
         )
         return Step(torch.compile(wrapped, backend=backend_fn, dynamic=False), part)
     if compiler == "inductor":
-        from .inductor import OPTIONS, RematPartitionerFn, partitioned
+        from .inductor import checked_backend, partitioned
 
-        options = {"custom_partitioner_fn": RematPartitionerFn(part), **OPTIONS}
-        module = torch.compile(wrapped, backend="inductor", dynamic=False, options=options)
+        module = torch.compile(wrapped, backend=checked_backend(part), dynamic=False)
         return Step(module, part, partitioned)
     raise ValueError(f"compiler must be 'aot_eager' or 'inductor', got {compiler!r}")

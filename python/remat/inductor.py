@@ -8,42 +8,49 @@ a `CustomPartitionerFn`; `RematPartitionerFn` is one, wrapping a `remat.compiled
     with remat.inductor.partitioning(part):
         compiled = torch.compile(model)        # or remat.compile(..., compiler="inductor")
 
-Inductor then compiles the two graphs: it fuses pointwise ops into kernels (their intermediate
-buffers disappear) and may reorder nodes (its peak-memory reordering keeps the graph's order
-unless its own estimate of another order is lower), so what it holds can differ from
-what the graphs hold op by op; `Partitioner.last.predicted` is the prediction for the unfused
-graphs. Fusion lowers it, except a fusion of nodes the schedule placed apart: a *horizontal* one
-(two kernels with no dependency, sharing inputs, run as one) allocates the later one's output at
-the earlier one's place, a *vertical* one (a producer into a consumer) keeps the producer's inputs
-until the consumer's place. A realized schedule makes such pairs (a value recomputed twice in the
-backward, each copy freed before the next exists; a value's first and last readers);
-`RematChoices` (`inductor_choices_class`, Inductor's hook for its fusion heuristics) refuses
-fusions of nodes that other nodes run between. Inductor's buffer reuse is off (`OPTIONS`).
-Measure with `remat.measure_compiled.AllocatorBytes` (Inductor's buffers are no dispatcher ops).
+Inductor then lowers the two graphs into fused kernels, and what its code holds differs from what
+the graphs hold op by op: a pointwise value read by a later kernel is inlined into it (its inputs
+live until then), a fused kernel allocates its outputs together, and the generated code frees
+dead buffers only where the scheduler flushes its kernels (before an extern kernel or a template,
+and at the end). `RematChoices` (`inductor_choices_class`, Inductor's hook for its fusion
+heuristics) refuses fusions of nodes that other nodes run between (a schedule places apart two
+copies of a recomputed value, or a value's first and last readers, so that others fit in
+between); buffer reuse and layout optimization are off (`OPTIONS`). `checked_backend` (the backend
+of `remat.compile(..., compiler="inductor")`) compiles the backward with the forward and, after
+code generation, reads what the step's code holds from Inductor's scheduler (`held_activations`:
+`Lowered` records each graph's `GraphLowering` through `_post_fusion_custom_pass`); the step's
+prediction is the larger of that and the simulator's, and a plan above the budget is solved again
+below it (`Replan`, `Partitioner.tighten`) before anything runs. The `partitioning` context
+gives plain `torch.compile` users the partition, without this check. Measure with
+`remat.measure_compiled.AllocatorBytes` (Inductor's buffers are no dispatcher ops).
 
 Caches: `uuid()` (Inductor's and AOTAutograd's caches key compiled code on it) covers the
 partitioner's settings and remat's Python sources. AOTAutograd's cache would hand back the compiled
 forward and backward without tracing the joint graph, so without calling the partitioner (no
 prediction); under remat it is off (`partitioned()`, entered by `partitioning` and around each call
-of `remat.compile`'s step), and Inductor's cache of compiled graphs, keyed by the partitioned
-graphs, saves the C++ compile: each compile traces, solves (`Partitioner.cache` within a process)
-and partitions, and has its `Partitioner.last`.
+of `remat.compile`'s step), and so is Inductor's FX graph cache (a hit skips the scheduler whose
+buffers `held_activations` reads); the cache of generated kernels saves the C++ compile: each
+compile traces, solves (`Partitioner.cache` within a process), partitions and schedules, and has
+its `Partitioner.last`.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch._inductor import ir
 from torch._inductor.choices import InductorChoices
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
+from torch._inductor.graph import GraphLowering
 from torch._inductor.scheduler import BaseSchedulerNode, Scheduler
+from torch._inductor.virtualized import V
 
-from .compiled import Partitioner
+from .compiled import Partitioner, Replan
 
 
 class RematChoices(InductorChoices):
@@ -78,6 +85,7 @@ OPTIONS: dict[str, Any] = {
     "layout_optimization": False,
     "allow_buffer_reuse": False,
     "inductor_choices_class": RematChoices,
+    "fx_graph_cache": False,
 }
 
 
@@ -89,16 +97,132 @@ def _sources_hash() -> str:
     return h.hexdigest()
 
 
+class Lowered:
+    """The graphs Inductor lowered since the last partition (`_post_fusion_custom_pass`, called
+    with each graph's scheduler nodes after fusion): the forward's, then the backward's."""
+
+    def __init__(self) -> None:
+        self.graphs: list[GraphLowering] = []
+
+    def __call__(self, nodes: list[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
+        self.graphs.append(V.graph)
+        return nodes
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Lowered:
+        """Itself: Inductor copies its config (this pass included) for its debug reports, and the
+        graphs recorded hold fake tensors, which cannot be copied."""
+        return self
+
+
+def _storage_bytes(g: GraphLowering, buffer: object) -> int:
+    """Bytes of a buffer's storage (0 for a multi-output kernel's tuple, whose elements are
+    buffers of their own, and for buffers without storage)."""
+    layout = getattr(buffer, "layout", None)
+    if not isinstance(layout, ir.Layout) or isinstance(layout, (ir.MultiOutputLayout, ir.NoneLayout)):
+        return 0
+    return int(g.sizevars.optimization_hint(layout.storage_size(), fallback=0)) * layout.dtype.itemsize
+
+
+def held_peak(g: GraphLowering, inputs: dict[str, tuple[str, int]], count_outputs: bool) -> int:
+    """The peak of the bytes `g`'s compiled code holds, over its scheduler nodes in the order they
+    run: the graph inputs of `inputs` (name -> its storage and the storage's bytes) from the
+    start to their last use, each buffer from its kernel on (a buffer the
+    kernel keeps local, or one written in place of a dying input, takes no storage of its own);
+    graph outputs to the end, counted only with `count_outputs`. Inductor frees a buffer after its
+    last use (`last_usage`) only where it flushes the kernels generated so far (before an extern
+    kernel or a template, and at the end; a C++ kernel group also where it grows past its argument
+    limit, left out here: freeing later is the upper bound), so a free waits for the next flush."""
+    removed = set(g.removed_buffers) | set(g.inplaced_to_remove)
+    reuses = dict(g.wrapper_code.reuses)  # buffer -> the dying buffer whose storage it takes
+    outputs = set(g.get_output_names())
+    storage: dict[str, str] = {}  # buffer or input name -> its storage's name
+    size: dict[str, int] = {}
+    names: dict[str, set[str]] = {}  # storage -> the live names on it
+    current = 0
+    for name, (where, nbytes) in inputs.items():
+        storage[name] = where
+        if where not in names:
+            names[where], size[where] = set(), nbytes
+            current += nbytes
+        names[where].add(name)
+    peak = current
+    pending: set[str] = set()  # last uses since the last flush
+
+    def flush() -> None:
+        nonlocal current
+        for name in pending:
+            if name in outputs or name not in storage:
+                continue
+            where = storage.pop(name)
+            names[where].discard(name)
+            if not names[where]:
+                current -= size[where]
+        pending.clear()
+
+    assert g.scheduler is not None
+    for node in g.scheduler.nodes:
+        if node.is_extern() or node.is_template():
+            flush()
+        for out in node.get_outputs():
+            name = out.get_name()
+            if name in removed:
+                continue
+            reused = storage.get(reuses.get(name, ""))
+            if reused is not None:
+                storage[name] = reused
+                names[reused].add(name)
+                continue
+            own = _storage_bytes(g, out.node) if count_outputs or name not in outputs else 0
+            storage[name], names[name], size[name] = name, {name}, own
+            current += own
+        peak = max(peak, current)
+        pending |= set(node.last_usage)
+    return peak
+
+
+def _saved_storages(forward: GraphLowering) -> dict[str, tuple[str, int]]:
+    """The forward's outputs by name: the buffer whose storage each one is (a view keeps its
+    whole base alive) and that storage's bytes; 0 for the forward's inputs (fixed memory)."""
+    module: Any = forward.module
+    outputs: Sequence[Any] = module.graph.output_node().args[0]
+    names = [a.name if isinstance(a, torch.fx.Node) else "" for a in outputs]
+    saved = {}
+    for name, value in zip(names, forward.graph_outputs, strict=False):
+        base: Any = value
+        while not isinstance(base, ir.Buffer) and isinstance(getattr(base, "data", None), ir.IRNode):
+            base = base.data
+        if name and isinstance(base, ir.Buffer):
+            own = 0 if isinstance(base, ir.InputBuffer) else _storage_bytes(forward, base)
+            saved[name] = (f"forward:{base.get_name()}", own)  # not a name of the backward's buffers
+    return saved
+
+
+def held_activations(forward: GraphLowering, backward: GraphLowering) -> int:
+    """What Inductor's code for one step holds beyond the fixed memory: the forward's buffers
+    (its outputs, the saved tensors and the loss, to its end), then the backward's inputs (the
+    saved tensors, each holding its base's storage, and the tangents) until their last use and
+    its buffers, the gradients it returns left out (fixed memory)."""
+    saved = _saved_storages(forward)
+    inputs = {
+        name: saved.get(name, (name, _storage_bytes(backward, buffer)))
+        for name, buffer in backward.graph_inputs.items()
+        if not name.startswith("primals")
+    }
+    return max(held_peak(forward, {}, True), held_peak(backward, inputs, False))
+
+
 class RematPartitionerFn(CustomPartitionerFn):
     """Inductor's custom partitioner, calling `partitioner` on each joint graph."""
 
     def __init__(self, partitioner: Partitioner) -> None:
         self.partitioner = partitioner
+        self.lowered = Lowered()
 
     def __call__(
         self, gm: torch.fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any
     ) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
         kwargs.pop("compiler", None)
+        self.lowered.graphs.clear()
         return self.partitioner(gm, joint_inputs, **kwargs)
 
     def uuid(self) -> str:
@@ -108,12 +232,40 @@ class RematPartitionerFn(CustomPartitionerFn):
         return h.hexdigest()
 
 
+def checked_backend(partitioner: Partitioner) -> Callable[[torch.fx.GraphModule, list[Any]], Any]:
+    """A `torch.compile` backend: Inductor, partitioning with `partitioner`, that after compiling
+    each backward sets `partitioner.last.inductor` to what the step's compiled code holds
+    (`held_activations`) and, where that is above the budget, raises `Replan` (the partitioner
+    solves again below the budget) or, with no re-plan left, `OverBudget` / its warning."""
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    fn = RematPartitionerFn(partitioner)
+    options = {"custom_partitioner_fn": fn, "_post_fusion_custom_pass": fn.lowered, **OPTIONS}
+
+    def inner(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
+        compiled = compile_fx_inner(gm, example_inputs, **kwargs)
+        last, graphs = partitioner.last, fn.lowered.graphs
+        if kwargs.get("is_backward") and last is not None and len(graphs) >= 2:
+            last.inductor = held_activations(graphs[0], graphs[-1])
+            if not last.fits and partitioner.tighten(last):
+                raise Replan(f"Inductor's code holds {last.predicted_peak} bytes, above the budget of {last.budget}")
+            partitioner.check(last)
+        return compiled
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=options)
+
+    return backend
+
+
 def partitioned() -> AbstractContextManager[None]:
     """AOTAutograd's cache off while compiling: a hit hands back the compiled forward and backward
-    without tracing the joint graph, so without calling the partitioner (no `Partitioner.last`).
-    Inductor's own cache of compiled graphs stays on: after the partitioner, a graph compiled
-    before is loaded, not compiled again."""
-    patch: AbstractContextManager[None] = torch._functorch.config.patch(enable_autograd_cache=False)
+    without tracing the joint graph, so without calling the partitioner (no `Partitioner.last`);
+    the backward compiled with the forward, so that what both hold is known before the step runs.
+    Inductor's cache of generated kernels stays on (a graph lowered before is not compiled again)."""
+    patch: AbstractContextManager[None] = torch._functorch.config.patch(
+        enable_autograd_cache=False, force_non_lazy_backward_lowering=True
+    )
     return patch
 
 
