@@ -19,6 +19,7 @@
 
 use super::options::{options, BlockView, TapeOption};
 use crate::graph::{Graph, NodeKind};
+use crate::solve::Stopped;
 
 /// A block: its forward ops `F_j`, the costs of `F_j` and `B_j`, the bytes of its output
 /// `x_j`, and its [`TapeOption`]s (the first keeps the whole tape: the values of `F_j` that
@@ -41,11 +42,17 @@ pub enum NotBlocks {
     NoCut,
     /// A backward op of a lower block feeds one of a higher block.
     Crossing { node: usize },
+    /// The solve's stop came while the blocks' options were built.
+    Stopped(Stopped),
 }
 
 /// The chain of blocks of `graph`, merged down to at most `max_blocks` blocks of about
-/// equal forward cost.
-pub fn blocks(graph: &Graph, max_blocks: usize) -> Result<Vec<Block>, NotBlocks> {
+/// equal forward cost; `poll` is asked before each block's options and within them.
+pub fn blocks(
+    graph: &Graph,
+    max_blocks: usize,
+    poll: &dyn Fn() -> Result<(), Stopped>,
+) -> Result<Vec<Block>, NotBlocks> {
     if !graph.has_kinds() {
         return Err(NotBlocks::NoCut);
     }
@@ -105,6 +112,7 @@ pub fn blocks(graph: &Graph, max_blocks: usize) -> Result<Vec<Block>, NotBlocks>
     }
     let mut later = vec![false; n];
     for (j, (b, &cut)) in chain.iter_mut().zip(&cuts).enumerate() {
+        poll().map_err(NotBlocks::Stopped)?;
         b.output = graph.memory(cut);
         let view = BlockView {
             graph,
@@ -117,7 +125,7 @@ pub fn blocks(graph: &Graph, max_blocks: usize) -> Result<Vec<Block>, NotBlocks>
             tape: tape[j],
         };
         let forward_peak = view.forward_peak(&|_| false, &mut later);
-        let options = options(&view);
+        let options = options(&view, poll).map_err(NotBlocks::Stopped)?;
         (b.forward_peak, b.options) = (forward_peak, options);
     }
     Ok(chain)

@@ -94,25 +94,30 @@ impl Solver for BlockRotor {
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         let graph = instance.graph;
         let stop = Stop::start(options);
-        let chain = match blocks(graph, MAX_BLOCKS) {
+        let declined = |reason: String| {
+            Ok(Outcome::Infeasible {
+                solver: "block-rotor",
+                proven: None,
+                reason,
+            })
+        };
+        let chain = match blocks(graph, MAX_BLOCKS, &|| stop.poll()) {
             Ok(chain) => chain,
-            Err(why) => {
-                let reason = match why {
-                    NotBlocks::NoCut => {
-                        "the graph has no forward/backward kinds or fewer than two articulation \
-                         points in its forward pass"
-                            .to_string()
-                    }
-                    NotBlocks::Crossing { node } => format!(
-                        "backward op `{}` reads the backward pass of a later block than its own",
-                        graph.id(node)
-                    ),
-                };
-                return Ok(Outcome::Infeasible {
-                    solver: "block-rotor",
-                    proven: None,
-                    reason,
-                });
+            Err(NotBlocks::Stopped(stopped)) => {
+                return stopped.outcome("block-rotor", "while cutting the graph into blocks");
+            }
+            Err(NotBlocks::NoCut) => {
+                return declined(
+                    "the graph has no forward/backward kinds or fewer than two articulation \
+                     points in its forward pass"
+                        .to_string(),
+                );
+            }
+            Err(NotBlocks::Crossing { node }) => {
+                return declined(format!(
+                    "backward op `{}` reads the backward pass of a later block than its own",
+                    graph.id(node)
+                ));
             }
         };
         if let Err(stopped) = stop.poll() {

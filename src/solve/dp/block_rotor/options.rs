@@ -17,6 +17,7 @@
 
 use super::transient::Replay;
 use crate::schedule::sequence::push_restored_inputs;
+use crate::solve::Stopped;
 
 /// One way to run a block: the bytes kept from `F_j` to `B_j`, the cost `B_j` adds to
 /// the block's own backward cost, `B_j`'s compute sequence (recomputations included), and
@@ -63,8 +64,13 @@ impl BlockView<'_> {
 /// order ([`drop_order`], blocks of at most [`GREEDY_MAX`] droppable values) and per
 /// quarter-step prefix of the order by `c_v / s_v` (rotor's cheapest-to-recompute-per-byte,
 /// which the greedy order need not contain), the whole tape and none of it, less every
-/// option that costs at least as much as one with a smaller tape.
-pub fn options(view: &BlockView) -> Vec<TapeOption> {
+/// option that costs at least as much as one with a smaller tape. `poll` is asked before
+/// each option's replays and each step of the greedy order (a merged block of a large graph
+/// replays hundreds of thousands of values per option).
+pub fn options(
+    view: &BlockView,
+    poll: &dyn Fn() -> Result<(), Stopped>,
+) -> Result<Vec<TapeOption>, Stopped> {
     let g = view.graph;
     let mut again = vec![false; g.len()];
     let droppable: Vec<usize> = view
@@ -74,7 +80,7 @@ pub fn options(view: &BlockView) -> Vec<TapeOption> {
         .filter(|&v| v != view.cut && view.read_by_backward[v] && g.memory(v) > 0)
         .collect();
     let greedy = if droppable.len() <= GREEDY_MAX {
-        drop_order(view, droppable.clone(), &mut again)
+        drop_order(view, droppable.clone(), &mut again, poll)?
     } else {
         Vec::new()
     };
@@ -90,6 +96,7 @@ pub fn options(view: &BlockView) -> Vec<TapeOption> {
         .chain(std::iter::once(&by_price[..n]))
         .chain(quarters.iter().map(|&k| &by_price[..k]));
     for prefix in prefixes {
+        poll()?;
         dropped.iter_mut().for_each(|d| *d = false);
         prefix.iter().for_each(|&v| dropped[v] = true);
         let freed = prefix.iter().map(|&v| g.memory(v)).sum();
@@ -105,7 +112,7 @@ pub fn options(view: &BlockView) -> Vec<TapeOption> {
         }
     }
     kept.reverse();
-    thin(kept)
+    Ok(thin(kept))
 }
 
 /// At most [`MAX_OPTIONS`] options (the DP's step holds an option in a byte), evenly
@@ -137,12 +144,18 @@ const GREEDY_MAX: usize = 128;
 /// The block's droppable tape values `left` (read by the backward pass, not `x_j`, of
 /// nonzero size) in a greedy order: each next the one whose drop adds the least to `B_j`'s
 /// recomputation cost per byte freed, given the values dropped before it.
-fn drop_order(view: &BlockView, mut left: Vec<usize>, again: &mut [bool]) -> Vec<usize> {
+fn drop_order(
+    view: &BlockView,
+    mut left: Vec<usize>,
+    again: &mut [bool],
+    poll: &dyn Fn() -> Result<(), Stopped>,
+) -> Result<Vec<usize>, Stopped> {
     let g = view.graph;
     let mut dropped = vec![false; g.len()];
     let mut order = Vec::with_capacity(left.len());
     let mut extra = 0.0;
     while !left.is_empty() {
+        poll()?;
         let mut best = (f64::INFINITY, 0, 0.0);
         for (i, &v) in left.iter().enumerate() {
             dropped[v] = true;
@@ -159,7 +172,7 @@ fn drop_order(view: &BlockView, mut left: Vec<usize>, again: &mut [bool]) -> Vec
         extra = with;
         order.push(v);
     }
-    order
+    Ok(order)
 }
 
 /// The cost of the block's forward values `B_j` recomputes.

@@ -75,7 +75,7 @@ fn a_transformer_gets_a_plan_at_a_tenth_of_the_span_within_one_forward() {
 #[test]
 fn blocks_are_cut_where_no_forward_edge_jumps() {
     let g = small_transformer();
-    let chain = blocks::blocks(&g, MAX_BLOCKS).unwrap();
+    let chain = blocks::blocks(&g, MAX_BLOCKS, &|| Ok(())).unwrap();
     // Two residual additions per layer are cuts; each block's options start with the whole
     // tape, and every forward and backward node is in exactly one block.
     assert!(chain.len() >= 8, "{} blocks", chain.len());
