@@ -42,7 +42,7 @@ from torch.utils._ordered_set import OrderedSet
 from . import budget as _budget
 from ._trace import JointTrace
 from .client import Backend
-from .errors import ApplyError, OnOverrun, RematError, overrun
+from .errors import ApplyError, OnOverrun, RematError, SolveError, overrun
 from .export import _Builder, _fx_costs_flops, graph_dict, tensor_bytes
 from .realize import UNREDUCED_STORAGE, is_random, prediction_graph, realize, realized_events, unread_args
 
@@ -59,6 +59,7 @@ class Partitioned:
     predicted: dict[str, Any]
     deviations: list[str]
     cached: bool
+    key: str  # the graph's hash (`graph_key`): the Partitioner's re-plans are kept by it
     target: int = 0  # the budget in bytes (the solve's own where 0; a re-plan solves below it)
     inductor: int | None = None  # bytes of activations Inductor's compiled code holds (`remat.inductor`)
 
@@ -202,40 +203,49 @@ class Partitioner:
         # last tightening failed (their plan stands as it is)
         self.squeeze: dict[str, list[int]] = {}
         self.settled: set[str] = set()
-        self.key = ""  # the graph being partitioned
 
-    def solve(self, graph: dict[str, Any], budget: _budget.Budget | None = None) -> tuple[dict[str, Any], bool]:
+    def solve(
+        self, graph: dict[str, Any], budget: _budget.Budget | None = None, *, key: str | None = None
+    ) -> tuple[dict[str, Any], bool]:
         """remat's result for `graph` at `budget` (default: the partitioner's), from the cache
-        when the graph was solved at it before."""
+        when the graph was solved at it before; `key`: the graph's `graph_key` where known."""
         budget = self.budget if budget is None else budget
-        key = graph_key(graph, budget, self.solver, self.time_limit, self.seed)
-        if key in self.cache:
-            return self.cache[key], True
+        entry = f"{key or graph_key(graph)}:{(budget, self.solver, self.time_limit, self.seed)!r}"
+        if entry in self.cache:
+            return self.cache[entry], True
         result = self.backend.solve(graph, budget, solver=self.solver, time_limit=self.time_limit, seed=self.seed)
         self.solves += 1
-        self.cache[key] = result
+        self.cache[entry] = result
         return result, False
 
     def tighten(self, p: Partitioned) -> bool:
         """Solve `p`'s graph again below the budget by what `p` holds above it (and 1% of the
         budget's activations more), at most `REPLANS` times per graph; False where no re-plan is
         left (the last tightening failed, or the limit is reached)."""
-        squeeze = self.squeeze.setdefault(self.key, [0])
-        if self.key in self.settled or len(squeeze) > REPLANS:
+        squeeze = self.squeeze.setdefault(p.key, [0])
+        if p.key in self.settled or len(squeeze) > REPLANS:
             return False
         activations = p.budget - int(p.graph["fixed_memory"])
         squeeze.append(squeeze[-1] + p.predicted_peak - p.budget + max(1, activations // 100))
         return True
 
-    def relax(self) -> bool:
-        """After a tightened solve failed (no schedule below the budget): back to the plan before
-        it, which stands; False where the graph was not tightened."""
-        squeeze = self.squeeze.get(self.key, [0])
-        if len(squeeze) < 2 or self.key in self.settled:
-            return False
-        squeeze.pop()
-        self.settled.add(self.key)
-        return True
+    def planned(self, graph: dict[str, Any], key: str) -> tuple[dict[str, Any], bool, int]:
+        """remat's result for `graph` (hash `key`) at the budget, less the graph's re-plans
+        (`tighten`), with whether it came from the cache and the budget in bytes. A tightened solve
+        that finds no schedule settles the graph on the plan before it, which stands."""
+        result, cached = self.solve(graph, key=key)
+        target = int(result["budget"])
+        squeeze = self.squeeze.get(key, [0])
+        while squeeze[-1]:
+            try:
+                tight, cached = self.solve(graph, max(0, target - squeeze[-1]), key=key)
+            except SolveError:
+                tight = {}
+            if (tight.get("schedule") or {}).get("events") or key in self.settled:
+                return tight or result, cached, target
+            squeeze.pop()
+            self.settled.add(key)
+        return result, cached, target
 
     def __call__(
         self,
@@ -248,12 +258,8 @@ class Partitioner:
     ) -> tuple[fx.GraphModule, fx.GraphModule]:
         graph, built = joint_graph(joint, num_fwd_outputs)
         solved = solve_graph(graph, built, num_fwd_outputs)
-        self.key = graph_key(solved)
-        result, cached = self.solve(solved)
-        target = int(result["budget"])
-        squeeze = self.squeeze.get(self.key, [0])[-1]
-        if squeeze:
-            result, cached = self.solve(solved, max(0, target - squeeze))
+        key = graph_key(solved)
+        result, cached, target = self.planned(solved, key)
         events = (result.get("schedule") or {}).get("events")
         if not events:
             raise ApplyError(f"remat returned no schedule ({result.get('status')})")
@@ -270,7 +276,7 @@ class Partitioner:
         ran = realized_events(graph, fw, bw, num_fwd_outputs)
         predicted = self.backend.simulate(prediction_graph(graph, ran), {"events": ran})
         saved = [str(n.name) for n in bw.graph.nodes if n.op == "placeholder" and "tangents" not in n.name]
-        self.last = Partitioned(graph, result, saved, ran, predicted, real.deviations, cached, target)
+        self.last = Partitioned(graph, result, saved, ran, predicted, real.deviations, cached, key, target)
         self.check(self.last)
         return fw, bw
 
@@ -287,7 +293,7 @@ class Partitioner:
             + (f"; the partition deviates from it: {'; '.join(p.deviations[:5])}" if p.deviations else "")
             + (
                 f"; Inductor's code holds {p.inductor} bytes of activations after "
-                f"{len(self.squeeze.get(self.key, [0])) - 1} re-plans below the budget"
+                f"{len(self.squeeze.get(p.key, [0])) - 1} re-plans below the budget"
                 if p.inductor is not None
                 else ""
             )
@@ -341,10 +347,8 @@ class Step:
                 break
             except torch._dynamo.exc.BackendCompilerFailed as e:
                 # a compile stopped before anything ran: Inductor's code would hold more than the
-                # budget (solved again tighter), or a tightened solve failed (back to the plan before)
-                if isinstance(e.inner_exception, Replan) or (
-                    isinstance(e.inner_exception, RematError) and self.partitioner.relax()
-                ):
+                # budget (the partitioner solves again tighter)
+                if isinstance(e.inner_exception, Replan):
                     continue
                 # remat's own errors (OverBudget, InfeasibleBudget, ...) reach the caller as they are
                 if isinstance(e.inner_exception, RematError):

@@ -5,6 +5,7 @@ overruns, the solve cache and Inductor. Measured with `remat.measure_compiled` o
 from __future__ import annotations
 
 import copy
+import json
 import operator
 import sys
 import warnings
@@ -17,7 +18,7 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._dynamo.backends.debugging import boxed_nop
 
 import remat
-from remat.compiled import Partitioner
+from remat.compiled import Partitioner, graph_key
 from remat.compiled import compile as remat_compile
 from remat.measure_compiled import measure_compiled
 
@@ -217,6 +218,22 @@ def test_unchanged_graph_is_not_solved_again(binary: str) -> None:
         torch.compile(model, backend=backend, dynamic=False)(x).sum().backward()
     assert part.solves == 1
     assert part.last is not None and part.last.cached
+
+
+def test_a_tightened_solve_that_fails_leaves_the_plan_before_it(binary: str) -> None:
+    """Re-plans (`Partitioner.tighten`) solve the same graph below the budget; where such a solve
+    finds no schedule, the graph keeps the plan before it and is tightened no more."""
+    graph = json.loads((Path(__file__).resolve().parents[2] / "graphs" / "tiny-residual.json").read_text())
+    part = Partitioner(0.9, remat.Local(binary), time_limit=2)
+    key = graph_key(graph)
+    base, _, target = part.planned(graph, key)
+    activations = target - int(graph["fixed_memory"])
+    part.squeeze[key] = [0, activations // 100, target]  # the second re-plan asks for less than nothing
+    plan, cached, _ = part.planned(graph, key)
+    assert int(plan["budget"]) == target - activations // 100 and not cached
+    assert part.squeeze[key] == [0, activations // 100] and key in part.settled
+    assert part.planned(graph, key)[1], "the plan that stands comes from the cache"
+    assert int(base["budget"]) == target and part.solves == 2
 
 
 def small_unet() -> Any:
