@@ -21,7 +21,8 @@ code generation, reads what the step's code holds from Inductor's scheduler (`he
 `Lowered` records each graph's `GraphLowering` through `_post_fusion_custom_pass`); the step's
 prediction is the larger of that and the simulator's, and a plan above the budget is solved again
 below it (`Replan`, `Partitioner.tighten`) before anything runs. The `partitioning` context
-gives plain `torch.compile` users the partition, without this check. Measure with
+gives plain `torch.compile` users the partition and reads the same figure for each partition
+compiled inside it, checking it as the context closes (after the steps run inside: no re-plan). Measure with
 `remat.measure_compiled.AllocatorBytes` (Inductor's buffers are no dispatcher ops).
 
 Caches: `uuid()` (Inductor's and AOTAutograd's caches key compiled code on it) covers the
@@ -50,7 +51,7 @@ from torch._inductor.graph import GraphLowering
 from torch._inductor.scheduler import BaseSchedulerNode, Scheduler
 from torch._inductor.virtualized import V
 
-from .compiled import Partitioner, Replan
+from .compiled import Partitioned, Partitioner, Replan
 
 
 class RematChoices(InductorChoices):
@@ -217,13 +218,31 @@ class RematPartitionerFn(CustomPartitionerFn):
     def __init__(self, partitioner: Partitioner) -> None:
         self.partitioner = partitioner
         self.lowered = Lowered()
+        self.unchecked: list[Partitioned] = []  # `partitioning`: compiled, not yet checked
 
     def __call__(
         self, gm: torch.fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any
     ) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
         kwargs.pop("compiler", None)
+        self.read_held()
         self.lowered.graphs.clear()
         return self.partitioner(gm, joint_inputs, **kwargs)
+
+    def read_held(self) -> None:
+        """The last partition's `inductor` (what its compiled code holds), where its forward and
+        backward were lowered and nothing read it yet (`checked_backend` reads it as the backward
+        compiles); the partition then awaits its check (`check_held`)."""
+        last, graphs = self.partitioner.last, self.lowered.graphs
+        if last is not None and last.inductor is None and len(graphs) >= 2:
+            last.inductor = held_activations(graphs[0], graphs[-1])
+            self.unchecked.append(last)
+
+    def check_held(self) -> None:
+        """`Partitioner.check` on each partition whose `inductor` `read_held` read."""
+        self.read_held()
+        unchecked, self.unchecked = self.unchecked, []
+        for p in unchecked:
+            self.partitioner.check(p)
 
     def uuid(self) -> str:
         h = hashlib.sha256(_sources_hash().encode())
@@ -272,7 +291,14 @@ def partitioned() -> AbstractContextManager[None]:
 @contextmanager
 def partitioning(partitioner: Partitioner) -> Iterator[RematPartitionerFn]:
     """Inductor partitions with `partitioner` while the context is open (compiles happen at the
-    first call of a compiled module, so call it inside)."""
+    first call of a compiled module, so call it inside). On leaving it, each partition compiled
+    inside has what its compiled code holds (`Partitioned.inductor`, so `fits` and
+    `predicted_peak` count it) and is checked: `OverBudget` (or its warning) where that is above
+    the budget. The steps run inside have run by then: `torch.compile` compiles a module's graphs
+    as it first runs them, so no re-plan can come before (`remat.compile(..., compiler="inductor")`
+    re-plans before its step runs)."""
     fn = RematPartitionerFn(partitioner)
-    with torch._inductor.config.patch(custom_partitioner_fn=fn, **OPTIONS), partitioned():
+    options = {"custom_partitioner_fn": fn, "_post_fusion_custom_pass": fn.lowered, **OPTIONS}
+    with torch._inductor.config.patch(**options), partitioned():
         yield fn
+    fn.check_held()

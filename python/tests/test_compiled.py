@@ -18,7 +18,8 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._dynamo.backends.debugging import boxed_nop
 
 import remat
-from remat.compiled import Partitioner, graph_key
+import remat.inductor
+from remat.compiled import Partitioner, _WithLoss, graph_key
 from remat.compiled import compile as remat_compile
 from remat.measure_compiled import measure_compiled
 
@@ -282,6 +283,31 @@ def test_inductor_holds_at_most_the_prediction(family: Any, fraction: float, sol
         assert m.buffers <= last.budget - int(last.graph["fixed_memory"])
     model.zero_grad(set_to_none=True)
     assert_same_step(model, float(step(*inputs, *targets)), plain)
+
+
+def test_plain_torch_compile_under_partitioning_is_checked(binary: str) -> None:
+    """`torch.compile(module)` inside `remat.inductor.partitioning(part)` (plain Inductor, no
+    `remat.compile`): leaving the context gives the partition what Inductor's code holds
+    (`last.inductor`), at most 2% below what the allocator measures, and its check. This small
+    Llama's plan at half its activations is one Inductor holds above the budget (the same one
+    `remat.compile` re-plans and still warns about): a warning here. Before, `fits` was the
+    simulator's alone and said the plan fit."""
+    model, _, inputs, targets, loss_fn = families.llama(batch=2, seq=16, layers=1, d=32, vocab=128)
+    torch._dynamo.reset()
+    part = Partitioner(0.5, remat.Local(binary), time_limit=60, on_overrun="warn")
+    module = torch.compile(_WithLoss(model, loss_fn, len(targets)), dynamic=False)
+
+    def step(*args: Any) -> torch.Tensor:
+        loss = module(*args)
+        loss.backward()
+        return loss.detach()
+
+    with pytest.warns(remat.OverBudgetWarning, match="Inductor's code holds"):
+        with remat.inductor.partitioning(part):
+            m = measure_compiled(step, (*inputs, *targets), list(model.parameters()))
+    last = part.last
+    assert last is not None and last.inductor is not None and not last.fits
+    assert m.buffers <= 1.02 * last.predicted_activations, (m.buffers, last.predicted_activations)
 
 
 def test_inductor_predicts_on_a_cache_hit(binary: str) -> None:
