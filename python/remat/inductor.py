@@ -124,6 +124,18 @@ def _storage_bytes(g: GraphLowering, buffer: object) -> int:
     return int(g.sizevars.optimization_hint(layout.storage_size(), fallback=0)) * layout.dtype.itemsize
 
 
+def _written_into(buffer: object) -> str | None:
+    """The buffer whose storage `buffer` is written into (an input of a concatenation Inductor
+    lowers in place: `NonOwningLayout`), or None where it has a storage of its own."""
+    layout = getattr(buffer, "layout", None)
+    if not isinstance(layout, ir.NonOwningLayout):
+        return None
+    base = layout.view.data
+    while not isinstance(base, ir.Buffer) and isinstance(getattr(base, "data", None), ir.IRNode):
+        base = getattr(base, "data")  # noqa: B009 (a view's or a storage box's)
+    return base.get_name() if isinstance(base, ir.Buffer) else None
+
+
 def held_peak(g: GraphLowering, inputs: dict[str, tuple[str, int]], count_outputs: bool) -> int:
     """The peak of the bytes `g`'s compiled code holds, over its scheduler nodes in the order they
     run: the graph inputs of `inputs` (name -> its storage and the storage's bytes) from the
@@ -132,7 +144,10 @@ def held_peak(g: GraphLowering, inputs: dict[str, tuple[str, int]], count_output
     graph outputs to the end, counted only with `count_outputs`. Inductor frees a buffer after its
     last use (`last_usage`) only where it flushes the kernels generated so far (before an extern
     kernel or a template, and at the end; a C++ kernel group also where it grows past its argument
-    limit, left out here: freeing later is the upper bound), so a free waits for the next flush."""
+    limit, left out here: freeing later is the upper bound), so a free waits for the next flush;
+    an extern kernel's own last uses are freed right after it (and after the elements of its
+    result, its outputs). The inputs of a concatenation Inductor lowers in place write into its
+    storage, which the first of them allocates."""
     removed = set(g.removed_buffers) | set(g.inplaced_to_remove)
     reuses = dict(g.wrapper_code.reuses)  # buffer -> the dying buffer whose storage it takes
     outputs = set(g.get_output_names())
@@ -161,20 +176,27 @@ def held_peak(g: GraphLowering, inputs: dict[str, tuple[str, int]], count_output
         pending.clear()
 
     assert g.scheduler is not None
+    after_extern = False
     for node in g.scheduler.nodes:
-        if node.is_extern() or node.is_template():
+        # an extern kernel's outputs live with its inputs; the elements of a multi-output one's
+        # result are its outputs (`MultiOutput`), allocated by it; then its last uses are freed
+        if not isinstance(node.node, ir.MultiOutput) and (after_extern or node.is_extern() or node.is_template()):
             flush()
+        after_extern = node.is_extern()
         for out in node.get_outputs():
             name = out.get_name()
             if name in removed:
                 continue
-            reused = storage.get(reuses.get(name, ""))
+            # a concatenation's inputs write into its storage, which the first of them allocates
+            where = _written_into(out.node) or name
+            reused = storage.get(reuses.get(name, "")) or (where if where in names else None)
             if reused is not None:
                 storage[name] = reused
                 names[reused].add(name)
                 continue
-            own = _storage_bytes(g, out.node) if count_outputs or name not in outputs else 0
-            storage[name], names[name], size[name] = name, {name}, own
+            buffer = g.get_buffer(where) if where != name else out.node
+            own = _storage_bytes(g, buffer) if count_outputs or where not in outputs else 0
+            storage[name], names[where], size[where] = where, {name}, own
             current += own
         peak = max(peak, current)
         pending |= set(node.last_usage)
