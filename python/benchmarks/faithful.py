@@ -300,6 +300,8 @@ def remat_row(budget: float | int, case: Case, compiler: str = "aot_eager") -> t
         return failed(label, e), 0
     fixed = int(last.graph["fixed_memory"])
     row.update(budget=last.budget - fixed, predicted=last.predicted_activations, fits=last.fits)
+    if last.inductor is not None:  # Inductor's code alone (`predicted` is the larger of it and the simulator's)
+        row.update(inductor=last.inductor, simulated=int(last.predicted["stats"]["peak_memory"]) - fixed)
     row["solve_s"] = time.perf_counter() - t0
     return row, fixed
 
