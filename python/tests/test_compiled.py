@@ -288,13 +288,13 @@ def test_inductor_holds_at_most_the_prediction(family: Any, fraction: float, sol
 def test_plain_torch_compile_under_partitioning_is_checked(binary: str) -> None:
     """`torch.compile(module)` inside `remat.inductor.partitioning(part)` (plain Inductor, no
     `remat.compile`): leaving the context gives the partition what Inductor's code holds
-    (`last.inductor`), at most 2% below what the allocator measures, and its check. This small
-    Llama's plan at half its activations is one Inductor holds above the budget (the same one
-    `remat.compile` re-plans and still warns about): a warning here. Before, `fits` was the
-    simulator's alone and said the plan fit."""
-    model, _, inputs, targets, loss_fn = families.llama(batch=2, seq=16, layers=1, d=32, vocab=128)
+    (`last.inductor`), at most 2% below what the allocator measures, and its check. The small
+    ViT's plan at 0.3 is one Inductor holds above the budget (1,291,840 bytes for 1,108,228: it
+    inlines the residual stream into late readers; `remat.compile` re-plans it, this context
+    cannot): a warning. Before, `fits` was the simulator's alone (1,093,204: fits)."""
+    model, _, inputs, targets, loss_fn = families.vit()
     torch._dynamo.reset()
-    part = Partitioner(0.5, remat.Local(binary), time_limit=60, on_overrun="warn")
+    part = Partitioner(0.3, remat.Local(binary), time_limit=60, on_overrun="warn")
     module = torch.compile(_WithLoss(model, loss_fn, len(targets)), dynamic=False)
 
     def step(*args: Any) -> torch.Tensor:
@@ -348,8 +348,9 @@ def test_inductor_concatenation_is_one_storage(binary: str) -> None:
 def test_inductor_predicts_on_a_cache_hit(binary: str) -> None:
     """A second compile of the same step (a new process, or after `torch._dynamo.reset()`) finds
     the generated kernels in Inductor's cache and still has its prediction (before remat turned
-    AOTAutograd's cache off, a hit skipped the partitioner and left the step without one). The
-    plan may not fit here (Inductor holds more than this small budget): it warns."""
+    AOTAutograd's cache off, a hit skipped the partitioner and left the step without one). Where
+    the plan does not fit it warns (it did while the estimate counted the rotary embedding's
+    concatenations twice: 93,504 bytes for a 79,620 budget; Inductor's code holds 64,768)."""
     model, _, inputs, targets, loss_fn = families.llama(batch=2, seq=16, layers=1, d=32, vocab=128)
     for _ in range(2):
         torch._dynamo.reset()
