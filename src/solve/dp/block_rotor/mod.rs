@@ -49,6 +49,7 @@
 //! inside a block's backward beyond its options is not searched.
 
 mod blocks;
+mod nested;
 mod options;
 mod transient;
 
