@@ -113,7 +113,8 @@ impl<'a, 'v> Run<'a, 'v> {
                     avail[x] = false;
                 }
                 let adds: u64 = chain.iter().map(|&x| g.memory(x)).sum();
-                let over = self.held(i, avail).saturating_add(adds) > cap.saturating_sub(g.memory(b));
+                let over =
+                    self.held(i, avail).saturating_add(adds) > cap.saturating_sub(g.memory(b));
                 if !over {
                     break;
                 }
@@ -174,9 +175,7 @@ impl<'a, 'v> Run<'a, 'v> {
             .forward
             .iter()
             .copied()
-            .filter(|&t| {
-                avail[t] && self.recomputed(t) && g.memory(t) > 0 && !pinned.contains(&t)
-            })
+            .filter(|&t| avail[t] && self.recomputed(t) && g.memory(t) > 0 && !pinned.contains(&t))
             .map(|t| (self.score(t, i, avail), t))
             .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
             .map(|(_, t)| t)

@@ -9,11 +9,18 @@
 //! whose drop adds the least to `B_j`'s recomputation cost `e(j, ·)` per byte freed, given
 //! the values dropped before it (a value whose inputs are kept is nearly free to drop; one
 //! whose recomputation needs a dropped matmul is not; only in blocks of at most
-//! `GREEDY_MAX` such values), and, at quarter steps, the order by `c_v / s_v` alone.
-//! Invariants: the first option keeps the whole tape at `e = 0`; along the
-//! list the tape falls and `e` rises strictly (an option that costs as much as one with a
-//! smaller tape is dropped); at most `MAX_OPTIONS` options. Each option also carries its
-//! transient peaks `p_f(j, k)` and `p_b(j, k)` (`transient.rs`).
+//! `GREEDY_MAX` such values), and, at quarter steps, the order by `c_v / s_v` alone; of
+//! these, an option that costs as much as one with a smaller tape is dropped (along them
+//! the tape falls and `e` rises strictly). The *nested* options (`nested.rs`) keep the tape
+//! of one of the `NESTED_BASES` options with the least tapes and rematerialize `B_j` under
+//! a ladder of caps on the block's own memory, recomputing a value again before a later
+//! reader when it had to be evicted: a higher `e(j, k)` for a lower `p_b(j, k)`, which is
+//! what a block needs where every other option's backward peaks above the budget.
+//! Invariants: the first option keeps the whole tape at `e = 0`; the list is sorted by
+//! falling tape, then rising `e`; no option is dominated by another (as small a tape, `e`,
+//! `p_f` and `p_b`), so of two options with the same tape the dearer peaks lower; at most
+//! `MAX_OPTIONS` options, `NESTED_MOST` of them nested. Each option carries its transient
+//! peaks `p_f(j, k)` and `p_b(j, k)` (`transient.rs`).
 
 use super::nested;
 use super::transient::Replay;
@@ -21,9 +28,10 @@ use crate::schedule::sequence::push_restored_inputs;
 use crate::solve::Stopped;
 
 /// One way to run a block: the bytes kept from `F_j` to `B_j`, the cost `B_j` adds to
-/// the block's own backward cost, `B_j`'s compute sequence (recomputations included), and
-/// the block's own transient peaks ([`Replay::local_peak`]) of `F_j` keeping this tape and
-/// of `B_j` from it (the gradients `B_j` hands on included).
+/// the block's own backward cost, `B_j`'s compute sequence (recomputations included), the
+/// block's own transient peaks ([`Replay::local_peak`]) of `F_j` keeping this tape and of
+/// `B_j` from it (the gradients `B_j` hands on included), and whether `B_j` is
+/// rematerialized under a cap (`nested.rs`).
 #[derive(Clone, Debug, Default)]
 pub struct TapeOption {
     pub tape: u64,
@@ -31,6 +39,7 @@ pub struct TapeOption {
     pub backward: Vec<usize>,
     pub forward_peak: u64,
     pub backward_peak: u64,
+    pub nested: bool,
 }
 
 /// What [`options`] needs to know of a block: its nodes, the full tape and the flags.
@@ -65,7 +74,9 @@ impl BlockView<'_> {
 /// order ([`drop_order`], blocks of at most [`GREEDY_MAX`] droppable values) and per
 /// quarter-step prefix of the order by `c_v / s_v` (rotor's cheapest-to-recompute-per-byte,
 /// which the greedy order need not contain), the whole tape and none of it, less every
-/// option that costs at least as much as one with a smaller tape. `poll` is asked before
+/// option that costs at least as much as one with a smaller tape; then the nested options
+/// from the [`NESTED_BASES`] least tapes (blocks of at most `nested::MAX_FORWARD` forward
+/// values), less every dominated option (see the module docs). `poll` is asked before
 /// each option's replays and each step of the greedy order (a merged block of a large graph
 /// replays hundreds of thousands of values per option).
 pub fn options(
@@ -105,7 +116,11 @@ pub fn options(
     }
     // From the smallest tape up, keep an option only when it costs less than every
     // option kept so far.
-    all.sort_by(|a, b| a.0.tape.cmp(&b.0.tape).then(a.0.extra.total_cmp(&b.0.extra)));
+    all.sort_by(|a, b| {
+        a.0.tape
+            .cmp(&b.0.tape)
+            .then(a.0.extra.total_cmp(&b.0.extra))
+    });
     let mut kept: Vec<(TapeOption, &[usize])> = Vec::with_capacity(all.len());
     for o in all {
         if kept.last().is_none_or(|k| o.0.extra < k.0.extra) {
@@ -119,7 +134,9 @@ pub fn options(
         for (base, prefix) in kept.iter().rev().take(NESTED_BASES) {
             mark(&mut dropped, prefix);
             let freed = prefix.iter().map(|&v| g.memory(v)).sum();
-            nested.extend(nested_options(view, &dropped, freed, base, &mut again, poll)?);
+            nested.extend(nested_options(
+                view, &dropped, freed, base, &mut again, poll,
+            )?);
         }
     }
     let regular: Vec<TapeOption> = kept.into_iter().map(|(o, _)| o).collect();
@@ -137,8 +154,8 @@ fn mark(dropped: &mut [bool], prefix: &[usize]) {
 }
 
 /// The options of `these` that no option of `these` or `others` dominates (as small a
-/// tape, `e` and both peaks, one of them smaller), sorted by falling tape then rising `e`
-/// (of equal options, the first).
+/// tape, `e` and both peaks, one of them smaller) nor equals (of equal options of `these`,
+/// the first stays), sorted by falling tape then rising `e`.
 fn undominated(these: Vec<TapeOption>, others: &[TapeOption]) -> Vec<TapeOption> {
     let key = |o: &TapeOption| (o.tape, o.extra, o.forward_peak, o.backward_peak);
     let dominates = |a: &TapeOption, b: &TapeOption| {
@@ -148,7 +165,7 @@ fn undominated(these: Vec<TapeOption>, others: &[TapeOption]) -> Vec<TapeOption>
     let mut kept: Vec<TapeOption> = Vec::with_capacity(these.len());
     for (i, o) in these.iter().enumerate() {
         let beaten = these.iter().chain(others).any(|p| dominates(p, o))
-            || these[..i].iter().any(|p| key(p) == key(o));
+            || these[..i].iter().chain(others).any(|p| key(p) == key(o));
         if !beaten {
             kept.push(o.clone());
         }
@@ -192,7 +209,10 @@ fn nested_options(
         poll()?;
         let cap = (high as f64 * ratio.powf(i as f64 / NESTED_CAPS as f64)) as u64;
         let backward = nested::under_cap(view, &kept, cap, again);
-        let o = option(view, dropped, freed, backward, again);
+        let o = TapeOption {
+            nested: true,
+            ..option(view, dropped, freed, backward, again)
+        };
         if o.backward_peak < peak && o.extra > extra {
             (peak, extra) = (o.backward_peak, o.extra);
             nested.push(o);
@@ -311,6 +331,7 @@ fn option(
         backward,
         forward_peak,
         backward_peak,
+        nested: false,
     }
 }
 
