@@ -31,27 +31,30 @@
 
 use super::options::BlockView;
 use crate::schedule::sequence::push_restored_inputs;
+use crate::solve::Stopped;
 use std::collections::{HashMap, HashSet};
 
 /// The most forward values a block may have for nested options: each backward op scans
 /// the block's values for `M` and for a victim, `O(|F_j| · |B_j|)` per cap and more with
 /// evictions.
-pub const MAX_FORWARD: usize = 2048;
+pub const MAX_FORWARD: usize = 512;
 
 /// The most absent ancestors `c(t, e*)` visits (as DTR's neighbourhood).
 const NEIGHBOURHOOD: usize = 64;
 
 /// `B_j`'s compute sequence with the block's forward values outside `kept` (and `x_j`)
 /// recomputed before their readers and evicted to keep the block's own memory within `cap`
-/// where it can; `avail` is scratch of the graph's length, left all false.
+/// where it can; `avail` is scratch of the graph's length, left all false. `poll` is asked
+/// before each backward op.
 pub fn under_cap(
     view: &BlockView,
     kept: &dyn Fn(usize) -> bool,
     cap: u64,
     avail: &mut [bool],
-) -> Vec<usize> {
+    poll: &dyn Fn() -> Result<(), Stopped>,
+) -> Result<Vec<usize>, Stopped> {
     let run = Run::new(view, kept);
-    let computes = run.sequence(cap, avail);
+    let computes = run.sequence(cap, avail, poll);
     for &v in view.forward {
         avail[v] = false;
     }
@@ -100,12 +103,18 @@ impl<'a, 'v> Run<'a, 'v> {
         (self.view.mine)(u) && u != self.view.cut && !(self.kept)(u)
     }
 
-    fn sequence(&self, cap: u64, avail: &mut [bool]) -> Vec<usize> {
+    fn sequence(
+        &self,
+        cap: u64,
+        avail: &mut [bool],
+        poll: &dyn Fn() -> Result<(), Stopped>,
+    ) -> Result<Vec<usize>, Stopped> {
         let g = self.view.graph;
         let absent = |u: usize| self.recomputed(u);
         let mut computes = Vec::with_capacity(self.view.backward.len());
         let mut chain = Vec::new();
         for (i, &b) in self.view.backward.iter().enumerate() {
+            poll()?;
             loop {
                 chain.clear();
                 push_restored_inputs(g, b, absent, avail, &mut chain);
@@ -129,7 +138,7 @@ impl<'a, 'v> Run<'a, 'v> {
             computes.extend_from_slice(&chain);
             computes.push(b);
         }
-        computes
+        Ok(computes)
     }
 
     /// `M` before the op at position `i`: the kept values and own backward values still

@@ -208,7 +208,7 @@ fn nested_options(
     for i in 1..=NESTED_CAPS {
         poll()?;
         let cap = (high as f64 * ratio.powf(i as f64 / NESTED_CAPS as f64)) as u64;
-        let backward = nested::under_cap(view, &kept, cap, again);
+        let backward = nested::under_cap(view, &kept, cap, again, poll)?;
         let o = TapeOption {
             nested: true,
             ..option(view, dropped, freed, backward, again)
