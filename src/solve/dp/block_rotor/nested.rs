@@ -98,7 +98,7 @@ impl<'a, 'v> Run<'a, 'v> {
         }
     }
 
-    /// Whether `u` is one the block's forward values that `B_j` recomputes when absent.
+    /// Whether `u` is one of the block's forward values that `B_j` recomputes when absent.
     fn recomputed(&self, u: usize) -> bool {
         (self.view.mine)(u) && u != self.view.cut && !(self.kept)(u)
     }
