@@ -8,7 +8,8 @@
 //! model with several options per block: a block's forward `F_j` either keeps only its
 //! output `x_j`, or keeps the tape of one of its options `k` (`options.rs`: the whole tape,
 //! the values its backward `B_j` reads, or less of it, the rest recomputed inside `B_j` at
-//! an extra cost `e(j, k)`).
+//! an extra cost `e(j, k)`; with a small tape, `B_j` may also be rematerialized under a cap
+//! on its own memory, `nested.rs`, recomputing a value again for a later reader).
 //!
 //! With `u_f(j)`, `u_b(j)` the forward and backward costs of block `j`, `ω_x(j)` the size
 //! of `x_j`, `ω_δ(j)` that of its gradient `δ_j` held outside the block (`ω_x(j)`, but
@@ -44,11 +45,15 @@
 //!
 //! Scope: a heuristic on general graphs (the DP is optimal only for its block model and
 //! its options); it needs forward/backward kinds and at least two cuts, and graphs whose
-//! backward ops feed the backward ops of later blocks are declined. A block whose
-//! transient peak exceeds the budget with every option gets no plan: recomputation
-//! inside a block's backward beyond its options is not searched.
+//! backward ops feed the backward ops of later blocks are declined. Recomputation inside
+//! `B_j` is searched only as its options are (a ladder of caps from the least tapes,
+//! each with DTR's eviction rule restricted to the block: no optimum within the block),
+//! and a block's backward still holds the gradients it reads and hands on, which no
+//! recomputation lowers: where those exceed the budget beside `x_{j−1}` and `δ_j`, the
+//! block gets no plan. The plan's message says how many blocks run a nested option.
 
 mod blocks;
+mod nested;
 mod options;
 mod transient;
 
@@ -124,7 +129,9 @@ impl Solver for BlockRotor {
             return stopped.outcome("block-rotor", "while cutting the graph into blocks");
         }
         let mut lowest_peak = u64::MAX;
-        let mut best: Option<(f64, Schedule)> = None;
+        // The cheapest schedule within the budget, and how many blocks of its plan run a
+        // nested option.
+        let mut best: Option<(f64, Schedule, usize)> = None;
         for model in [Model::Transient, Model::Rotor] {
             let mut dp_budget = instance.budget.saturating_sub(graph.fixed_memory());
             let mut tried = Vec::with_capacity(ATTEMPTS);
@@ -139,10 +146,10 @@ impl Solver for BlockRotor {
                     break;
                 }
                 tried.push(dp_budget);
-                let Some(computes) = Table::fill(&chain, dp_budget, model).sequence(&chain) else {
+                let Some(plan) = Table::fill(&chain, dp_budget, model).sequence(&chain) else {
                     break;
                 };
-                let schedule = from_computes(graph, &computes);
+                let schedule = from_computes(graph, &plan.computes);
                 let stats = match simulate_polled(graph, &schedule, || stop.poll()) {
                     Ok(replayed) => replayed.map_err(|e| internal("block-rotor", e))?,
                     Err(_) if best.is_some() => break,
@@ -153,8 +160,8 @@ impl Solver for BlockRotor {
                 lowest_peak = lowest_peak.min(stats.peak_memory);
                 // Over the budget: lower the DP's by the excess; under: raise it by the slack.
                 if stats.peak_memory <= instance.budget {
-                    if best.as_ref().is_none_or(|(c, _)| stats.total_cost < *c) {
-                        best = Some((stats.total_cost, schedule));
+                    if best.as_ref().is_none_or(|(c, ..)| stats.total_cost < *c) {
+                        best = Some((stats.total_cost, schedule, plan.nested));
                     }
                     dp_budget = dp_budget.saturating_add((instance.budget - stats.peak_memory) / 2);
                 } else {
@@ -163,8 +170,17 @@ impl Solver for BlockRotor {
             }
         }
         // `best` was replayed within the budget above.
-        if let Some((_, schedule)) = best {
-            return Ok(replayed_within_budget("block-rotor", schedule, None));
+        if let Some((_, schedule, nested)) = best {
+            let mut outcome = replayed_within_budget("block-rotor", schedule, None);
+            if let Outcome::Plan(plan) = &mut outcome {
+                plan.message = (nested > 0).then(|| {
+                    format!(
+                        "{nested} of {} blocks run their backward rematerialized under a cap",
+                        chain.len()
+                    )
+                });
+            }
+            return Ok(outcome);
         }
         Ok(Outcome::Infeasible {
             solver: "block-rotor",
@@ -181,6 +197,14 @@ impl Solver for BlockRotor {
             ),
         })
     }
+}
+
+/// A plan of the DP: its compute sequence and how many of its blocks' backwards run a
+/// nested option (each block's backward runs once in the plan).
+#[derive(Default)]
+struct ChainPlan {
+    computes: Vec<usize>,
+    nested: usize,
 }
 
 /// The block model the DP fills its table with.
@@ -357,13 +381,12 @@ impl Table {
         best
     }
 
-    /// The compute sequence of the plan for the whole chain with every slot, or `None`
-    /// when the DP has none.
-    fn sequence(&self, chain: &[Block]) -> Option<Vec<usize>> {
+    /// The plan for the whole chain with every slot, or `None` when the DP has none.
+    fn sequence(&self, chain: &[Block]) -> Option<ChainPlan> {
         let m = self.cap.checked_sub(self.grad[self.l])?;
-        let mut computes = Vec::new();
-        self.emit(chain, 1, self.l, m, &mut computes)?;
-        Some(computes)
+        let mut plan = ChainPlan::default();
+        self.emit(chain, 1, self.l, m, &mut plan)?;
+        Some(plan)
     }
 
     /// Appends the plan of `C(s, t, m)`; `None` where the table has no plan.
@@ -373,27 +396,34 @@ impl Table {
         s: usize,
         t: usize,
         m: usize,
-        computes: &mut Vec<usize>,
+        plan: &mut ChainPlan,
     ) -> Option<()> {
         match self.step[self.at(s, t, m)] {
             Step::None => return None,
             Step::Tape(k) => {
-                let k = k as usize;
-                computes.extend_from_slice(&chain[s - 1].forward);
+                let option = &chain[s - 1].options[k as usize];
+                plan.computes.extend_from_slice(&chain[s - 1].forward);
                 if s < t {
-                    self.emit(chain, s + 1, t, m.checked_sub(self.tape[s][k])?, computes)?;
+                    self.emit(
+                        chain,
+                        s + 1,
+                        t,
+                        m.checked_sub(self.tape[s][k as usize])?,
+                        plan,
+                    )?;
                 }
-                computes.extend_from_slice(&chain[s - 1].options[k].backward);
+                plan.computes.extend_from_slice(&option.backward);
+                plan.nested += usize::from(option.nested);
             }
             Step::Keep(next) => {
                 let next = next as usize;
                 for block in &chain[s - 1..next - 1] {
-                    computes.extend_from_slice(&block.forward);
+                    plan.computes.extend_from_slice(&block.forward);
                 }
                 let held = self.out[next - 1];
-                self.emit(chain, next, t, m.checked_sub(held)?, computes)?;
+                self.emit(chain, next, t, m.checked_sub(held)?, plan)?;
                 let after = (m + self.grad[t]).checked_sub(held)?.min(self.cap);
-                self.emit(chain, s, next - 1, after, computes)?;
+                self.emit(chain, s, next - 1, after, plan)?;
             }
         }
         Some(())
