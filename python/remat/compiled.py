@@ -164,11 +164,9 @@ def solve_graph(graph: dict[str, Any], built: _Builder, num_fwd_outputs: int) ->
     return {**graph, "fixed_memory": fixed, "nodes": nodes}
 
 
-def graph_key(graph: dict[str, Any], *options: Any) -> str:
-    """A hash of a remat graph and solve options (the Partitioner's cache key)."""
-    h = hashlib.sha256(json.dumps(graph, sort_keys=True).encode())
-    h.update(repr(options).encode())
-    return h.hexdigest()
+def graph_key(graph: dict[str, Any]) -> str:
+    """A hash of a remat graph (the Partitioner's cache keys it with the solve's options)."""
+    return hashlib.sha256(json.dumps(graph, sort_keys=True).encode()).hexdigest()
 
 
 REPLANS = 3  # re-plans per graph where what Inductor holds is above the budget
@@ -205,12 +203,12 @@ class Partitioner:
         self.settled: set[str] = set()
 
     def solve(
-        self, graph: dict[str, Any], budget: _budget.Budget | None = None, *, key: str | None = None
+        self, graph: dict[str, Any], key: str, budget: _budget.Budget | None = None
     ) -> tuple[dict[str, Any], bool]:
-        """remat's result for `graph` at `budget` (default: the partitioner's), from the cache
-        when the graph was solved at it before; `key`: the graph's `graph_key` where known."""
+        """remat's result for `graph` (its `graph_key`: `key`) at `budget` (default: the
+        partitioner's), from the cache when the graph was solved at it before."""
         budget = self.budget if budget is None else budget
-        entry = f"{key or graph_key(graph)}:{(budget, self.solver, self.time_limit, self.seed)!r}"
+        entry = f"{key}:{(budget, self.solver, self.time_limit, self.seed)!r}"
         if entry in self.cache:
             return self.cache[entry], True
         result = self.backend.solve(graph, budget, solver=self.solver, time_limit=self.time_limit, seed=self.seed)
@@ -233,12 +231,12 @@ class Partitioner:
         """remat's result for `graph` (hash `key`) at the budget, less the graph's re-plans
         (`tighten`), with whether it came from the cache and the budget in bytes. A tightened solve
         that finds no schedule settles the graph on the plan before it, which stands."""
-        result, cached = self.solve(graph, key=key)
+        result, cached = self.solve(graph, key)
         target = int(result["budget"])
         squeeze = self.squeeze.get(key, [0])
         while squeeze[-1]:
             try:
-                tight, cached = self.solve(graph, max(0, target - squeeze[-1]), key=key)
+                tight, cached = self.solve(graph, key, max(0, target - squeeze[-1]))
             except SolveError:
                 tight = {}
             if (tight.get("schedule") or {}).get("events") or key in self.settled:

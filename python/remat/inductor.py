@@ -130,10 +130,15 @@ def _written_into(buffer: object) -> str | None:
     layout = getattr(buffer, "layout", None)
     if not isinstance(layout, ir.NonOwningLayout):
         return None
-    base = layout.view.data
-    while not isinstance(base, ir.Buffer) and isinstance(getattr(base, "data", None), ir.IRNode):
-        base = getattr(base, "data")  # noqa: B009 (a view's or a storage box's)
-    return base.get_name() if isinstance(base, ir.Buffer) else None
+    base = _base_buffer(layout.view)
+    return base.get_name() if base is not None else None
+
+
+def _base_buffer(value: object) -> ir.Buffer | None:
+    """The buffer whose storage `value` (a buffer, a view or a storage box) is, if any."""
+    while not isinstance(value, ir.Buffer) and isinstance(getattr(value, "data", None), ir.IRNode):
+        value = getattr(value, "data")  # noqa: B009 (a view's or a storage box's)
+    return value if isinstance(value, ir.Buffer) else None
 
 
 def held_peak(g: GraphLowering, inputs: dict[str, tuple[str, int]], count_outputs: bool) -> int:
@@ -211,10 +216,8 @@ def _saved_storages(forward: GraphLowering) -> dict[str, tuple[str, int]]:
     names = [a.name if isinstance(a, torch.fx.Node) else "" for a in outputs]
     saved = {}
     for name, value in zip(names, forward.graph_outputs, strict=False):
-        base: Any = value
-        while not isinstance(base, ir.Buffer) and isinstance(getattr(base, "data", None), ir.IRNode):
-            base = base.data
-        if name and isinstance(base, ir.Buffer):
+        base = _base_buffer(value)
+        if name and base is not None:
             own = 0 if isinstance(base, ir.InputBuffer) else _storage_bytes(forward, base)
             saved[name] = (f"forward:{base.get_name()}", own)  # not a name of the backward's buffers
     return saved
@@ -246,22 +249,32 @@ class RematPartitionerFn(CustomPartitionerFn):
         self, gm: torch.fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any
     ) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
         kwargs.pop("compiler", None)
-        self.read_held()
+        self.defer_check()
         self.lowered.graphs.clear()
         return self.partitioner(gm, joint_inputs, **kwargs)
 
-    def read_held(self) -> None:
-        """The last partition's `inductor` (what its compiled code holds), where its forward and
-        backward were lowered and nothing read it yet (`checked_backend` reads it as the backward
-        compiles); the partition then awaits its check (`check_held`)."""
+    def config(self) -> dict[str, Any]:
+        """Inductor's config under remat: this partitioner, the record of lowered graphs and
+        `OPTIONS`."""
+        return {"custom_partitioner_fn": self, "_post_fusion_custom_pass": self.lowered, **OPTIONS}
+
+    def read_held(self) -> Partitioned | None:
+        """The last partition with its `inductor` (what its compiled code holds) read, where its
+        forward and backward were lowered and nothing read it yet; None otherwise."""
         last, graphs = self.partitioner.last, self.lowered.graphs
-        if last is not None and last.inductor is None and len(graphs) >= 2:
-            last.inductor = held_activations(graphs[0], graphs[-1])
-            self.unchecked.append(last)
+        if last is None or last.inductor is not None or len(graphs) < 2:
+            return None
+        last.inductor = held_activations(graphs[0], graphs[-1])
+        return last
+
+    def defer_check(self) -> None:
+        """`partitioning`: the last partition, read (`read_held`), awaits its check."""
+        if (p := self.read_held()) is not None:
+            self.unchecked.append(p)
 
     def check_held(self) -> None:
-        """`Partitioner.check` on each partition whose `inductor` `read_held` read."""
-        self.read_held()
+        """`Partitioner.check` on each partition read since the last call (`defer_check`)."""
+        self.defer_check()
         unchecked, self.unchecked = self.unchecked, []
         for p in unchecked:
             self.partitioner.check(p)
@@ -281,20 +294,17 @@ def checked_backend(partitioner: Partitioner) -> Callable[[torch.fx.GraphModule,
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
     fn = RematPartitionerFn(partitioner)
-    options = {"custom_partitioner_fn": fn, "_post_fusion_custom_pass": fn.lowered, **OPTIONS}
 
     def inner(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
         compiled = compile_fx_inner(gm, example_inputs, **kwargs)
-        last, graphs = partitioner.last, fn.lowered.graphs
-        if kwargs.get("is_backward") and last is not None and len(graphs) >= 2:
-            last.inductor = held_activations(graphs[0], graphs[-1])
+        if kwargs.get("is_backward") and (last := fn.read_held()) is not None:
             if not last.fits and partitioner.tighten(last):
                 raise Replan(f"Inductor's code holds {last.predicted_peak} bytes, above the budget of {last.budget}")
             partitioner.check(last)
         return compiled
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=options)
+        return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=fn.config())
 
     return backend
 
@@ -320,7 +330,6 @@ def partitioning(partitioner: Partitioner) -> Iterator[RematPartitionerFn]:
     as it first runs them, so no re-plan can come before (`remat.compile(..., compiler="inductor")`
     re-plans before its step runs)."""
     fn = RematPartitionerFn(partitioner)
-    options = {"custom_partitioner_fn": fn, "_post_fusion_custom_pass": fn.lowered, **OPTIONS}
-    with torch._inductor.config.patch(**options), partitioned():
+    with torch._inductor.config.patch(**fn.config()), partitioned():
         yield fn
     fn.check_held()
