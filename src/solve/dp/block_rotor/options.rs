@@ -58,6 +58,11 @@ pub struct BlockView<'a> {
 }
 
 impl BlockView<'_> {
+    /// Whether `v` is a tape value of the block that an option dropping `dropped` keeps.
+    pub fn keeps(&self, dropped: &[bool], v: usize) -> bool {
+        (self.mine)(v) && self.read_by_backward[v] && !dropped[v]
+    }
+
     /// The transient peak of `F_j` keeping only what `kept` says (and `x_j`).
     pub fn forward_peak(&self, kept: &dyn Fn(usize) -> bool, later: &mut [bool]) -> u64 {
         let stays = |v: usize| v == self.cut || kept(v);
@@ -109,8 +114,7 @@ pub fn options(
         .chain(quarters.iter().map(|&k| &by_price[..k]));
     for prefix in prefixes {
         poll()?;
-        mark(&mut dropped, prefix);
-        let freed = prefix.iter().map(|&v| g.memory(v)).sum();
+        let freed = mark(g, &mut dropped, prefix);
         let backward = recomputing(view, &dropped, &mut again);
         all.push((option(view, &dropped, freed, backward, &mut again), prefix));
     }
@@ -132,8 +136,7 @@ pub fn options(
     let mut nested = Vec::new();
     if view.forward.len() <= nested::MAX_FORWARD {
         for (base, prefix) in kept.iter().rev().take(NESTED_BASES) {
-            mark(&mut dropped, prefix);
-            let freed = prefix.iter().map(|&v| g.memory(v)).sum();
+            let freed = mark(g, &mut dropped, prefix);
             nested.extend(nested_options(
                 view, &dropped, freed, base, &mut again, poll,
             )?);
@@ -147,10 +150,11 @@ pub fn options(
     Ok(all)
 }
 
-/// `dropped` set to the values of `prefix` alone.
-fn mark(dropped: &mut [bool], prefix: &[usize]) {
+/// `dropped` set to the values of `prefix` alone; the bytes they free.
+fn mark(g: &crate::graph::Graph, dropped: &mut [bool], prefix: &[usize]) -> u64 {
     dropped.iter_mut().for_each(|d| *d = false);
     prefix.iter().for_each(|&v| dropped[v] = true);
+    prefix.iter().map(|&v| g.memory(v)).sum()
 }
 
 /// The options of `these` that no option of `these` or `others` dominates (as small a
@@ -188,7 +192,7 @@ fn nested_options(
     poll: &dyn Fn() -> Result<(), Stopped>,
 ) -> Result<Vec<TapeOption>, Stopped> {
     let g = view.graph;
-    let kept = |v: usize| (view.mine)(v) && view.read_by_backward[v] && !dropped[v];
+    let kept = |v: usize| view.keeps(dropped, v);
     let one_op = view
         .backward
         .iter()
@@ -309,7 +313,7 @@ fn option(
 ) -> TapeOption {
     let g = view.graph;
     let extra = recompute_cost(view, &backward);
-    let kept = |v: usize| (view.mine)(v) && view.read_by_backward[v] && !dropped[v];
+    let kept = |v: usize| view.keeps(dropped, v);
     let forward_peak = view.forward_peak(&kept, again);
     let tape: Vec<usize> = view
         .forward
