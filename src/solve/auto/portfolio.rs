@@ -187,6 +187,11 @@ impl<'a> Portfolio<'a> {
         self.best.as_ref().map(|b| b.plan.schedule.clone())
     }
 
+    /// Whether the best plan so far is `solver`'s.
+    pub(super) fn best_is(&self, solver: &str) -> bool {
+        self.best.as_ref().is_some_and(|b| b.plan.solver == solver)
+    }
+
     /// Whether the best plan is proven optimal within a scope narrower than all schedules.
     pub(super) fn best_is_optimal_in_scope(&self) -> bool {
         self.best

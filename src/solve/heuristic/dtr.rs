@@ -367,11 +367,14 @@ impl State<'_> {
             }
             stack.extend_from_slice(graph.preds(u));
         }
-        let spacing = match self.ahead {
-            Some(ahead) => ahead.distance(graph, t, self.stage, &self.computed, &self.resident),
-            None => (self.clock - self.last_use[t] + 1) as f64,
+        let (spacing, weight) = match self.ahead {
+            Some(ahead) => (
+                ahead.distance(graph, t, self.stage, &self.computed, &self.resident),
+                ahead.weight(t),
+            ),
+            None => ((self.clock - self.last_use[t] + 1) as f64, 1.0),
         };
-        cost / (graph.memory(t) as f64 * spacing)
+        weight * cost / (graph.memory(t) as f64 * spacing)
     }
 }
 

@@ -29,6 +29,14 @@
 //! answer is the cheapest schedule the simulator puts within the budget (ties: the first
 //! rule).
 //!
+//! `auto` runs the rules once more guided by a relaxation ([`solve_guided`]): with `S_v` the
+//! share of `v` that the stage-cut bound's LP keeps resident at its cut
+//! (`crate::solve::exact::checkmate`'s `stage_cut`; 1 for the values that are not its
+//! ancestors), `h(t)` is multiplied by `1 + S_t`. A value the relaxation keeps then goes as
+//! if it were twice as dear to bring back, one it drops at its own price. The LP prices a
+//! dropped value with whatever its recomputation needs, which `h`'s neighbourhood, cut at the
+//! resident tensors of the moment, does not see.
+//!
 //! Scope: a heuristic, no optimality claim; eight runs of DTR's engine, each with its
 //! limits (the caller's `stop` polled, cascades given up), so on graphs where DTR gives up
 //! at a budget every rule may too.
@@ -74,10 +82,16 @@ pub(crate) struct Lookahead {
     prefix: Vec<f64>,
     /// `ε`, so that a distance in cost is never zero.
     unit: f64,
+    /// `1 + S_v` for each node under [`solve_guided`]; empty (a weight of 1) otherwise.
+    weight: Vec<f64>,
 }
 
 impl Lookahead {
-    fn new(graph: &Graph, measure: Measure, exponent: f64, downstream: bool) -> Lookahead {
+    fn new(
+        graph: &Graph,
+        (measure, exponent, downstream): (Measure, f64, bool),
+        weight: Vec<f64>,
+    ) -> Lookahead {
         let mut prefix = Vec::with_capacity(graph.len() + 1);
         prefix.push(0.0);
         for v in 0..graph.len() {
@@ -93,7 +107,13 @@ impl Lookahead {
             downstream,
             prefix,
             unit,
+            weight,
         }
+    }
+
+    /// The factor of `h(t)`: `1 + S_t` when guided, else 1.
+    pub(crate) fn weight(&self, t: usize) -> f64 {
+        self.weight.get(t).copied().unwrap_or(1.0)
     }
 
     /// `d(t)^β` while op `stage` is being run, `computed` flagging the ops computed at
@@ -159,49 +179,70 @@ impl Solver for DtrAhead {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        let graph = instance.graph;
-        let stop = Stop::start(options);
-        let mut best: Option<(f64, Schedule)> = None;
-        let rules = [false, true]
-            .into_iter()
-            .flat_map(|downstream| RULES.map(|(m, e)| (m, e, downstream)));
-        for (measure, exponent, downstream) in rules {
-            let ahead = Lookahead::new(graph, measure, exponent, downstream);
-            let events = match dtr::run_ahead(graph, instance.budget, &stop, &ahead) {
-                Ok(Some(events)) => events,
-                Ok(None) => continue,
-                Err(stopped) if best.is_none() => {
-                    return stopped.outcome("dtr-ahead", "while running DTR's rules")
-                }
-                Err(_) => break,
-            };
-            let schedule = Schedule::new(events);
-            let stats = match simulate_polled(graph, &schedule, || stop.poll()) {
-                Ok(replayed) => replayed.map_err(|e| internal("dtr-ahead", e))?,
-                Err(stopped) if best.is_none() => {
-                    return stopped.outcome("dtr-ahead", "while replaying DTR's schedules")
-                }
-                Err(_) => break,
-            };
-            let cheaper = best.as_ref().is_none_or(|(c, _)| stats.total_cost < *c);
-            if stats.peak_memory <= instance.budget && cheaper {
-                best = Some((stats.total_cost, schedule));
+        run_rules(instance, options, &[])
+    }
+}
+
+/// `dtr-ahead` guided by `keep`, the share of each node that the stage-cut bound's LP keeps
+/// resident at its cut (module docs): each rule's `h(t)` multiplied by `1 + keep[t]`.
+pub(crate) fn solve_guided(
+    instance: &Instance,
+    options: &SolveOptions,
+    keep: &[f64],
+) -> Result<Outcome, SolveError> {
+    let weight: Vec<f64> = keep.iter().map(|s| 1.0 + s.clamp(0.0, 1.0)).collect();
+    run_rules(instance, options, &weight)
+}
+
+/// One run of DTR's engine per rule, each `h` multiplied by `weight` (empty: by 1); the
+/// cheapest schedule the simulator puts within the budget.
+fn run_rules(
+    instance: &Instance,
+    options: &SolveOptions,
+    weight: &[f64],
+) -> Result<Outcome, SolveError> {
+    let graph = instance.graph;
+    let stop = Stop::start(options);
+    let mut best: Option<(f64, Schedule)> = None;
+    let rules = [false, true]
+        .into_iter()
+        .flat_map(|downstream| RULES.map(|(m, e)| (m, e, downstream)));
+    for rule in rules {
+        let ahead = Lookahead::new(graph, rule, weight.to_vec());
+        let events = match dtr::run_ahead(graph, instance.budget, &stop, &ahead) {
+            Ok(Some(events)) => events,
+            Ok(None) => continue,
+            Err(stopped) if best.is_none() => {
+                return stopped.outcome("dtr-ahead", "while running DTR's rules")
             }
+            Err(_) => break,
+        };
+        let schedule = Schedule::new(events);
+        let stats = match simulate_polled(graph, &schedule, || stop.poll()) {
+            Ok(replayed) => replayed.map_err(|e| internal("dtr-ahead", e))?,
+            Err(stopped) if best.is_none() => {
+                return stopped.outcome("dtr-ahead", "while replaying DTR's schedules")
+            }
+            Err(_) => break,
+        };
+        let cheaper = best.as_ref().is_none_or(|(c, _)| stats.total_cost < *c);
+        if stats.peak_memory <= instance.budget && cheaper {
+            best = Some((stats.total_cost, schedule));
         }
-        match best {
-            // Replayed within the budget above.
-            Some((_, schedule)) => Ok(replayed_within_budget("dtr-ahead", schedule, None)),
-            None => Ok(Outcome::Infeasible {
-                solver: "dtr-ahead",
-                proven: None,
-                reason: format!(
-                    "none of DTR's {} look-ahead rules found a schedule within {} bytes (its \
+    }
+    match best {
+        // Replayed within the budget above.
+        Some((_, schedule)) => Ok(replayed_within_budget("dtr-ahead", schedule, None)),
+        None => Ok(Outcome::Infeasible {
+            solver: "dtr-ahead",
+            proven: None,
+            reason: format!(
+                "none of DTR's {} look-ahead rules found a schedule within {} bytes (its \
                      pinned inputs filled the budget or its rematerialisations cascaded)",
-                    2 * RULES.len(),
-                    instance.budget
-                ),
-            }),
-        }
+                2 * RULES.len(),
+                instance.budget
+            ),
+        }),
     }
 }
 
@@ -209,14 +250,16 @@ impl Solver for DtrAhead {
 mod tests {
     use super::*;
     use crate::graph::generate::{random_dag, DagShape};
-    use crate::schedule::checkpoint_all_peak;
+    use crate::schedule::{checkpoint_all_peak, simulate};
+    use crate::solve::exact::checkmate::stage_cut_bound;
     use crate::solve::solve;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     /// On random DAGs of up to 9 nodes, at every budget from the least feasible to the
-    /// checkpoint-all peak: every schedule passes the simulator within the budget and
-    /// costs at least the exhaustive optimum.
-    #[test]
-    fn never_below_the_exhaustive_optimum_and_always_valid() {
+    /// checkpoint-all peak: every schedule `run` gives passes the simulator within the budget
+    /// and costs at least the exhaustive optimum.
+    fn never_below_the_exhaustive_optimum(run: impl Fn(&Instance, u64) -> Outcome) {
         let mut found = 0;
         for seed in 0..300u64 {
             let n = 2 + (seed % 8) as usize;
@@ -229,10 +272,10 @@ mod tests {
                     graph: &graph,
                     budget,
                 };
-                let ours = solve(&instance, "dtr-ahead", &SolveOptions::default()).unwrap();
-                let Some(stats) = ours.stats else {
+                let Outcome::Plan(plan) = run(&instance, seed) else {
                     continue;
                 };
+                let stats = simulate(&graph, &plan.schedule).expect("a valid schedule");
                 found += 1;
                 assert!(stats.peak_memory <= budget, "seed {seed} @ {budget}");
                 let optimum = solve(&instance, "exhaustive", &SolveOptions::default())
@@ -249,6 +292,31 @@ mod tests {
         }
         // At least the checkpoint-all peak of every graph (DTR gives up at many tight budgets).
         assert!(found >= 300, "only {found} cases got a schedule");
+    }
+
+    #[test]
+    fn never_below_the_exhaustive_optimum_and_always_valid() {
+        never_below_the_exhaustive_optimum(|instance, _| {
+            DtrAhead.solve(instance, &SolveOptions::default()).unwrap()
+        });
+    }
+
+    /// Guided by the stage-cut LP's keep shares where the bound has a cut, else by shares
+    /// drawn at random: whatever the weights, the schedules are valid and never below the
+    /// optimum.
+    #[test]
+    fn guided_never_below_the_exhaustive_optimum_and_always_valid() {
+        let options = SolveOptions::default();
+        never_below_the_exhaustive_optimum(|instance, seed| {
+            let keep = match stage_cut_bound(instance.graph, instance.budget, &options).unwrap() {
+                Some(cut) => cut.keep,
+                None => {
+                    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                    (0..instance.graph.len()).map(|_| rng.random()).collect()
+                }
+            };
+            solve_guided(instance, &options, &keep).unwrap()
+        });
     }
 
     /// With the whole checkpoint-all peak nothing is evicted: the cost is `Σ_v c_v`.

@@ -63,7 +63,7 @@ use rand_chacha::ChaCha8Rng;
 use sequence::{Model, Sequence};
 use std::time::{Duration, Instant};
 
-const NAME: &str = "fastsa";
+pub(crate) const NAME: &str = "fastsa";
 
 /// The paper's iteration counts: phase 1 (grouped, at most, until the budget is met) and
 /// phase 2 (ungrouped).
