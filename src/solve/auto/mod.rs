@@ -199,7 +199,7 @@ impl Solver for Auto {
             portfolio.run(dp.info().name, 1.0, None, |i, o| dp.solve(i, o))?;
         }
         portfolio.prove_bound(BOUND_SHARE)?;
-        if let Some(keep) = portfolio.stage_cut_keep().map(<[f64]>::to_vec) {
+        if let Some(keep) = portfolio.stage_cut_keep().map(|(_, keep)| keep.to_vec()) {
             portfolio.run("knapsack", KEEP_SHARE, None, |i, o| {
                 knapsack::solve_keeping(i, o, &keep)
             })?;
@@ -246,9 +246,12 @@ impl Solver for Auto {
 /// +8.40%, stall at once where those from Sethi–Ullman's, +8.44%, reach +7.74%). Under
 /// [`Effort::Time`], where the polishing takes all the time left, it runs before the MILP.
 fn guided(portfolio: &mut Portfolio) -> Result<(), SolveError> {
-    if let Some(keep) = portfolio.stage_cut_keep().map(<[f64]>::to_vec) {
+    if let Some((cut, keep)) = portfolio
+        .stage_cut_keep()
+        .map(|(cut, keep)| (cut, keep.to_vec()))
+    {
         portfolio.run("dtr-ahead", KEEP_SHARE, None, |i, o| {
-            dtr_ahead::solve_guided(i, o, &keep)
+            dtr_ahead::solve_guided(i, o, &keep, cut)
         })?;
     }
     Ok(())

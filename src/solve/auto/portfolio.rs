@@ -30,8 +30,9 @@ pub(super) struct Portfolio<'a> {
     proven_infeasible: Option<Outcome>,
     /// The stage-cut bound on every schedule, when it rose above `Σ_v c_v`.
     stage_cut: Option<StageCutDetails>,
-    /// The share of each node the stage-cut bound's LP keeps resident at its cut.
-    stage_cut_keep: Option<Vec<f64>>,
+    /// The node of the stage-cut bound's cut and the share of each node its LP keeps
+    /// resident there.
+    stage_cut_keep: Option<(usize, Vec<f64>)>,
 }
 
 /// The cheapest verified plan so far.
@@ -57,10 +58,12 @@ impl<'a> Portfolio<'a> {
         }
     }
 
-    /// The share of each node the stage-cut bound's LP keeps resident at its cut, once
-    /// the bound is proven.
-    pub(super) fn stage_cut_keep(&self) -> Option<&[f64]> {
-        self.stage_cut_keep.as_deref()
+    /// The node of the stage-cut bound's cut and the share of each node its LP keeps
+    /// resident there, once the bound is proven.
+    pub(super) fn stage_cut_keep(&self) -> Option<(usize, &[f64])> {
+        self.stage_cut_keep
+            .as_ref()
+            .map(|(cut, keep)| (*cut, keep.as_slice()))
     }
 
     /// The best proven bound on every schedule: the stage-cut bound, else `Σ_v c_v`.
@@ -116,7 +119,7 @@ impl<'a> Portfolio<'a> {
                     integral: cut.integral,
                     time_s,
                 });
-                self.stage_cut_keep = Some(cut.keep);
+                self.stage_cut_keep = Some((cut.node, cut.keep));
             }
         }
         Ok(())

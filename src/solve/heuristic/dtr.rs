@@ -296,9 +296,11 @@ impl State<'_> {
         Ok(())
     }
 
-    /// Frees `u` when the solver order no longer reads it and nothing pins it.
+    /// Frees `u` when the solver order no longer reads it and nothing pins it, unless the
+    /// eviction rule retains it (then only an eviction frees it).
     fn release_if_done(&mut self, u: usize) {
-        if self.resident[u] && self.pending[u] == 0 && self.pins[u] == 0 {
+        let retained = self.ahead.is_some_and(|a| a.retains(u));
+        if self.resident[u] && self.pending[u] == 0 && self.pins[u] == 0 && !retained {
             self.free(u);
         }
     }
@@ -370,7 +372,7 @@ impl State<'_> {
         let (spacing, weight) = match self.ahead {
             Some(ahead) => (
                 ahead.distance(graph, t, self.stage, &self.computed, &self.resident),
-                ahead.weight(t),
+                ahead.weight(t, self.stage),
             ),
             None => ((self.clock - self.last_use[t] + 1) as f64, 1.0),
         };
