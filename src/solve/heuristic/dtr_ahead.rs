@@ -45,9 +45,9 @@
 //!   cheap ops whose large outputs the backward pass reads: dropped at the loss, those outputs
 //!   come back from it at their own small cost.
 //!
-//! Scope: a heuristic, no optimality claim; eight runs of DTR's engine (per guide), each with its
-//! limits (the caller's `stop` polled, cascades given up), so on graphs where DTR gives up
-//! at a budget every rule may too.
+//! Scope: a heuristic, no optimality claim; eight runs of DTR's engine (per guide), each
+//! with its limits (the caller's `stop` polled, cascades given up), so on graphs where DTR
+//! gives up at a budget every rule may too.
 
 use super::dtr;
 use crate::graph::Graph;
