@@ -164,7 +164,7 @@ struct State<'g> {
     events: Vec<Event>,
     evictions: usize,
     /// The eviction rule's distance to the next use, in place of the staleness.
-    ahead: Option<&'g Lookahead>,
+    ahead: Option<&'g Lookahead<'g>>,
     /// A thousandth of the mean op cost, added to every op that `h_DTR` counts: free ops
     /// (inputs, reshapes) still cost events, and a neighbourhood of them is no free
     /// eviction (without it, zero-cost tensors are evicted and rematerialised in cascades).

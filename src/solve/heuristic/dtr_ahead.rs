@@ -80,8 +80,8 @@ const RULES: [(Measure, f64); 4] = [
 /// The most evicted descendants `next(t)` visits (as DTR's `e*`).
 const NEIGHBOURHOOD: usize = 64;
 
-/// One eviction rule: the distance `d(t)^β` that divides `h`.
-pub(crate) struct Lookahead {
+/// One eviction rule: the distance `d(t)^β` that divides `h`, under a guide.
+pub(crate) struct Lookahead<'a> {
     measure: Measure,
     exponent: f64,
     /// Whether `next(t)` also counts the next use of `t`'s evicted descendants.
@@ -91,12 +91,12 @@ pub(crate) struct Lookahead {
     /// `ε`, so that a distance in cost is never zero.
     unit: f64,
     /// The relaxation's guide, under [`solve_guided`].
-    guide: Guide,
+    guide: &'a Guide,
 }
 
 /// How a relaxation's keep shares `S_v` steer the eviction rule ([`solve_guided`]); the
 /// default guides nothing.
-#[derive(Clone, Default)]
+#[derive(Default)]
 struct Guide {
     /// `1 + S_v` for each node; empty: 1 everywhere.
     weight: Vec<f64>,
@@ -140,12 +140,12 @@ impl Guide {
     }
 }
 
-impl Lookahead {
+impl<'a> Lookahead<'a> {
     fn new(
         graph: &Graph,
         (measure, exponent, downstream): (Measure, f64, bool),
-        guide: Guide,
-    ) -> Lookahead {
+        guide: &'a Guide,
+    ) -> Lookahead<'a> {
         let mut prefix = Vec::with_capacity(graph.len() + 1);
         prefix.push(0.0);
         for v in 0..graph.len() {
@@ -276,7 +276,7 @@ fn run_rules(
             .map(move |rule| (rule, guide))
     });
     for (rule, guide) in rules {
-        let ahead = Lookahead::new(graph, rule, guide.clone());
+        let ahead = Lookahead::new(graph, rule, guide);
         let events = match dtr::run_ahead(graph, instance.budget, &stop, &ahead) {
             Ok(Some(events)) => events,
             Ok(None) => continue,
@@ -305,9 +305,9 @@ fn run_rules(
             solver: "dtr-ahead",
             proven: None,
             reason: format!(
-                "none of DTR's {} look-ahead rules found a schedule within {} bytes (its \
+                "none of DTR's {} look-ahead runs found a schedule within {} bytes (its \
                      pinned inputs filled the budget or its rematerialisations cascaded)",
-                2 * RULES.len(),
+                guides.len() * 2 * RULES.len(),
                 instance.budget
             ),
         }),
