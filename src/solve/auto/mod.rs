@@ -265,8 +265,10 @@ fn guided(portfolio: &mut Portfolio) -> Result<(), SolveError> {
     Ok(())
 }
 
-/// `dtr-ahead` under negotiated weights: each rule [`dtr_ahead::NEGOTIATION_ROUNDS`] times
-/// (the work units), a value recomputed in one round weighed dearer to evict in the next;
+/// `dtr-ahead` under negotiated weights: each rule for [`dtr_ahead::NEGOTIATION_ROUNDS`]
+/// rounds (the work units; a round whose run computes many eviction scores, on graphs of
+/// thousands of nodes, counts as several), a value recomputed in one round weighed dearer
+/// to evict in the next;
 /// from weights of 1, then, once the bound has a cut, from each of [`guided`]'s two guides.
 /// After the improvers, as [`guided`]: a start it gives the polishing can end it at a dearer
 /// local optimum (the MLSys set's ResNet50 at a tenth of the span: +7.86% from its

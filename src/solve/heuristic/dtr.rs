@@ -115,15 +115,16 @@ pub(crate) fn stages(graph: &Graph, budget: u64, stop: &Stop) -> Option<Stages> 
 }
 
 /// The events of a run of DTR that evicts by `ahead`'s rule instead of `h_DTR`'s staleness
-/// ([`super::dtr_ahead`]); `Ok(None)` when it finds no schedule.
+/// ([`super::dtr_ahead`]), and the eviction scores it computed (its work: each visits at most
+/// [`NEIGHBOURHOOD`] tensors); `Ok(None)` when it finds no schedule.
 pub(super) fn run_ahead(
     graph: &Graph,
     budget: u64,
     stop: &Stop,
     ahead: &Lookahead,
-) -> Result<Option<Vec<Event>>, Stopped> {
+) -> Result<Option<(Vec<Event>, u64)>, Stopped> {
     match run(graph, budget, stop, Some(ahead)) {
-        Ok(run) => Ok(Some(run.events)),
+        Ok(run) => Ok(Some((run.events, run.scored))),
         Err(Stuck::Stopped(stopped)) => Err(stopped),
         Err(Stuck::NoRoom(_) | Stuck::Thrashing(_)) => Ok(None),
     }
@@ -136,6 +137,8 @@ struct Run {
     /// intervals.
     entering: Vec<Keep>,
     evictions: usize,
+    /// The eviction scores computed.
+    scored: u64,
 }
 
 /// The state of one run: what is resident and pinned, and what the solver order still
@@ -163,6 +166,8 @@ struct State<'g> {
     clock: u64,
     events: Vec<Event>,
     evictions: usize,
+    /// The eviction scores computed so far.
+    scored: u64,
     /// The eviction rule's distance to the next use, in place of the staleness.
     ahead: Option<&'g Lookahead<'g>>,
     /// A thousandth of the mean op cost, added to every op that `h_DTR` counts: free ops
@@ -218,6 +223,7 @@ fn run(graph: &Graph, budget: u64, stop: &Stop, ahead: Option<&Lookahead>) -> Re
         clock: 0,
         events: Vec::new(),
         evictions: 0,
+        scored: 0,
         ahead,
         unit: match graph.total_cost() / n as f64 * 1e-3 {
             u if u > 0.0 => u,
@@ -240,6 +246,7 @@ fn run(graph: &Graph, budget: u64, stop: &Stop, ahead: Option<&Lookahead>) -> Re
         events: state.events,
         entering: state.entering,
         evictions: state.evictions,
+        scored: state.scored,
     })
 }
 
@@ -334,17 +341,22 @@ impl State<'_> {
         while self.used + need > self.capacity {
             self.stop.poll().map_err(Stuck::Stopped)?;
             // The least score, the lowest index among equals.
+            let mut scored = 0;
             let victim = self
                 .residents
                 .iter()
                 .copied()
                 .filter(|&t| self.pins[t] == 0 && self.graph.memory(t) > 0)
-                .map(|t| (self.score(t), t))
+                .map(|t| {
+                    scored += 1;
+                    (self.score(t), t)
+                })
                 .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
                 .ok_or(Stuck::NoRoom(w))?
                 .1;
             self.free(victim);
             self.evictions += 1;
+            self.scored += scored;
         }
         Ok(())
     }

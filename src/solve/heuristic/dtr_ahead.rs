@@ -101,9 +101,15 @@ const RULES: [(Measure, f64); 4] = [
 /// ([`solve_negotiated`]).
 const HISTORY_STEP: f64 = 0.1;
 
-/// The negotiation rounds per rule when the caller sets no work limit
-/// ([`solve_negotiated`]).
+/// The negotiation's work per rule when the caller sets no work limit, in rounds of
+/// [`ROUND_SCORES`] eviction scores ([`solve_negotiated`]).
 pub(crate) const NEGOTIATION_ROUNDS: u64 = 160;
+
+/// The eviction scores of one negotiation round: a run of DTR-ahead computes 4,000 to 9,000
+/// on the 300- to 900-node exported graphs at a tenth of the span, so there each run is one
+/// round; one that computes more counts as that many scores (on a 1,000-node random layered
+/// graph, about eight rounds), one that finds no schedule as one round.
+const ROUND_SCORES: u64 = 10_000;
 
 /// The most evicted descendants `next(t)` visits (as DTR's `e*`).
 const NEIGHBOURHOOD: usize = 64;
@@ -299,8 +305,8 @@ fn run_rules(
     'runs: for guide in guides {
         for rule in rules() {
             match run_rule(instance, &stop, rule, guide)? {
-                Run::Done(Some((cost, schedule))) => best.offer(cost, schedule),
-                Run::Done(None) => {}
+                Run::Done(Some((cost, schedule)), _) => best.offer(cost, schedule),
+                Run::Done(None, _) => {}
                 Run::Stopped(stopped) if best.0.is_none() => {
                     return stopped.outcome("dtr-ahead", "while running DTR's rules")
                 }
@@ -337,10 +343,11 @@ impl Start<'_> {
     }
 }
 
-/// `dtr-ahead` under negotiated weights (module docs) from `start`: each rule `rounds` times
-/// (the caller's work limit, else [`NEGOTIATION_ROUNDS`]), a value weighed `1 + η·u` times
-/// more in the next round for each computation after its first in this one; the cheapest
-/// schedule of all rounds.
+/// `dtr-ahead` under negotiated weights (module docs) from `start`: each rule for `work`
+/// rounds (the caller's work limit, else [`NEGOTIATION_ROUNDS`]) of [`ROUND_SCORES`] eviction
+/// scores (a round whose run computes more counts for more, in proportion), a value weighed
+/// `1 + η·u` times more in the next round for each computation after its first in this one;
+/// the cheapest schedule of all rounds.
 pub(crate) fn solve_negotiated(
     instance: &Instance,
     options: &SolveOptions,
@@ -348,18 +355,25 @@ pub(crate) fn solve_negotiated(
 ) -> Result<Outcome, SolveError> {
     let graph = instance.graph;
     let stop = Stop::start(options);
-    let rounds = options.work_limit.unwrap_or(NEGOTIATION_ROUNDS);
+    let work = options.work_limit.unwrap_or(NEGOTIATION_ROUNDS);
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
     let mut best = Cheapest::default();
+    let mut runs = 0;
     'rules: for rule in rules() {
         let mut guide = start.guide(graph);
         let mut rule_best = (f64::INFINITY, guide.weight.clone());
-        for _ in 0..rounds {
+        let mut spent = 0;
+        while spent < work.saturating_mul(ROUND_SCORES) {
+            runs += 1;
             let (cost, schedule) = match run_rule(instance, &stop, rule, &guide)? {
-                Run::Done(Some(found)) => found,
+                Run::Done(Some(found), scored) => {
+                    spent += scored.max(ROUND_SCORES);
+                    found
+                }
                 // Nothing to negotiate from: the rule found no schedule from its start.
-                Run::Done(None) if rule_best.0.is_infinite() => continue 'rules,
-                Run::Done(None) => {
+                Run::Done(None, _) if rule_best.0.is_infinite() => continue 'rules,
+                Run::Done(None, _) => {
+                    spent += ROUND_SCORES;
                     guide.weight = rule_best.1.iter().map(|w| w * raise(&mut rng)).collect();
                     continue;
                 }
@@ -382,7 +396,7 @@ pub(crate) fn solve_negotiated(
             best.offer(cost, schedule);
         }
     }
-    Ok(best.outcome(instance, rounds as usize * 2 * RULES.len()))
+    Ok(best.outcome(instance, runs))
 }
 
 /// A negotiation round's factor of a weight: `1 + η·u`, `u` uniform in `[0, 1)`.
@@ -400,9 +414,10 @@ fn rules() -> impl Iterator<Item = (Measure, f64, bool)> {
 
 /// How one run of DTR's engine ended.
 enum Run {
-    /// Its schedule, replayed within the budget, and that schedule's cost; `None` when it
-    /// found none or the replay overshot.
-    Done(Option<(f64, Schedule)>),
+    /// Its schedule, replayed within the budget, and that schedule's cost (`None` when it
+    /// found none or the replay overshot), and the eviction scores it computed (0 when it
+    /// found none).
+    Done(Option<(f64, Schedule)>, u64),
     /// The caller's stop came first.
     Stopped(Stopped),
 }
@@ -416,9 +431,9 @@ fn run_rule(
 ) -> Result<Run, SolveError> {
     let graph = instance.graph;
     let ahead = Lookahead::new(graph, rule, guide);
-    let events = match dtr::run_ahead(graph, instance.budget, stop, &ahead) {
-        Ok(Some(events)) => events,
-        Ok(None) => return Ok(Run::Done(None)),
+    let (events, scored) = match dtr::run_ahead(graph, instance.budget, stop, &ahead) {
+        Ok(Some(run)) => run,
+        Ok(None) => return Ok(Run::Done(None, 0)),
         Err(stopped) => return Ok(Run::Stopped(stopped)),
     };
     let schedule = Schedule::new(events);
@@ -428,6 +443,7 @@ fn run_rule(
     };
     Ok(Run::Done(
         (stats.peak_memory <= instance.budget).then_some((stats.total_cost, schedule)),
+        scored,
     ))
 }
 
