@@ -289,12 +289,14 @@ def test_plain_torch_compile_under_partitioning_is_checked(binary: str) -> None:
     """`torch.compile(module)` inside `remat.inductor.partitioning(part)` (plain Inductor, no
     `remat.compile`): leaving the context gives the partition what Inductor's code holds
     (`last.inductor`), at most 2% below what the allocator measures, and its check. The small
-    ViT's plan at 0.3 is one Inductor holds above the budget (1,291,840 bytes for 1,108,228: it
-    inlines the residual stream into late readers; `remat.compile` re-plans it, this context
-    cannot): a warning. Before, `fits` was the simulator's alone (1,093,204: fits)."""
+    ViT's plan at 0.25 is one Inductor holds above the budget (1,033,920 bytes of activations
+    for 923,524: it inlines values into late readers; `remat.compile` re-plans it, this context
+    cannot): a warning. (At 0.3 the plan was one too, 1,291,840 for 1,108,228, until `auto`'s
+    negotiated DTR-ahead planned it so that Inductor holds 886,240: it fits.) Before, `fits`
+    was the simulator's alone."""
     model, _, inputs, targets, loss_fn = families.vit()
     torch._dynamo.reset()
-    part = Partitioner(0.3, remat.Local(binary), time_limit=60, on_overrun="warn")
+    part = Partitioner(0.25, remat.Local(binary), time_limit=60, on_overrun="warn")
     module = torch.compile(_WithLoss(model, loss_fn, len(targets)), dynamic=False)
 
     def step(*args: Any) -> torch.Tensor:
