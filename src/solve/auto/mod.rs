@@ -42,7 +42,8 @@
 //! the solvers count, scaled by the effort: each of FastSA's searches [`SEARCH_WORK`]
 //! iterations, each polishing round [`ROUND_WORK`] iterations (at most [`MAX_ROUNDS`]
 //! rounds, each from the best schedule so far with its own seed), the MILP at most
-//! [`MILP_NODES`] branch-and-bound nodes; the others run to their end. Polishing stops at
+//! [`MILP_NODES`] branch-and-bound nodes, each negotiation of DTR-ahead's weights
+//! [`dtr_ahead::NEGOTIATION_ROUNDS`] rounds a rule; the others run to their end. Polishing stops at
 //! the first round that finds nothing cheaper by [`STALL_GAIN`] of the cost (the stall
 //! window, one round; what it found is kept). HiGHS runs with one
 //! thread unless the caller sets `threads`. So the same graph, budget and options give
@@ -268,8 +269,8 @@ fn guided(portfolio: &mut Portfolio) -> Result<(), SolveError> {
 /// `dtr-ahead` under negotiated weights: each rule for [`dtr_ahead::NEGOTIATION_ROUNDS`]
 /// rounds (the work units; a round whose run computes many eviction scores, on graphs of
 /// thousands of nodes, counts as several), a value recomputed in one round weighed dearer
-/// to evict in the next;
-/// from weights of 1, then, once the bound has a cut, from each of [`guided`]'s two guides.
+/// to evict in the next; from weights of 1, then, once the bound has a cut, from each of
+/// [`guided`]'s two guides.
 /// After the improvers, as [`guided`]: a start it gives the polishing can end it at a dearer
 /// local optimum (the MLSys set's ResNet50 at a tenth of the span: +7.86% from its
 /// schedule, +7.74% from Sethi–Ullman's).
