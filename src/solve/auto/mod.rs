@@ -20,7 +20,7 @@
 //!    within the MIP gap of it (HiGHS's 1e-4 unless the caller sets one) is a global optimum
 //!    and ends the solve. The LP of its best cut also ranks `knapsack`'s candidates once
 //!    more (least kept first), and guides one more run of `dtr-ahead` (a value the LP keeps
-//!    is evicted as if twice as dear; after the improvers, see [`guided`]).
+//!    is evicted as if twice as dear; after the improvers, see [`steered`]).
 //! 5. The Checkmate MILP runs where it fits ([`MILP_MAX_NODES`], [`MILP_MAX_NODES_BY_WORK`]
 //!    under [`Effort::Work`], and its model within
 //!    `SolveOptions::memory_limit`: a model too large is refused before it is allocated).
@@ -30,7 +30,7 @@
 //!    searches in all, when the first one's schedule beats every candidate before it), then
 //!    polishes the best schedule of all candidates. After a proof within a scope both get
 //!    [`IMPROVER_SHARE_AFTER_PROOF`] of their effort.
-//! 7. `dtr-ahead` runs again under negotiated weights ([`negotiated`]): each of its rules
+//! 7. `dtr-ahead` runs again under negotiated weights ([`steered`]): each of its rules
 //!    round after round, a value recomputed in one round dearer to evict in the next. Where
 //!    the eviction rule is what decides (ResNets at a tenth of the span, whose stems and
 //!    first stages every plain rule recomputes three to five times), it is the cheapest
@@ -43,10 +43,9 @@
 //! iterations, each polishing round [`ROUND_WORK`] iterations (at most [`MAX_ROUNDS`]
 //! rounds, each from the best schedule so far with its own seed), the MILP at most
 //! [`MILP_NODES`] branch-and-bound nodes, each negotiation of DTR-ahead's weights
-//! [`dtr_ahead::NEGOTIATION_ROUNDS`] rounds a rule; the others run to their end. Polishing stops at
-//! the first round that finds nothing cheaper by [`STALL_GAIN`] of the cost (the stall
-//! window, one round; what it found is kept). HiGHS runs with one
-//! thread unless the caller sets `threads`. So the same graph, budget and options give
+//! [`dtr_ahead::NEGOTIATION_ROUNDS`] rounds a rule; the others run to their end. Polishing
+//! stops at the first round that finds nothing cheaper by [`STALL_GAIN`] of the cost (the
+//! stall window, one round; what it found is kept). HiGHS runs with one thread unless the caller sets `threads`. So the same graph, budget and options give
 //! the same schedule on any machine under any load, unless the time limit, here only a
 //! safety cap ([`DEFAULT_TIME_LIMIT`] when the caller sets none), ends some part first.
 //! Under [`Effort::Time`] the candidates share the time limit instead (the stage-cut
@@ -212,8 +211,7 @@ impl Solver for Auto {
             })?;
         }
         if options.effort == Effort::Time {
-            guided(&mut portfolio)?;
-            negotiated(&mut portfolio)?;
+            steered(&mut portfolio)?;
         }
         let milp_max_nodes = match options.effort {
             Effort::Work(_) => MILP_MAX_NODES_BY_WORK,
@@ -240,46 +238,37 @@ impl Solver for Auto {
             Effort::Work(_) => {
                 search(&mut portfolio, scaled(SEARCH_WORK), options.seed)?;
                 polish(&mut portfolio, scaled(ROUND_WORK), options.seed)?;
-                guided(&mut portfolio)?;
-                negotiated(&mut portfolio)?;
+                steered(&mut portfolio)?;
             }
         }
         Ok(portfolio.finish())
     }
 }
 
-/// `dtr-ahead` guided by the stage-cut LP's keep shares, once the bound has a cut. Under
-/// [`Effort::Work`] it runs after the improvers, a candidate like the others but never the
-/// start of the polishing: a cheaper start can end the polishing at a dearer local optimum
-/// (on the MLSys set's ResNet50 at a tenth of the span, rounds from the guided schedule,
-/// +8.40%, stall at once where those from Sethi–Ullman's, +8.44%, reach +7.74%). Under
-/// [`Effort::Time`], where the polishing takes all the time left, it runs before the MILP.
-fn guided(portfolio: &mut Portfolio) -> Result<(), SolveError> {
-    if let Some((cut, keep)) = portfolio
-        .stage_cut_keep()
-        .map(|(cut, keep)| (cut, keep.to_vec()))
-    {
-        portfolio.run("dtr-ahead", KEEP_SHARE, None, |i, o| {
-            dtr_ahead::solve_guided(i, o, &keep, cut)
-        })?;
-    }
-    Ok(())
-}
-
-/// `dtr-ahead` under negotiated weights: each rule for [`dtr_ahead::NEGOTIATION_ROUNDS`]
-/// rounds (the work units; a round whose run computes many eviction scores, on graphs of
-/// thousands of nodes, counts as several), a value recomputed in one round weighed dearer
-/// to evict in the next; from weights of 1, then, once the bound has a cut, from each of
-/// [`guided`]'s two guides.
-/// After the improvers, as [`guided`]: a start it gives the polishing can end it at a dearer
-/// local optimum (the MLSys set's ResNet50 at a tenth of the span: +7.86% from its
-/// schedule, +7.74% from Sethi–Ullman's).
-fn negotiated(portfolio: &mut Portfolio) -> Result<(), SolveError> {
+/// `dtr-ahead` steered two ways, each run a candidate like the others:
+///
+/// * **Guided** by the stage-cut LP's keep shares, once the bound has a cut
+///   (`dtr_ahead::solve_guided`).
+/// * **Negotiated**: each rule for [`dtr_ahead::NEGOTIATION_ROUNDS`] rounds (the work units;
+///   a round whose run computes many eviction scores, on graphs of thousands of nodes,
+///   counts as several), a value recomputed in one round weighed dearer to evict in the
+///   next; from weights of 1, then, once the bound has a cut, from each of the two guides.
+///
+/// Under [`Effort::Work`] they run after the improvers, never as the polishing's start: a
+/// cheaper start can end the polishing at a dearer local optimum (on the MLSys set's
+/// ResNet50 at a tenth of the span, rounds from the guided schedule, +8.40%, stall at once
+/// where those from Sethi–Ullman's, +8.44%, reach +7.74%; from the negotiated one they end
+/// at +7.86%). Under [`Effort::Time`], where the polishing takes all the time left, they run
+/// before the MILP.
+fn steered(portfolio: &mut Portfolio) -> Result<(), SolveError> {
     let stage_cut = portfolio
         .stage_cut_keep()
         .map(|(cut, keep)| (cut, keep.to_vec()));
     let mut starts = vec![Start::Plain];
     if let Some((cut, keep)) = &stage_cut {
+        portfolio.run("dtr-ahead", KEEP_SHARE, None, |i, o| {
+            dtr_ahead::solve_guided(i, o, keep, *cut)
+        })?;
         starts.extend([Start::Weigh(keep), Start::Retain(keep, *cut)]);
     }
     for start in starts {

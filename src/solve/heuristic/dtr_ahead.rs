@@ -64,8 +64,8 @@
 //! +14.9% there.
 //!
 //! Scope: a heuristic, no optimality claim; eight runs of DTR's engine (per guide; per
-//! negotiation round), each with its limits (the caller's `stop` polled, cascades given up), so on graphs where DTR
-//! gives up at a budget every rule may too.
+//! negotiation round), each with its limits (the caller's `stop` polled, cascades given
+//! up), so on graphs where DTR gives up at a budget every rule may too.
 
 use super::dtr;
 use crate::graph::Graph;
@@ -332,7 +332,10 @@ pub(crate) enum Start<'a> {
 impl Start<'_> {
     fn guide(self, graph: &Graph) -> Guide {
         let guide = match self {
-            Start::Plain => Guide::weigh(&vec![0.0; graph.len()]),
+            Start::Plain => Guide {
+                weight: vec![1.0; graph.len()],
+                ..Guide::default()
+            },
             Start::Weigh(keep) => Guide::weigh(keep),
             Start::Retain(keep, cut) => Guide::retain(graph, keep, cut),
         };
@@ -345,7 +348,7 @@ impl Start<'_> {
 
 /// `dtr-ahead` under negotiated weights (module docs) from `start`: each rule for `work`
 /// rounds (the caller's work limit, else [`NEGOTIATION_ROUNDS`]) of [`ROUND_SCORES`] eviction
-/// scores (a round whose run computes more counts for more, in proportion), a value weighed
+/// scores (a run that computes more counts for more, in proportion), a value weighed
 /// `1 + η·u` times more in the next round for each computation after its first in this one;
 /// the cheapest schedule of all rounds.
 pub(crate) fn solve_negotiated(
@@ -365,22 +368,22 @@ pub(crate) fn solve_negotiated(
         let mut spent = 0;
         while spent < work.saturating_mul(ROUND_SCORES) {
             runs += 1;
-            let (cost, schedule) = match run_rule(instance, &stop, rule, &guide)? {
-                Run::Done(Some(found), scored) => {
-                    spent += scored.max(ROUND_SCORES);
-                    found
-                }
-                // Nothing to negotiate from: the rule found no schedule from its start.
-                Run::Done(None, _) if rule_best.0.is_infinite() => continue 'rules,
-                Run::Done(None, _) => {
-                    spent += ROUND_SCORES;
-                    guide.weight = rule_best.1.iter().map(|w| w * raise(&mut rng)).collect();
-                    continue;
-                }
+            let (found, scored) = match run_rule(instance, &stop, rule, &guide)? {
+                Run::Done(found, scored) => (found, scored),
                 Run::Stopped(stopped) if best.0.is_none() => {
                     return stopped.outcome("dtr-ahead", "while negotiating DTR's weights")
                 }
                 Run::Stopped(_) => break 'rules,
+            };
+            spent += scored.max(ROUND_SCORES);
+            let (cost, schedule) = match found {
+                Some(found) => found,
+                // Nothing to negotiate from: the rule found no schedule from its start.
+                None if rule_best.0.is_infinite() => continue 'rules,
+                None => {
+                    guide.weight = rule_best.1.iter().map(|w| w * raise(&mut rng)).collect();
+                    continue;
+                }
             };
             if cost <= rule_best.0 {
                 rule_best = (cost, guide.weight.clone());
@@ -415,8 +418,8 @@ fn rules() -> impl Iterator<Item = (Measure, f64, bool)> {
 /// How one run of DTR's engine ended.
 enum Run {
     /// Its schedule, replayed within the budget, and that schedule's cost (`None` when it
-    /// found none or the replay overshot), and the eviction scores it computed (0 when it
-    /// found none).
+    /// found none or the replay overshot), and the eviction scores it computed (0 when DTR's
+    /// engine gave up: its work is not counted).
     Done(Option<(f64, Schedule)>, u64),
     /// The caller's stop came first.
     Stopped(Stopped),
