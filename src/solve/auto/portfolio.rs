@@ -370,17 +370,7 @@ impl<'a> Portfolio<'a> {
             if let Some(proof) = self.proven_infeasible {
                 return proof;
             }
-            let said: Vec<String> = self
-                .tried
-                .iter()
-                .map(|t| {
-                    format!(
-                        "{}: {}",
-                        t.solver,
-                        t.message.as_deref().unwrap_or(t.verdict.as_str())
-                    )
-                })
-                .collect();
+            let said = what_they_said(&self.tried);
             let (min_budget, _) = graph.min_feasible_budget();
             return Outcome::Infeasible {
                 solver: "auto",
@@ -390,7 +380,7 @@ impl<'a> Portfolio<'a> {
                      least {min_budget} bytes, {} below the budget ({})",
                     self.instance.budget,
                     self.instance.budget.saturating_sub(min_budget),
-                    said.join("; ")
+                    said
                 ),
             };
         };
@@ -449,6 +439,31 @@ impl<'a> Portfolio<'a> {
             .find(|t| t.verdict == Verdict::Schedule)
             .map(|t| t.finished_s)
     }
+}
+
+/// Each candidate's `solver: message`, in the order they ran; a message several candidates
+/// gave word for word (a solver run again under another guide or weight) once, with how
+/// many gave it.
+fn what_they_said(tried: &[Tried]) -> String {
+    let mut said: Vec<(String, usize)> = Vec::new();
+    for t in tried {
+        let line = format!(
+            "{}: {}",
+            t.solver,
+            t.message.as_deref().unwrap_or(t.verdict.as_str())
+        );
+        match said.iter_mut().find(|(l, _)| *l == line) {
+            Some((_, times)) => *times += 1,
+            None => said.push((line, 1)),
+        }
+    }
+    said.into_iter()
+        .map(|(line, times)| match times {
+            1 => line,
+            _ => format!("{line} ({times} candidates)"),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[cfg(test)]
@@ -550,5 +565,35 @@ mod tests {
             "past the deadline nothing runs"
         );
         assert_eq!(portfolio.ended_by(), EndedBy::TimeLimit);
+    }
+
+    /// When no candidate finds a schedule, the answer says what each said, once per distinct
+    /// message: a solver run again with the same failure is counted, not repeated.
+    #[test]
+    fn the_same_failure_is_said_once_with_its_count() {
+        let g = linear(6);
+        let (least, _) = g.min_feasible_budget();
+        let instance = Instance {
+            graph: &g,
+            budget: least,
+        };
+        let options = SolveOptions::default();
+        let mut portfolio = Portfolio::new(&instance, &options);
+        let knapsack = find("knapsack").unwrap();
+        let all = find("checkpoint-all").unwrap();
+        for _ in 0..2 {
+            portfolio
+                .run("knapsack", 1.0, None, |i, o| knapsack.solve(i, o))
+                .unwrap();
+        }
+        portfolio
+            .run("checkpoint-all", 1.0, None, |i, o| all.solve(i, o))
+            .unwrap();
+        let Outcome::Infeasible { reason, .. } = portfolio.finish() else {
+            panic!("neither fits at the least budget")
+        };
+        assert_eq!(reason.matches("knapsack:").count(), 1, "{reason}");
+        assert!(reason.contains("(2 candidates)"), "{reason}");
+        assert_eq!(reason.matches("checkpoint-all:").count(), 1, "{reason}");
     }
 }
