@@ -115,18 +115,18 @@ pub(crate) fn stages(graph: &Graph, budget: u64, stop: &Stop) -> Option<Stages> 
 }
 
 /// The events of a run of DTR that evicts by `ahead`'s rule instead of `h_DTR`'s staleness
-/// ([`super::dtr_ahead`]), and the eviction scores it computed (its work: each visits at most
-/// [`NEIGHBOURHOOD`] tensors); `Ok(None)` when it finds no schedule.
+/// ([`super::dtr_ahead`]), `None` when it finds no schedule, and the eviction scores it
+/// computed either way (its work: each visits at most [`NEIGHBOURHOOD`] tensors).
 pub(super) fn run_ahead(
     graph: &Graph,
     budget: u64,
     stop: &Stop,
     ahead: &Lookahead,
-) -> Result<Option<(Vec<Event>, u64)>, Stopped> {
-    match run(graph, budget, stop, Some(ahead)) {
-        Ok(run) => Ok(Some((run.events, run.scored))),
-        Err(Stuck::Stopped(stopped)) => Err(stopped),
-        Err(Stuck::NoRoom(_) | Stuck::Thrashing(_)) => Ok(None),
+) -> Result<(Option<Vec<Event>>, u64), Stopped> {
+    match run_scored(graph, budget, stop, Some(ahead)) {
+        Ok(run) => Ok((Some(run.events), run.scored)),
+        Err((Stuck::Stopped(stopped), _)) => Err(stopped),
+        Err((Stuck::NoRoom(_) | Stuck::Thrashing(_), scored)) => Ok((None, scored)),
     }
 }
 
@@ -201,10 +201,20 @@ const NEIGHBOURHOOD: usize = 64;
 /// Runs DTR; with `ahead`, its eviction rule divides by the distance to the next use
 /// instead of the staleness.
 fn run(graph: &Graph, budget: u64, stop: &Stop, ahead: Option<&Lookahead>) -> Result<Run, Stuck> {
+    run_scored(graph, budget, stop, ahead).map_err(|(stuck, _)| stuck)
+}
+
+/// [`run`], with the eviction scores computed before a run that finds no schedule stopped.
+fn run_scored(
+    graph: &Graph,
+    budget: u64,
+    stop: &Stop,
+    ahead: Option<&Lookahead>,
+) -> Result<Run, (Stuck, u64)> {
     let n = graph.len();
     let capacity = budget
         .checked_sub(graph.fixed_memory())
-        .ok_or(Stuck::NoRoom(0))?;
+        .ok_or((Stuck::NoRoom(0), 0))?;
     let mut state = State {
         graph,
         capacity,
@@ -231,11 +241,17 @@ fn run(graph: &Graph, budget: u64, stop: &Stop, ahead: Option<&Lookahead>) -> Re
         },
     };
     for v in 0..n {
-        if v % POLL_EVERY == 0 {
-            stop.poll().map_err(Stuck::Stopped)?;
+        let ran = match v % POLL_EVERY {
+            0 => stop.poll().map_err(Stuck::Stopped),
+            _ => Ok(()),
         }
-        state.stage = v;
-        state.materialize(v)?;
+        .and_then(|()| {
+            state.stage = v;
+            state.materialize(v)
+        });
+        if let Err(stuck) = ran {
+            return Err((stuck, state.scored));
+        }
         state.release_if_done(v);
     }
     state.stage = n;
