@@ -53,6 +53,30 @@
 //! more through. For each `k` below [`MAX_COVER`] the largest such `T` among the largest
 //! values is added.
 //!
+//! # A third computation
+//!
+//! A forced value may be needed again *between* the cut and a later moment at which it
+//! cannot be resident: a ResNet's stem convolution, not resident at the cut (the loss's
+//! backward), comes back before `max_pool`'s backward to rebuild the ReLU output that the
+//! backward reads, cannot stay resident through it, and comes back once more for the first
+//! batch norm's backward. For a forced `v ∈ A ∖ I` take the first strict descendant `m` of
+//! `ℓ` (so after `t*` in every schedule) at which `v` is no input, does not fit and is read
+//! after, with an input that has `v` among its ancestors. Write `E_x = 1` when `x` is
+//! computed between `t*` and `m`'s first computation, for the values of `A ∖ I` that are
+//! ancestors of `m` and have `v` (or another value of that `m`) among their ancestors or
+//! are one. Then in every schedule:
+//!
+//! 5. an input `u` of `m` was resident at `t*` or computed after it, before `m`:
+//!    `S_u + E_u >= 1`;
+//! 6. such a computation found its inputs resident: `E_x <= S_y + E_y`;
+//! 7. it is a computation after `t*`: `E_x <= D_x`;
+//! 8. for `v` itself, a computation between `t*` and `m` is neither its first (before `t*`,
+//!    `v` being an ancestor of `ℓ`) nor the one after `m` (where it is not resident and is
+//!    read after): a third, `c_v E_v` more in the objective.
+//!
+//! A row or column left out (an input of `x` outside those columns) only relaxes the
+//! program, so it stays a bound.
+//!
 //! # Integral cuts
 //!
 //! `S` and `D` are 0 or 1 in every schedule, so the same rows with `S, D ∈ {0, 1}` (a
@@ -149,11 +173,21 @@ struct CutLp {
     col: Vec<Option<(usize, usize)>>,
 }
 
+/// The forced values `F` (module docs) as a set, and the room at each node's first
+/// computation ([`Cuts::room`]), where the cuts look for a forced value's later moments.
+struct Forced {
+    set: FixedBitSet,
+    rooms: Vec<Option<u64>>,
+}
+
 /// The ancestor sets and the reading relation the cuts are built from.
 struct Cuts<'g> {
     graph: &'g Graph,
     /// `anc[v]`: the strict ancestors of `v`.
     anc: Vec<FixedBitSet>,
+    /// Whether a cut prices a forced value's third computation (module docs); the tests
+    /// compare with the program without it.
+    third: bool,
 }
 
 impl<'g> Cuts<'g> {
@@ -168,7 +202,11 @@ impl<'g> Cuts<'g> {
             }
             anc.push(set);
         }
-        Cuts { graph, anc }
+        Cuts {
+            graph,
+            anc,
+            third: true,
+        }
     }
 
     /// Whether a descendant of `l` reads `v`: `v`'s value is needed after `l`'s first
@@ -253,9 +291,9 @@ impl<'g> Cuts<'g> {
     }
 
     /// The LP of cut `l` (module docs, (2)-(4), a value larger than the room not resident,
-    /// the forced values' `D_v` free), normalised, its columns integral if `integral`;
-    /// `None` when it has no column.
-    fn lp(&self, l: usize, room: u64, forced: &FixedBitSet, integral: bool) -> Option<CutLp> {
+    /// the forced values' `D_v` free, and (5)-(8) for their later moments), normalised, its
+    /// columns integral if `integral`; `None` when it has no column.
+    fn lp(&self, l: usize, room: u64, forced: &Forced, integral: bool) -> Option<CutLp> {
         let g = self.graph;
         let values: Vec<usize> = self.values(l).collect();
         let c_max = values.iter().map(|&v| g.cost(v)).fold(0.0, f64::max);
@@ -270,7 +308,7 @@ impl<'g> Cuts<'g> {
         for &v in &values {
             let fits = if g.memory(v) > room { 0.0 } else { 1.0 };
             let s = lp.add_col(0.0, 0.0, fits, integral);
-            let price = if forced.contains(v) {
+            let price = if forced.set.contains(v) {
                 0.0
             } else {
                 significant(g.cost(v) / c_max)
@@ -305,7 +343,97 @@ impl<'g> Cuts<'g> {
             lp.add_row(f64::NEG_INFINITY, k as f64, &mut terms);
             terms.clear();
         }
-        Some(CutLp { lp, c_max, col })
+        let mut cut = CutLp { lp, c_max, col };
+        if self.third {
+            for (m, at_m) in self.third_moments(l, forced) {
+                self.between(&mut cut, l, m, &at_m, integral);
+            }
+        }
+        Some(cut)
+    }
+
+    /// The later moments of cut `l`'s forced values (module docs, "A third computation"):
+    /// for each forced value `v` of `A ∖ I`, the first strict descendant `m` of `l` at
+    /// which `v` does not fit, is no input, is read after, and is an ancestor of an input
+    /// of `m` in `A ∖ I` (or that input); grouped by `m`, ascending.
+    fn third_moments(&self, l: usize, forced: &Forced) -> Vec<(usize, FixedBitSet)> {
+        let g = self.graph;
+        let mut moments: Vec<(usize, FixedBitSet)> = Vec::new();
+        let inputs = g.preds(l);
+        for v in self.values(l).filter(|&v| forced.set.contains(v)) {
+            let behind = |u: usize| {
+                u == v
+                    || (self.anc[u].contains(v)
+                        && self.anc[l].contains(u)
+                        && inputs.binary_search(&u).is_err())
+            };
+            let found = (l + 1..g.len()).find(|&m| {
+                self.anc[m].contains(l)
+                    && self.anc[m].contains(v)
+                    && g.preds(m).binary_search(&v).is_err()
+                    && forced.rooms[m].is_some_and(|room| g.memory(v) > room)
+                    && self.read_after(v, m)
+                    && g.preds(m).iter().any(|&u| behind(u))
+            });
+            let Some(m) = found else { continue };
+            match moments.iter_mut().find(|(at, _)| *at == m) {
+                Some((_, set)) => set.insert(v),
+                None => {
+                    let mut set = FixedBitSet::with_capacity(g.len());
+                    set.insert(v);
+                    moments.push((m, set));
+                }
+            }
+        }
+        moments.sort_unstable_by_key(|(m, _)| *m);
+        moments
+    }
+
+    /// The rows of a forced moment `m` after the cut `l` (module docs, "A third
+    /// computation"): `E_x`, `x` computed between `t*` and `m`'s first computation, for the
+    /// values of `A ∖ I` that are ancestors of `m` and have a value forced at `m` among
+    /// their ancestors or are one; an input `u` of `m` resident at `t*` or computed after it
+    /// (`S_u + E_u >= 1`), inputs resident for each computation (`E_x <= S_y + E_y`), a
+    /// computation after `t*` counted by `D_x` (`E_x <= D_x`), or, for a value forced at
+    /// `m`, priced `c_x` as its third computation.
+    fn between(&self, cut: &mut CutLp, l: usize, m: usize, at_m: &FixedBitSet, integral: bool) {
+        let g = self.graph;
+        let CutLp { lp, c_max, col } = cut;
+        let mut e = vec![None; g.len()];
+        for x in self.values(l).filter(|&x| self.anc[m].contains(x)) {
+            if at_m.contains(x) || !self.anc[x].is_disjoint(at_m) {
+                let price = if at_m.contains(x) {
+                    significant(g.cost(x) / *c_max)
+                } else {
+                    0.0
+                };
+                e[x] = Some(lp.add_col(price, 0.0, 1.0, integral));
+            }
+        }
+        let mut terms = Vec::new();
+        for (x, ex) in e.iter().enumerate() {
+            let Some(ex) = *ex else { continue };
+            let (_, dx) = col[x].expect("a column");
+            if !at_m.contains(x) {
+                terms.extend([(ex, 1.0), (dx, -1.0)]);
+                lp.add_row(f64::NEG_INFINITY, 0.0, &mut terms);
+                terms.clear();
+            }
+            for &y in g.preds(x) {
+                if let (Some((sy, _)), Some(ey)) = (col[y], e[y]) {
+                    terms.extend([(ex, 1.0), (sy, -1.0), (ey, -1.0)]);
+                    lp.add_row(f64::NEG_INFINITY, 0.0, &mut terms);
+                    terms.clear();
+                }
+            }
+        }
+        for &u in g.preds(m) {
+            if let (Some((su, _)), Some(eu)) = (col[u], e[u]) {
+                terms.extend([(su, 1.0), (eu, 1.0)]);
+                lp.add_row(1.0, f64::INFINITY, &mut terms);
+                terms.clear();
+            }
+        }
     }
 
     /// HiGHS's dual bound on the extra cost of cut `l` with `S` and `D` integral (module
@@ -315,7 +443,7 @@ impl<'g> Cuts<'g> {
         &self,
         l: usize,
         budget: u64,
-        forced: &FixedBitSet,
+        forced: &Forced,
         controls: &Controls,
     ) -> Result<Option<f64>, SolveError> {
         let Some(room) = self.room(l, budget) else {
@@ -416,10 +544,18 @@ pub(crate) fn stage_cut_bound(
     if graph.storage().is_some() || graph.len() > MAX_NODES {
         return Ok(None);
     }
+    bound_over(&Cuts::new(graph), budget, options)
+}
+
+/// [`stage_cut_bound`] over `cuts`.
+fn bound_over(
+    cuts: &Cuts,
+    budget: u64,
+    options: &SolveOptions,
+) -> Result<Option<StageCut>, SolveError> {
     let stop = Stop::start(options);
-    let cuts = Cuts::new(graph);
     let forced = cuts.forced(budget, &stop);
-    let mut bounding = Bounding::new(&cuts, budget, &forced, options, stop);
+    let mut bounding = Bounding::new(cuts, budget, &forced, options, stop);
     let ranked = bounding.lp_cuts()?;
     bounding.integral_cuts(&ranked)?;
     let solved = bounding.solved;
@@ -435,8 +571,8 @@ pub(crate) fn stage_cut_bound(
 struct Bounding<'c, 'g> {
     cuts: &'c Cuts<'g>,
     budget: u64,
-    /// The forced values `F`, as a set.
-    forced: FixedBitSet,
+    /// The forced values `F`.
+    forced: Forced,
     /// `Σ_v c_v + Σ_{v ∈ F} c_v`: every schedule's cost is at least this.
     base: f64,
     controls: Controls,
@@ -455,8 +591,8 @@ impl<'c, 'g> Bounding<'c, 'g> {
         stop: Stop,
     ) -> Self {
         let graph = cuts.graph;
-        let mut forced_set = FixedBitSet::with_capacity(graph.len());
-        forced_set.extend(forced.iter().map(|&(v, _)| v));
+        let mut set = FixedBitSet::with_capacity(graph.len());
+        set.extend(forced.iter().map(|&(v, _)| v));
         let base = graph.total_cost() + forced.iter().map(|&(v, _)| graph.cost(v)).sum::<f64>();
         // With forced values and no cut, the bound is `base`, at the moment of the forced
         // value of the largest cost.
@@ -476,7 +612,10 @@ impl<'c, 'g> Bounding<'c, 'g> {
         Bounding {
             cuts,
             budget,
-            forced: forced_set,
+            forced: Forced {
+                set,
+                rooms: (0..graph.len()).map(|l| cuts.room(l, budget)).collect(),
+            },
             base,
             controls,
             stop,

@@ -85,6 +85,36 @@ fn a_value_too_large_for_a_moment_is_paid_whole() {
     assert!(bound(&g, 13).is_none_or(|c| c.forced.is_empty()));
 }
 
+/// The stem again, where nothing of it fits at the loss (6 bytes of 9 taken there): `gpool`
+/// reads `relu`, so `conv`, `bn` and `relu` are computed again between the loss and
+/// `gpool`; `conv` cannot be resident at `gpool` (whose footprint is the whole 9 bytes) and
+/// `gbn` reads it after: a third computation of `conv`. Forced values alone (`conv`, which
+/// does not fit beside `relu` and `bn` either, and `relu` at the loss) prove two
+/// computations (+12); the rows of the moment `gpool` after the cut prove the optimum, +22.
+#[test]
+fn a_forced_value_needed_again_before_its_moment_is_paid_a_third_time() {
+    let g = graph(&[
+        ("conv", 10.0, 4, &[]),
+        ("bn", 1.0, 4, &["conv"]),
+        ("relu", 1.0, 4, &["bn"]),
+        ("pool", 1.0, 1, &["relu"]),
+        ("loss", 1.0, 5, &["pool"]),
+        ("gloss", 1.0, 1, &["loss"]),
+        ("gpool", 1.0, 4, &["gloss", "relu"]),
+        ("gbn", 1.0, 1, &["gpool", "conv"]),
+    ]);
+    let cut = proves_optimum(&g, 9, 22.0);
+    assert_eq!(cut.forced, vec![(0, 2), (2, 4)], "{cut:?}");
+    let without = Cuts {
+        third: false,
+        ..Cuts::new(&g)
+    };
+    let two = bound_over(&without, 9, &SolveOptions::default())
+        .unwrap()
+        .unwrap();
+    assert!((two.cost - (g.total_cost() + 12.0)).abs() < 1e-6, "{two:?}");
+}
+
 /// `a` and `b` (cost 10, 3 bytes each) are both read after the loss, where 5 bytes are
 /// left: one of them is recomputed. The plain memory row keeps 5/3 of them (+3.3); its
 /// cover `S_a + S_b <= 1` proves the optimum, +10. Nothing is forced (the gradients take
@@ -175,5 +205,48 @@ fn never_above_the_exhaustive_optimum() {
     assert!(
         raised >= 3,
         "the bound rose above Σ c at only {raised} budgets"
+    );
+}
+
+/// On Checkmate's random layered training graphs of 7 to 11 nodes, at 13 budgets from the
+/// least feasible to the checkpoint-all peak: the bound with a forced value's third
+/// computation is never above the exhaustive optimum, and in some cases above the bound
+/// without it (the random DAGs above have no backward pass to need a value twice after
+/// the loss).
+#[test]
+fn a_third_computation_never_above_the_exhaustive_optimum_on_random_layered_graphs() {
+    let (mut cases, mut raised) = (0, 0);
+    for seed in 0..3000u64 {
+        let n = 7 + (seed % 5) as usize;
+        let g = random_layered(n, seed);
+        let (low, _) = g.min_feasible_budget();
+        let peak = checkpoint_all_peak(&g);
+        for step in 0..=12u64 {
+            let budget = low + (peak - low) * step / 12;
+            let Some(best) = optimum(&g, budget) else {
+                continue;
+            };
+            cases += 1;
+            let Some(cut) = bound(&g, budget) else {
+                continue;
+            };
+            assert!(
+                cut.cost <= best * (1.0 + 1e-9) + 1e-9,
+                "seed {seed} at {budget}: bound {} above the optimum {best} ({cut:?})",
+                cut.cost
+            );
+            let without = Cuts {
+                third: false,
+                ..Cuts::new(&g)
+            };
+            let two = bound_over(&without, budget, &SolveOptions::default()).unwrap();
+            raised += usize::from(two.is_none_or(|two| cut.cost > two.cost + 1e-9));
+        }
+    }
+    eprintln!("{cases} cases, the third computation raised the bound in {raised}");
+    assert!(cases >= 30_000, "only {cases} cases");
+    assert!(
+        raised >= 10,
+        "the third computation raised the bound in {raised} cases"
     );
 }
