@@ -115,18 +115,18 @@ pub(crate) fn stages(graph: &Graph, budget: u64, stop: &Stop) -> Option<Stages> 
 }
 
 /// The events of a run of DTR that evicts by `ahead`'s rule instead of `h_DTR`'s staleness
-/// ([`super::dtr_ahead`]), `None` when it finds no schedule, and the eviction scores it
-/// computed either way (its work: each visits at most [`NEIGHBOURHOOD`] tensors).
+/// ([`super::dtr_ahead`]), and the eviction scores it computed (its work: each visits at most
+/// [`NEIGHBOURHOOD`] tensors); `Ok(None)` when it finds no schedule.
 pub(super) fn run_ahead(
     graph: &Graph,
     budget: u64,
     stop: &Stop,
     ahead: &Lookahead,
-) -> Result<(Option<Vec<Event>>, u64), Stopped> {
-    match run_scored(graph, budget, stop, Some(ahead)) {
-        Ok(run) => Ok((Some(run.events), run.scored)),
-        Err((Stuck::Stopped(stopped), _)) => Err(stopped),
-        Err((Stuck::NoRoom(_) | Stuck::Thrashing(_), scored)) => Ok((None, scored)),
+) -> Result<Option<(Vec<Event>, u64)>, Stopped> {
+    match run(graph, budget, stop, Some(ahead)) {
+        Ok(run) => Ok(Some((run.events, run.scored))),
+        Err(Stuck::Stopped(stopped)) => Err(stopped),
+        Err(Stuck::NoRoom(_) | Stuck::Thrashing(_)) => Ok(None),
     }
 }
 
@@ -201,20 +201,10 @@ const NEIGHBOURHOOD: usize = 64;
 /// Runs DTR; with `ahead`, its eviction rule divides by the distance to the next use
 /// instead of the staleness.
 fn run(graph: &Graph, budget: u64, stop: &Stop, ahead: Option<&Lookahead>) -> Result<Run, Stuck> {
-    run_scored(graph, budget, stop, ahead).map_err(|(stuck, _)| stuck)
-}
-
-/// [`run`], with the eviction scores computed before a run that finds no schedule stopped.
-fn run_scored(
-    graph: &Graph,
-    budget: u64,
-    stop: &Stop,
-    ahead: Option<&Lookahead>,
-) -> Result<Run, (Stuck, u64)> {
     let n = graph.len();
     let capacity = budget
         .checked_sub(graph.fixed_memory())
-        .ok_or((Stuck::NoRoom(0), 0))?;
+        .ok_or(Stuck::NoRoom(0))?;
     let mut state = State {
         graph,
         capacity,
@@ -241,17 +231,11 @@ fn run_scored(
         },
     };
     for v in 0..n {
-        let ran = match v % POLL_EVERY {
-            0 => stop.poll().map_err(Stuck::Stopped),
-            _ => Ok(()),
+        if v % POLL_EVERY == 0 {
+            stop.poll().map_err(Stuck::Stopped)?;
         }
-        .and_then(|()| {
-            state.stage = v;
-            state.materialize(v)
-        });
-        if let Err(stuck) = ran {
-            return Err((stuck, state.scored));
-        }
+        state.stage = v;
+        state.materialize(v)?;
         state.release_if_done(v);
     }
     state.stage = n;
