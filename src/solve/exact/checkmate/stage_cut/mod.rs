@@ -130,6 +130,11 @@ const MAX_COVER: usize = 16;
 /// HiGHS's `small_matrix_value`: normalised coefficients below it are read as 0.
 const TINY: f64 = 1e-9;
 
+/// The most forced values a cut prices a third computation for, the dearest first (at a
+/// graph's least budget most of its values may be forced; a program with fewer rows is still
+/// a bound, and the cut stays `O(THIRD_VALUES · (n + E))` to build).
+const THIRD_VALUES: usize = 32;
+
 /// A stage-cut bound: `cost` bounds every schedule of the graph within the budget.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StageCut {
@@ -353,23 +358,27 @@ impl<'g> Cuts<'g> {
     }
 
     /// The later moments of cut `l`'s forced values (module docs, "A third computation"):
-    /// for each forced value `v` of `A ∖ I`, the first strict descendant `m` of `l` at
-    /// which `v` does not fit, is no input, is read after, and is an ancestor of an input
-    /// of `m` in `A ∖ I` (or that input); grouped by `m`, ascending.
+    /// for each of the [`THIRD_VALUES`] dearest forced values `v` of `A ∖ I`, the first
+    /// strict descendant `m` of `l` at which `v` does not fit, is no input, is read after,
+    /// and is an ancestor of an input of `m` in `A ∖ I`; grouped by `m`, ascending.
     fn third_moments(&self, l: usize, forced: &Forced) -> Vec<(usize, FixedBitSet)> {
         let g = self.graph;
         let mut moments: Vec<(usize, FixedBitSet)> = Vec::new();
         let inputs = g.preds(l);
-        for v in self.values(l).filter(|&v| forced.set.contains(v)) {
+        let mut dearest: Vec<usize> = self.values(l).filter(|&v| forced.set.contains(v)).collect();
+        dearest.sort_unstable_by(|&a, &b| g.cost(b).total_cmp(&g.cost(a)).then(a.cmp(&b)));
+        dearest.truncate(THIRD_VALUES);
+        let after: Vec<usize> = (l + 1..g.len())
+            .filter(|&m| self.anc[m].contains(l))
+            .collect();
+        for v in dearest {
             let behind = |u: usize| {
-                u == v
-                    || (self.anc[u].contains(v)
-                        && self.anc[l].contains(u)
-                        && inputs.binary_search(&u).is_err())
+                self.anc[u].contains(v)
+                    && self.anc[l].contains(u)
+                    && inputs.binary_search(&u).is_err()
             };
-            let found = (l + 1..g.len()).find(|&m| {
-                self.anc[m].contains(l)
-                    && self.anc[m].contains(v)
+            let found = after.iter().copied().find(|&m| {
+                self.anc[m].contains(v)
                     && g.preds(m).binary_search(&v).is_err()
                     && forced.rooms[m].is_some_and(|room| g.memory(v) > room)
                     && self.read_after(v, m)
@@ -399,9 +408,14 @@ impl<'g> Cuts<'g> {
     fn between(&self, cut: &mut CutLp, l: usize, m: usize, at_m: &FixedBitSet, integral: bool) {
         let g = self.graph;
         let CutLp { lp, c_max, col } = cut;
+        // Whether a value of `at_m` is `x` or among its ancestors, in solver order.
+        let mut behind = vec![false; g.len()];
+        for x in 0..g.len() {
+            behind[x] = at_m.contains(x) || g.preds(x).iter().any(|&y| behind[y]);
+        }
         let mut e = vec![None; g.len()];
         for x in self.values(l).filter(|&x| self.anc[m].contains(x)) {
-            if at_m.contains(x) || !self.anc[x].is_disjoint(at_m) {
+            if behind[x] {
                 let price = if at_m.contains(x) {
                     significant(g.cost(x) / *c_max)
                 } else {
