@@ -45,7 +45,8 @@
 //! [`MILP_NODES`] branch-and-bound nodes, each negotiation of DTR-ahead's weights
 //! [`dtr_ahead::NEGOTIATION_ROUNDS`] rounds a rule; the others run to their end. Polishing
 //! stops at the first round that finds nothing cheaper by [`STALL_GAIN`] of the cost (the
-//! stall window, one round; what it found is kept). HiGHS runs with one thread unless the caller sets `threads`. So the same graph, budget and options give
+//! stall window, one round; what it found is kept). HiGHS runs with one thread unless the
+//! caller sets `threads`. So the same graph, budget and options give
 //! the same schedule on any machine under any load, unless the time limit, here only a
 //! safety cap ([`DEFAULT_TIME_LIMIT`] when the caller sets none), ends some part first.
 //! Under [`Effort::Time`] the candidates share the time limit instead (the stage-cut

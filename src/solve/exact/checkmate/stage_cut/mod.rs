@@ -263,12 +263,19 @@ impl<'g> Cuts<'g> {
             .collect()
     }
 
+    /// The room at each node's first computation ([`Cuts::room`]).
+    fn rooms(&self, budget: u64) -> Vec<Option<u64>> {
+        (0..self.graph.len())
+            .map(|l| self.room(l, budget))
+            .collect()
+    }
+
     /// The forced values `F` (module docs), each with the first node `ℓ` found at which it
-    /// does not fit. Only a value larger than the least room can be forced. Each value is
-    /// proven on its own, so when `stop` ends the search early those found still count.
-    fn forced(&self, budget: u64, stop: &Stop) -> Vec<(usize, usize)> {
+    /// does not fit, given the `rooms` of [`Cuts::rooms`]. Only a value larger than the
+    /// least room can be forced. Each value is proven on its own, so when `stop` ends the
+    /// search early those found still count.
+    fn forced(&self, rooms: &[Option<u64>], stop: &Stop) -> Vec<(usize, usize)> {
         let g = self.graph;
-        let rooms: Vec<Option<u64>> = (0..g.len()).map(|l| self.room(l, budget)).collect();
         let Some(least) = rooms.iter().flatten().min().copied() else {
             return Vec::new();
         };
@@ -568,8 +575,9 @@ fn bound_over(
     options: &SolveOptions,
 ) -> Result<Option<StageCut>, SolveError> {
     let stop = Stop::start(options);
-    let forced = cuts.forced(budget, &stop);
-    let mut bounding = Bounding::new(cuts, budget, &forced, options, stop);
+    let rooms = cuts.rooms(budget);
+    let forced = cuts.forced(&rooms, &stop);
+    let mut bounding = Bounding::new(cuts, budget, &forced, rooms, options, stop);
     let ranked = bounding.lp_cuts()?;
     bounding.integral_cuts(&ranked)?;
     let solved = bounding.solved;
@@ -601,6 +609,7 @@ impl<'c, 'g> Bounding<'c, 'g> {
         cuts: &'c Cuts<'g>,
         budget: u64,
         forced: &[(usize, usize)],
+        rooms: Vec<Option<u64>>,
         options: &SolveOptions,
         stop: Stop,
     ) -> Self {
@@ -626,10 +635,7 @@ impl<'c, 'g> Bounding<'c, 'g> {
         Bounding {
             cuts,
             budget,
-            forced: Forced {
-                set,
-                rooms: (0..graph.len()).map(|l| cuts.room(l, budget)).collect(),
-            },
+            forced: Forced { set, rooms },
             base,
             controls,
             stop,

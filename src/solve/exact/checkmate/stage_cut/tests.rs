@@ -15,6 +15,15 @@ fn bound(graph: &Graph, budget: u64) -> Option<StageCut> {
     stage_cut_bound(graph, budget, &SolveOptions::default()).unwrap()
 }
 
+/// [`bound`] without a forced value's third computation (the program before it).
+fn bound_without_third(graph: &Graph, budget: u64) -> Option<StageCut> {
+    let cuts = Cuts {
+        third: false,
+        ..Cuts::new(graph)
+    };
+    bound_over(&cuts, budget, &SolveOptions::default()).unwrap()
+}
+
 /// The graph of `nodes` (`NodeSpec::plain`'s `(id, cost, bytes, inputs)`).
 fn graph(nodes: &[(&str, f64, u64, &[&str])]) -> Graph {
     let nodes = nodes
@@ -105,13 +114,7 @@ fn a_forced_value_needed_again_before_its_moment_is_paid_a_third_time() {
     ]);
     let cut = proves_optimum(&g, 9, 22.0);
     assert_eq!(cut.forced, vec![(0, 2), (2, 4)], "{cut:?}");
-    let without = Cuts {
-        third: false,
-        ..Cuts::new(&g)
-    };
-    let two = bound_over(&without, 9, &SolveOptions::default())
-        .unwrap()
-        .unwrap();
+    let two = bound_without_third(&g, 9).unwrap();
     assert!((two.cost - (g.total_cost() + 12.0)).abs() < 1e-6, "{two:?}");
 }
 
@@ -235,11 +238,7 @@ fn a_third_computation_never_above_the_exhaustive_optimum_on_random_layered_grap
                 "seed {seed} at {budget}: bound {} above the optimum {best} ({cut:?})",
                 cut.cost
             );
-            let without = Cuts {
-                third: false,
-                ..Cuts::new(&g)
-            };
-            let two = bound_over(&without, budget, &SolveOptions::default()).unwrap();
+            let two = bound_without_third(&g, budget);
             raised += usize::from(two.is_none_or(|two| cut.cost > two.cost + 1e-9));
         }
     }
