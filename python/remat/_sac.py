@@ -28,9 +28,9 @@ autograd node, and the one whose apply runs each backward op):
 
 remat's simulator replays that schedule (on the graph as `Sac.simulation_graph` rewrites it):
 its peak is the predicted peak of the applied plan (`Plan.predicted`), which measurements
-(`remat.measure.LiveBytes`) are compared with. Scope: single-threaded CPU autograd as torch 2.15
-runs it; kernels' internal scratch buffers and storages larger than an op's output (CPU
-`mse_loss` returns its mean in the storage of the element-wise losses) are not modelled.
+(`remat.measure.LiveBytes`) are compared with. Scope: eager autograd as torch runs it, measured
+on CPU (torch 2.15) and on CUDA (torch 2.11, cuDNN); kernels' internal scratch buffers (cuDNN's
+workspaces) are not modelled.
 """
 
 from __future__ import annotations

@@ -377,16 +377,20 @@ def _context_fn(
     table: dict[Key, CheckpointPolicy], calls: dict[str, int], misses: list[str], module: torch.nn.Module
 ) -> Callable[[], Any]:
     def make() -> Any:
-        seen: dict[str, int] = defaultdict(int)
+        # occurrences are counted apart in the forward and in the replay: torch before 2.15 asks
+        # the policy again as the replay runs each op (`ctx.is_recompute`) and takes a cached
+        # output only where it answers MUST_SAVE again (one counter made every replayed call a
+        # new occurrence: each cached op ran again, its cache held beside the copy)
+        seen: dict[tuple[bool, str], int] = defaultdict(int)
 
         def policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
-            name = str(op)
-            k = seen[name]
-            seen[name] += 1
+            name, replay = str(op), bool(ctx.is_recompute)
+            k = seen[(replay, name)]
+            seen[(replay, name)] += 1
             found = table.get((name, k))
             if found is None:
                 # a call with no node of its own (an in-place write to a buffer) is expected
-                if k >= calls.get(name, 0):
+                if k >= calls.get(name, 0) and not replay:
                     misses.append(f"{name}#{k}")
                 return CheckpointPolicy.PREFER_RECOMPUTE
             return found

@@ -44,7 +44,7 @@ from ._trace import JointTrace
 from .client import Backend
 from .errors import ApplyError, OnOverrun, RematError, SolveError, overrun
 from .export import _Builder, _fx_costs_flops, graph_dict, tensor_bytes
-from .realize import UNREDUCED_STORAGE, is_random, prediction_graph, realize, realized_events, unread_args
+from .realize import is_random, prediction_graph, realize, realized_events, unread_args
 
 
 @dataclasses.dataclass
@@ -116,9 +116,9 @@ def joint_graph(joint: fx.GraphModule, num_fwd_outputs: int) -> tuple[dict[str, 
 
 
 def _kernel_facts(b: _Builder) -> None:
-    """What kernels really read and hold, where it differs from the ops' signatures: inputs a
-    kernel does not read are no inputs of its node (`realize` passes None for them), and a loss
-    whose storage is the unreduced buffer holds that buffer's bytes."""
+    """What kernels really read, where it differs from the ops' signatures: inputs a kernel does
+    not read are no inputs of its node (`realize` passes None for them). (What a loss kernel
+    holds beyond its output, `remat.export` counts as it builds the node.)"""
 
     def owner(a: fx.Node) -> str | None:
         return b.current.get(b.key[a]) if a in b.key else None
@@ -131,8 +131,6 @@ def _kernel_facts(b: _Builder) -> None:
         if skip:
             read = {owner(a) for a in n.all_input_nodes if a not in skip}
             node.inputs = [i for i in node.inputs if i in read]
-        if n.target in UNREDUCED_STORAGE and isinstance(n.args[0], fx.Node):
-            node.memory = max(node.memory, tensor_bytes(n.args[0].meta.get("val")))
 
 
 def solve_graph(graph: dict[str, Any], built: _Builder, num_fwd_outputs: int) -> dict[str, Any]:

@@ -30,8 +30,8 @@ as ATen ops, without real compute or memory. The ops become the graph's nodes by
   index of the autograd node whose apply runs it. Eager autograd holds a saved tensor until that
   node has run, and unpacks them all when it starts, which replays a checkpointed region at its
   first node that saved anything (`remat.apply` simulates this).
-- A reduced CPU `mse_loss`, `smooth_l1_loss` or `binary_cross_entropy` has its input's bytes: the
-  kernel returns the mean in the storage of the element-wise losses.
+- A reduced `mse_loss`, `smooth_l1_loss` or `binary_cross_entropy` has its input's bytes: the
+  kernel returns the mean in the storage of the element-wise losses (CPU and CUDA alike).
 """
 
 from __future__ import annotations
@@ -109,15 +109,15 @@ def _aliased_arg(op: Any, n: fx.Node, alias_set: Any) -> fx.Node | None:
     return tensors[0] if tensors else None
 
 
-# CPU kernels that return a reduced loss in the storage of the element-wise losses (the
-# storage has the input's bytes): what eager PyTorch holds while the loss is alive
+# kernels that return a reduced loss in the storage of the element-wise losses (the storage has
+# the input's bytes), on CPU and CUDA alike: what PyTorch holds while the loss is alive
 _LOSS_IN_ELEMENTWISE_STORAGE = {"mse_loss", "smooth_l1_loss", "binary_cross_entropy"}
 
 
 def _output_bytes(n: fx.Node, val: torch.Tensor) -> int:
-    """The bytes of `n`'s output storage: its tensor's, or for the losses above on CPU (reduced),
-    its input's."""
-    if getattr(n.target, "_opname", "") in _LOSS_IN_ELEMENTWISE_STORAGE and val.device.type == "cpu" and val.dim() == 0:
+    """The bytes of `n`'s output storage: its tensor's, or for the losses above (reduced), its
+    input's."""
+    if getattr(n.target, "_opname", "") in _LOSS_IN_ELEMENTWISE_STORAGE and val.dim() == 0:
         first = n.args[0] if n.args else None
         if isinstance(first, fx.Node):
             return max(tensor_bytes(val), tensor_bytes(first.meta.get("val")))

@@ -12,7 +12,9 @@ Two trackers, both independent of what remat predicts:
   allocates its buffers without the dispatcher (`empty_strided_cpu`) and fuses ops into kernels,
   so no dispatch mode sees them; the allocator sees every byte, scratch included (an op's
   workspace, cuDNN's among them), and tells scratch apart: an allocation freed before the end of
-  the ATen op that made it.
+  the outermost operator that made it (an ATen op, or an op of another namespace whose Python
+  implementation calls ATen ops: the min-cut partitioner's
+  `prims::_low_memory_max_pool_offsets_to_indices`).
 
 Both leave out what `remat` counts as fixed memory: storages that exist before the step
 (parameters, buffers, inputs) are never seen, and the gradients left in `.grad` at the end are
@@ -22,6 +24,7 @@ excluded.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -31,6 +34,10 @@ from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile
 
 from .measure import LiveBytes, Step
+
+# an operator's event (`aten::add`, `prims::_low_memory_max_pool_offsets_to_indices`), not a
+# scope of the profiler or autograd (`autograd::engine::evaluate_function: ...`)
+_OPERATOR = re.compile(r"[A-Za-z_]\w*::\w+(\.\w+)?")
 
 
 class CompiledLiveBytes(LiveBytes):
@@ -67,13 +74,13 @@ class AllocatorBytes:
             kind, fields = node.typed
             if kind == _EventType.Allocation and str(fields.device).startswith(self.device):
                 found.append((int(node.start_time_ns), int(fields.ptr), int(fields.alloc_size), op_end))
-            if op_end < 0 and node.name.startswith("aten::"):
+            if op_end < 0 and _OPERATOR.fullmatch(node.name):
                 op_end = int(node.end_time_ns)
             stack.extend((c, op_end) for c in node.children)
         found.sort()
         self.events = [(t, ptr, size) for t, ptr, size, _ in found]
-        # an allocation freed before the end of the outermost ATen op it was made in is that op's
-        # scratch (a kernel's workspace), not an op output
+        # an allocation freed before the end of the outermost operator it was made in is that
+        # op's scratch (a kernel's workspace), not an op output
         freed_at: dict[int, int] = {}
         self.scratch = set()
         for i in reversed(range(len(found))):

@@ -52,8 +52,6 @@ PHASE = "remat_phase"  # "forward" or "backward": the graph a copy runs in
 _BN_FUNCTIONAL = torch.ops.aten._native_batch_norm_legit_functional.default
 _BN_NO_STATS = torch.ops.aten._native_batch_norm_legit.no_stats
 _BN_BACKWARD = torch.ops.aten.native_batch_norm_backward.default
-# ops whose 0-dim loss keeps the unreduced buffer (the input's size) as its storage (CPU kernels)
-UNREDUCED_STORAGE = (torch.ops.aten.mse_loss.default, torch.ops.aten.smooth_l1_loss.default)
 
 
 def unread_args(n: fx.Node) -> tuple[int, ...]:

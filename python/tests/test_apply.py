@@ -12,6 +12,7 @@ import pytest
 import torch
 from models import gpt_setup, resnet18_setup
 from torch import nn
+from torch.utils.checkpoint import CheckpointPolicy, SelectiveCheckpointContext, create_selective_checkpoint_contexts
 
 import remat
 from remat.apply import applied, plan
@@ -91,3 +92,38 @@ def test_plan_without_regions_or_schedule_is_refused(binary: str) -> None:
         p = plan(graph, backend.solve(graph, 1.0), backend, on_overrun="warn")
     with pytest.raises(remat.ApplyError, match="1 regions, 2 modules"), applied([model[0], model[2]], p):
         pass
+
+
+def test_a_replay_is_answered_as_its_forward_was(binary: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Some torch versions (2.11 among them) ask the SAC policy again as a region's replay runs
+    each op (`ctx.is_recompute`) and take the cached output only where it answers MUST_SAVE
+    again: the replay's answers must be the forward's, call for call. With one occurrence
+    counter for both, every cached op ran again beside its cache (ResNet-18 on CUDA, torch
+    2.11, at 0.8 of its activations: per-block checkpointing's FLOPs, 32,768 bytes over the
+    prediction and the budget)."""
+    model, regions, inputs, loss_fn = resnet18_setup()
+    backend = remat.Local(binary)
+    graph = remat.export(model, inputs, loss_fn, regions=regions)
+    p = plan(graph, backend.solve(graph, 0.85, solver="auto", time_limit=5), backend)
+    asked: list[tuple[Any, list[tuple[Any, CheckpointPolicy]]]] = []  # per region call: policy, (op, answer)s
+
+    def recording(policy: Any) -> Any:
+        answers: list[tuple[Any, CheckpointPolicy]] = []
+
+        def forward(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+            answer: CheckpointPolicy = policy(ctx, op, *args, **kwargs)
+            answers.append((op, answer))
+            return answer
+
+        asked.append((policy, answers))
+        return create_selective_checkpoint_contexts(forward)
+
+    monkeypatch.setattr("remat.apply.create_selective_checkpoint_contexts", recording)
+    with applied(regions, p):
+        loss_fn(model(*inputs)).backward()
+    replay = SelectiveCheckpointContext(is_recompute=True)
+    cached = 0
+    for policy, answers in asked:
+        assert [policy(replay, op) for op, _ in answers] == [a for _, a in answers]
+        cached += sum(a == CheckpointPolicy.MUST_SAVE for _, a in answers)
+    assert len(asked) == len(regions) and cached > 0, (len(asked), cached)

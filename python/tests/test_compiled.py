@@ -21,7 +21,7 @@ import remat
 import remat.inductor
 from remat.compiled import Partitioner, _WithLoss, graph_key
 from remat.compiled import compile as remat_compile
-from remat.measure_compiled import measure_compiled
+from remat.measure_compiled import AllocatorBytes, measure_compiled
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import families
@@ -364,3 +364,19 @@ def test_inductor_predicts_on_a_cache_hit(binary: str) -> None:
             step(*inputs, *targets)
         assert step.last is not None
         assert step.last.predicted_peak > 0
+
+
+def test_an_operators_own_allocations_are_its_scratch() -> None:
+    """`prims::_low_memory_max_pool_offsets_to_indices` (PyTorch's min-cut partitioner puts it in
+    the backward of a max-pool) is Python over ATen ops: what they allocate and free inside it is
+    its scratch, and only its result an op output. Counted as outputs, PyTorch's min-cut on
+    ResNet-18 at 0.8 held 6,095,628 bytes by the allocator for 4,194,828 of op outputs."""
+    import torch._inductor.compile_fx  # registers the prims op
+
+    offsets = torch.zeros(4, 64, 16, 16, dtype=torch.int8)
+    with AllocatorBytes() as alloc:
+        indices = torch.ops.prims._low_memory_max_pool_offsets_to_indices(
+            offsets, [3, 3], [32, 32], [2, 2], [1, 1], [1, 1]
+        )
+    assert alloc.peak(scratch=False) == indices.untyped_storage().nbytes() == 4 * 64 * 16 * 16 * 8
+    assert alloc.peak() > alloc.peak(scratch=False)
