@@ -377,10 +377,10 @@ def _context_fn(
     table: dict[Key, CheckpointPolicy], calls: dict[str, int], misses: list[str], module: torch.nn.Module
 ) -> Callable[[], Any]:
     def make() -> Any:
-        # occurrences are counted apart in the forward and in the replay: torch before 2.15 asks
-        # the policy again as the replay runs each op (`ctx.is_recompute`) and takes a cached
-        # output only where it answers MUST_SAVE again (one counter made every replayed call a
-        # new occurrence: each cached op ran again, its cache held beside the copy)
+        # occurrences are counted apart in the forward and in the replay: torch 2.11 (not 2.15)
+        # asks the policy again as the replay runs each op (`ctx.is_recompute`) and takes a
+        # cached output only where it answers MUST_SAVE again (one counter made every replayed
+        # call a new occurrence: each cached op ran again, its cache held beside the copy)
         seen: dict[tuple[bool, str], int] = defaultdict(int)
 
         def policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
