@@ -49,8 +49,10 @@
 //! No single eviction rule is best on every graph and budget, so [`VARIANTS`] constructions
 //! run, differing in the neighbourhood cut and in what a value no target reads again
 //! ([`Dead`]) scores, and the cheapest is kept; each after the first is cut off at twice
-//! the computes of the cheapest so far. The first evicts dead values before any other, so
-//! that at the checkpoint-all peak nothing live is evicted and the answer is checkpoint-all.
+//! the computes of the cheapest so far, and until one succeeds, those that pass the work
+//! cap share twice the cap ([`UNFOLDED_WORK_SHARE`]). The first evicts dead values before
+//! any other, so that at the checkpoint-all peak nothing live is evicted and the answer is
+//! checkpoint-all.
 //!
 //! The compute sequence is turned into events by
 //! [`crate::schedule::sequence::from_computes`], which frees every value after its last
@@ -154,10 +156,12 @@ pub(crate) enum NotFound {
         needed: u64,
         need_budget: Option<u64>,
     },
-    /// The recomputations passed the work cap while computing `node`.
+    /// The recomputations passed the work cap while computing `node`; `tried` constructions
+    /// ran, none succeeded.
     Unfolding {
         node: usize,
         computes: usize,
+        tried: usize,
         need_budget: Option<u64>,
     },
 }
@@ -186,11 +190,15 @@ impl NotFound {
             NotFound::Unfolding {
                 node,
                 computes,
+                tried,
                 need_budget,
             } => (
                 format!(
-                    "its recomputations passed {computes} computes (the work cap) at '{}'",
-                    graph.id(node)
+                    "its recomputations passed {computes} computes (the work cap) at '{}' \
+                     ({tried} of its {} eviction rules tried: until one succeeds, those that \
+                     pass the cap share {UNFOLDED_WORK_SHARE} caps)",
+                    graph.id(node),
+                    VARIANTS.len()
                 ),
                 need_budget,
             ),
@@ -218,7 +226,9 @@ const WORK_PER_NODE: usize = 256;
 /// The work cap of small graphs, whose unfolding may repeat a node far more than
 /// [`WORK_PER_NODE`] times at their tightest budgets and still be quick.
 const MIN_WORK: usize = 1 << 20;
-/// The most non-resident ancestors `c_remat` visits per candidate.
+/// Until a construction succeeds, those that pass their work cap share this many caps: on
+/// a graph that unfolds, the other eviction rules unfold too.
+const UNFOLDED_WORK_SHARE: usize = 2;
 /// What one construction's eviction rule makes of a value no target reads again (it may
 /// still be read by the recomputation of a descendant).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -292,7 +302,6 @@ pub(crate) fn construct(
             need_budget,
         });
     };
-    let stop = Stop::start(options);
     // The work cap, and at most the computes whose schedule fits the memory limit.
     let fits = options.memory_limit.map_or(usize::MAX, |limit| {
         let room = limit.saturating_sub(footprint::linear_bytes(graph));
@@ -302,11 +311,25 @@ pub(crate) fn construct(
         .saturating_mul(graph.len())
         .max(MIN_WORK)
         .min(fits);
+    construct_within(instance, options, &needs, capacity, work)
+}
+
+/// [`construct`] with the work cap `work` per construction.
+fn construct_within(
+    instance: &Instance,
+    options: &SolveOptions,
+    needs: &Needs,
+    capacity: u64,
+    work: usize,
+) -> Result<Constructed, NotFound> {
+    let graph = instance.graph;
+    let need_budget = needs.budget(graph);
+    let stop = Stop::start(options);
     let attempt = |variant: usize, work: usize| {
         let mut cache = Cache::new(graph, capacity, options.seed, VARIANTS[variant]);
         let mut run = Run {
             graph,
-            needs: &needs,
+            needs,
             cache: &mut cache,
             computes: Vec::with_capacity(graph.len()),
             stop: &stop,
@@ -331,24 +354,43 @@ pub(crate) fn construct(
         Fail::Unfolding(node) => NotFound::Unfolding {
             node,
             computes: work,
+            tried: 1,
             need_budget,
         },
     });
     if matches!(best, Err(NotFound::Stopped(_))) {
         return best.map(|(_, built)| built);
     }
+    // The work of the constructions that unfold past their cap, while none has succeeded.
+    let mut unfolded = if matches!(best, Err(NotFound::Unfolding { .. })) {
+        work
+    } else {
+        0
+    };
     for variant in 1..VARIANTS.len() {
         // A construction that recomputes much more than the cheapest so far will not
-        // beat it: its work is capped at twice that one's.
+        // beat it: its work is capped at twice that one's. Until one succeeds, those that
+        // unfold share one cap of twice the work.
         let work = match &best {
             Ok((_, b)) => work.min(b.computes.len().saturating_mul(2)),
-            Err(_) => work,
+            Err(_) => work.min(
+                UNFOLDED_WORK_SHARE
+                    .saturating_mul(work)
+                    .saturating_sub(unfolded),
+            ),
         };
+        if work == 0 {
+            break;
+        }
+        if let Err(NotFound::Unfolding { tried, .. }) = &mut best {
+            *tried += 1;
+        }
         match attempt(variant, work) {
             Ok(built) if best.as_ref().is_ok_and(|b| b.0 <= built.0) => {}
             Ok(built) => best = Ok(built),
             Err(Fail::Stopped(_)) => break,
-            Err(_) => {}
+            Err(Fail::Unfolding(_)) => unfolded = unfolded.saturating_add(work),
+            Err(Fail::NoRoom { .. }) => {}
         }
     }
     best.map(|(_, built)| built)
