@@ -293,15 +293,6 @@ pub(crate) fn construct(
     options: &SolveOptions,
 ) -> Result<Constructed, NotFound> {
     let graph = instance.graph;
-    let needs = Needs::of(graph);
-    let need_budget = needs.budget(graph);
-    let Some(capacity) = instance.budget.checked_sub(graph.fixed_memory()) else {
-        return Err(NotFound::NoRoom {
-            node: 0,
-            needed: graph.fixed_memory(),
-            need_budget,
-        });
-    };
     // The work cap, and at most the computes whose schedule fits the memory limit.
     let fits = options.memory_limit.map_or(usize::MAX, |limit| {
         let room = limit.saturating_sub(footprint::linear_bytes(graph));
@@ -311,25 +302,31 @@ pub(crate) fn construct(
         .saturating_mul(graph.len())
         .max(MIN_WORK)
         .min(fits);
-    construct_within(instance, options, &needs, capacity, work)
+    construct_within(instance, options, work)
 }
 
 /// [`construct`] with the work cap `work` per construction.
 fn construct_within(
     instance: &Instance,
     options: &SolveOptions,
-    needs: &Needs,
-    capacity: u64,
     work: usize,
 ) -> Result<Constructed, NotFound> {
     let graph = instance.graph;
+    let needs = Needs::of(graph);
     let need_budget = needs.budget(graph);
+    let Some(capacity) = instance.budget.checked_sub(graph.fixed_memory()) else {
+        return Err(NotFound::NoRoom {
+            node: 0,
+            needed: graph.fixed_memory(),
+            need_budget,
+        });
+    };
     let stop = Stop::start(options);
     let attempt = |variant: usize, work: usize| {
         let mut cache = Cache::new(graph, capacity, options.seed, VARIANTS[variant]);
         let mut run = Run {
             graph,
-            needs,
+            needs: &needs,
             cache: &mut cache,
             computes: Vec::with_capacity(graph.len()),
             stop: &stop,

@@ -127,16 +127,7 @@ fn constructions_that_unfold_share_one_cap() {
     let g = generate::random_layered(300, 1);
     let budget = between_min_and_peak(&g, 0.05);
     let instance = Instance { graph: &g, budget };
-    let needs = Needs::of(&g);
-    let capacity = budget - g.fixed_memory();
-    let failure = construct_within(
-        &instance,
-        &SolveOptions::default(),
-        &needs,
-        capacity,
-        g.len() + 1,
-    )
-    .unwrap_err();
+    let failure = construct_within(&instance, &SolveOptions::default(), g.len() + 1).unwrap_err();
     let NotFound::Unfolding { tried, .. } = failure else {
         panic!("{failure:?}");
     };

@@ -244,11 +244,12 @@ impl<'g> Cuts<'g> {
         needed as i128 - room as i128
     }
 
-    /// The cuts to try, in order: the largest excesses, then a spread of the others.
-    fn candidates(&self, budget: u64) -> Vec<usize> {
+    /// The cuts to try, in order: the largest excesses, then a spread of the others, given
+    /// the `rooms` of [`Cuts::rooms`].
+    fn candidates(&self, rooms: &[Option<u64>]) -> Vec<usize> {
         let mut ranked: Vec<(i128, usize)> = (0..self.graph.len())
             .filter_map(|l| {
-                let excess = self.excess(l, self.room(l, budget)?);
+                let excess = self.excess(l, rooms[l]?);
                 (excess > 0).then_some((excess, l))
             })
             .collect();
@@ -463,11 +464,10 @@ impl<'g> Cuts<'g> {
     fn integral_extra(
         &self,
         l: usize,
-        budget: u64,
         forced: &Forced,
         controls: &Controls,
     ) -> Result<Option<f64>, SolveError> {
-        let Some(room) = self.room(l, budget) else {
+        let Some(room) = forced.rooms[l] else {
             return Ok(None);
         };
         if self.values(l).count() > INTEGRAL_MAX_VALUES {
@@ -577,7 +577,7 @@ fn bound_over(
     let stop = Stop::start(options);
     let rooms = cuts.rooms(budget);
     let forced = cuts.forced(&rooms, &stop);
-    let mut bounding = Bounding::new(cuts, budget, &forced, rooms, options, stop);
+    let mut bounding = Bounding::new(cuts, &forced, rooms, options, stop);
     let ranked = bounding.lp_cuts()?;
     bounding.integral_cuts(&ranked)?;
     let solved = bounding.solved;
@@ -592,8 +592,7 @@ fn bound_over(
 /// bound so far.
 struct Bounding<'c, 'g> {
     cuts: &'c Cuts<'g>,
-    budget: u64,
-    /// The forced values `F`.
+    /// The forced values `F`, with the rooms of the budget.
     forced: Forced,
     /// `Σ_v c_v + Σ_{v ∈ F} c_v`: every schedule's cost is at least this.
     base: f64,
@@ -607,7 +606,6 @@ struct Bounding<'c, 'g> {
 impl<'c, 'g> Bounding<'c, 'g> {
     fn new(
         cuts: &'c Cuts<'g>,
-        budget: u64,
         forced: &[(usize, usize)],
         rooms: Vec<Option<u64>>,
         options: &SolveOptions,
@@ -634,7 +632,6 @@ impl<'c, 'g> Bounding<'c, 'g> {
         };
         Bounding {
             cuts,
-            budget,
             forced: Forced { set, rooms },
             base,
             controls,
@@ -656,7 +653,7 @@ impl<'c, 'g> Bounding<'c, 'g> {
     /// with the cost each proved, most first.
     fn lp_cuts(&mut self) -> Result<Vec<(f64, usize)>, SolveError> {
         let mut ranked: Vec<(f64, usize)> = Vec::new();
-        for l in self.cuts.candidates(self.budget) {
+        for l in self.cuts.candidates(&self.forced.rooms) {
             if self.stop.cancelled() {
                 return Err(SolveError::Cancelled);
             }
@@ -678,7 +675,7 @@ impl<'c, 'g> Bounding<'c, 'g> {
     /// Cut `l`'s LP: the cost it proves and its `S_v` (1 outside the cut's values); `None`
     /// when the cut has no room or its LP is not solved to optimality.
     fn lp_cut(&mut self, l: usize) -> Result<Option<(f64, Vec<f64>)>, SolveError> {
-        let Some(room) = self.cuts.room(l, self.budget) else {
+        let Some(room) = self.forced.rooms[l] else {
             return Ok(None);
         };
         let Some(CutLp { lp, c_max, col }) = self.cuts.lp(l, room, &self.forced, false) else {
@@ -706,9 +703,7 @@ impl<'c, 'g> Bounding<'c, 'g> {
             if self.stop.should_stop() {
                 break;
             }
-            let extra = self
-                .cuts
-                .integral_extra(l, self.budget, &self.forced, &self.controls)?;
+            let extra = self.cuts.integral_extra(l, &self.forced, &self.controls)?;
             let Some(extra) = extra else {
                 continue;
             };
