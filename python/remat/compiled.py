@@ -304,8 +304,7 @@ def masked_backwards() -> dict[Any, Callable[..., Any]]:
     where the output was positive, but as one ATen op it reads the whole float output, so a schedule
     would have to keep 4 bytes an element (float32) through the backward where the one-byte mask
     (`le`, a node of its own once decomposed) suffices. Inductor's graphs and PyTorch's min-cut
-    partitioner's are decomposed this way too. (`hardtanh_backward`, ReLU6's, decomposes alike but
-    changed nothing measured on MobileNetV2, so it stays whole.)"""
+    partitioner's are decomposed this way too."""
     return dict(torch._decomp.get_decompositions([torch.ops.aten.threshold_backward]))
 
 
