@@ -9,6 +9,7 @@ import json
 import operator
 import sys
 import warnings
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -225,10 +226,7 @@ def test_a_relu_keeps_its_mask_not_its_output(binary: str) -> None:
     assert not any("threshold_backward" in n["op"] for n in nodes)
     assert any(n["op"] == "aten.le.Scalar" and n["meta"]["dtype"] == "bool" for n in nodes)
     convolutions = {n["id"] for n in nodes if n["op"] == "aten.convolution.default"}
-    runs: dict[str, int] = {}
-    for e in last.events:
-        if e["op"] == "compute" and e["node"] in convolutions:
-            runs[e["node"]] = runs.get(e["node"], 0) + 1
+    runs = Counter(e["node"] for e in last.events if e["op"] == "compute" and e["node"] in convolutions)
     assert runs == dict.fromkeys(convolutions, 1)
     assert m.activations <= last.budget - int(last.graph["fixed_memory"])
 
