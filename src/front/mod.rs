@@ -92,7 +92,8 @@ mod tests {
             | BoundMethod::Search
             | BoundMethod::LpRelaxation
             | BoundMethod::BranchAndBound
-            | BoundMethod::StageCut => m,
+            | BoundMethod::StageCut
+            | BoundMethod::SequenceOfCuts => m,
         };
         let methods = [
             BoundMethod::SumOfCosts,
@@ -100,6 +101,7 @@ mod tests {
             BoundMethod::LpRelaxation,
             BoundMethod::BranchAndBound,
             BoundMethod::StageCut,
+            BoundMethod::SequenceOfCuts,
         ];
         for m in methods.map(listed) {
             assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());

@@ -311,6 +311,9 @@ pub enum BoundMethod {
     /// Checkmate's relaxation aggregated around one stage (the stage-cut bound): what the
     /// values still needed at a node's first computation cost to bring back.
     StageCut,
+    /// The same relaxation around a sequence of moments (the sequence of cuts): a value
+    /// dropped before one moment and needed after a later one is paid again at each.
+    SequenceOfCuts,
 }
 
 impl BoundMethod {
@@ -321,6 +324,7 @@ impl BoundMethod {
             BoundMethod::LpRelaxation => "lp_relaxation",
             BoundMethod::BranchAndBound => "branch_and_bound",
             BoundMethod::StageCut => "stage_cut",
+            BoundMethod::SequenceOfCuts => "sequence_of_cuts",
         }
     }
 }

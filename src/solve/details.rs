@@ -281,6 +281,9 @@ pub struct AutoDetails {
     /// The stage-cut bound, when it rose above `Σ_v c_v`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stage_cut: Option<StageCutDetails>,
+    /// The bound of the sequence of cuts, when it rose above the stage-cut bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<SequenceDetails>,
     /// Every candidate, in the order they ran.
     pub tried: Vec<Tried>,
 }
@@ -302,6 +305,27 @@ pub struct StageCutDetails {
     /// Whether the bound is a cut's with its keep and recompute choices integral (branch and
     /// bound on the cut), higher than every cut's LP.
     pub integral: bool,
+    /// Seconds it took.
+    pub time_s: f64,
+}
+
+/// The bound of the sequence of cuts `auto` proved (`crate::solve::exact::checkmate`'s
+/// `stage_cut::sequence`): the stage-cut bound's relaxation around several moments at once.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SequenceDetails {
+    /// The bound on every schedule's cost.
+    pub bound: f64,
+    /// The nodes whose first computations are its moments, in the order every schedule
+    /// computes them.
+    pub moments: Vec<String>,
+    /// Whether the bound is the window's integral program's (branch and bound), higher than
+    /// its LP.
+    pub integral: bool,
+    /// The windows of moments whose LP was solved.
+    pub windows: usize,
+    /// Whether every window of the effort was solved within the bound's time share: if
+    /// not, another machine may prove a different bound (never a different schedule).
+    pub complete: bool,
     /// Seconds it took.
     pub time_s: f64,
 }

@@ -36,6 +36,16 @@
 //!    first stages every plain rule recomputes three to five times), it is the cheapest
 //!    candidate; like the guided run, after the polishing and never its start (under
 //!    [`Effort::Time`] before the MILP).
+//! 8. Unless the best schedule meets the stage-cut bound, the bound of the sequence of
+//!    cuts through the stage cut's moment ([`checkmate`]'s relaxation around several
+//!    moments at once: a value the backward pass needs again after each of them is paid
+//!    at each), over windows of eight later moments: a few LPs per unit of effort, and
+//!    integral programs of a few branch-and-bound nodes where an LP proves more, within
+//!    [`SEQUENCE_TIME`] per unit of effort on a clock of its own. It comes last because it
+//!    changes no schedule, only the bound and so the gap the answer states and whether it
+//!    converged; where its time ends it first, the bound may differ by machine
+//!    (`details.sequence.complete` is then false). Under [`Effort::Time`] the improvers
+//!    take the whole time, so it runs only in what is left.
 //!
 //! # Effort, and what ends the solve
 //! Under [`Effort::Work`] (the default) every candidate's effort is counted in work units
@@ -98,6 +108,11 @@ const FAST: [&str; 6] = [
 /// [`Effort::Time`]: the share of the remaining time the stage-cut bound may take (its LPs
 /// take 0.1 to 0.3 s in all on the 300- to 900-node exported graphs).
 const BOUND_SHARE: f64 = 0.1;
+
+/// [`Effort::Work`]: the most time the sequence of cuts may take per unit of effort, on its
+/// own clock (a bound only: its windows' integral programs are HiGHS root nodes, whose time
+/// no work limit bounds).
+const SEQUENCE_TIME: Duration = Duration::from_secs(3);
 
 /// [`Effort::Time`]: the share of the remaining time the knapsack ranked by the stage-cut
 /// LP may take (not a floor candidate: on 10,000 nodes a knapsack takes 3 to 15 s).
@@ -242,6 +257,7 @@ impl Solver for Auto {
                 steered(&mut portfolio)?;
             }
         }
+        portfolio.prove_sequence(SEQUENCE_TIME)?;
         Ok(portfolio.finish())
     }
 }

@@ -5,12 +5,16 @@
 //! solve ([`EndedBy`]).
 
 use crate::schedule::{simulate, Schedule};
-use crate::solve::details::{AutoDetails, Details, StageCutDetails, Tried, Verdict};
-use crate::solve::exact::checkmate::stage_cut_bound;
+use crate::solve::details::{
+    AutoDetails, Details, SequenceDetails, StageCutDetails, Tried, Verdict,
+};
+use crate::solve::exact::checkmate::{sequence_bound, stage_cut_bound};
 use crate::solve::{
     Bound, BoundMethod, Claim, Effort, EndedBy, Instance, Outcome, Plan, Scope, SolveError,
     SolveOptions, Stop,
 };
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The relative gap to a bound on every schedule within which the best plan counts as
@@ -33,6 +37,8 @@ pub(super) struct Portfolio<'a> {
     /// The node of the stage-cut bound's cut and the share of each node its LP keeps
     /// resident there.
     stage_cut_keep: Option<(usize, Vec<f64>)>,
+    /// The bound of the sequence of cuts, when it rose above the stage-cut bound.
+    sequence: Option<SequenceDetails>,
 }
 
 /// The cheapest verified plan so far.
@@ -55,6 +61,7 @@ impl<'a> Portfolio<'a> {
             proven_infeasible: None,
             stage_cut: None,
             stage_cut_keep: None,
+            sequence: None,
         }
     }
 
@@ -66,16 +73,21 @@ impl<'a> Portfolio<'a> {
             .map(|(cut, keep)| (*cut, keep.as_slice()))
     }
 
-    /// The best proven bound on every schedule: the stage-cut bound, else `Σ_v c_v`.
+    /// The best proven bound on every schedule: the sequence of cuts', else the stage-cut
+    /// bound, else `Σ_v c_v` (each is recorded only when it rose above the one after it).
     fn global_bound(&self) -> Bound {
-        self.stage_cut.as_ref().map_or_else(
-            || Bound::sum_of_costs(self.instance.graph),
-            |cut| Bound {
-                cost: cut.bound,
-                scope: Scope::GlobalOptimum,
-                method: BoundMethod::StageCut,
-            },
-        )
+        let bound = |cost: f64, method: BoundMethod| Bound {
+            cost,
+            scope: Scope::GlobalOptimum,
+            method,
+        };
+        if let Some(sequence) = &self.sequence {
+            bound(sequence.bound, BoundMethod::SequenceOfCuts)
+        } else if let Some(cut) = &self.stage_cut {
+            bound(cut.bound, BoundMethod::StageCut)
+        } else {
+            Bound::sum_of_costs(self.instance.graph)
+        }
     }
 
     /// Proves the stage-cut bound with `share` of the time left (under [`Effort::Work`]:
@@ -125,6 +137,72 @@ impl<'a> Portfolio<'a> {
         Ok(())
     }
 
+    /// Proves the bound of the sequence of cuts through the stage cut's moment, within the
+    /// effort's windows and the time left, once a schedule is found that does not meet the
+    /// bounds so far; like the stage-cut bound it is no candidate, and kept only where it
+    /// rises above it.
+    ///
+    /// Under [`Effort::Work`] it gets at most `share` (scaled by the effort) of the time
+    /// left, on a clock of its own: its windows' integral programs are HiGHS's root nodes,
+    /// whose time no work limit bounds. A share that ends it is not the solve's time limit
+    /// (the schedule is the same on every machine); `details.sequence.complete` says so.
+    pub(super) fn prove_sequence(&mut self, share: Duration) -> Result<(), SolveError> {
+        if self.best.is_none() || self.done() || self.stop.should_stop() {
+            return Ok(());
+        }
+        let Some((anchor, _)) = self.stage_cut_keep() else {
+            return Ok(());
+        };
+        let graph = self.instance.graph;
+        let mut options = self.allot(1.0, None);
+        if let Effort::Work(scale) = self.options.effort {
+            let share = share.mul_f64(scale);
+            if options.time_limit.is_none_or(|left| share < left) {
+                options.time_limit = Some(share);
+                options.timed_out = Arc::new(AtomicBool::new(false));
+            }
+        }
+        let started = self.stop.elapsed();
+        match sequence_bound(graph, self.instance.budget, anchor, &options) {
+            Err(SolveError::Cancelled) => return Err(SolveError::Cancelled),
+            Err(e) => self
+                .options
+                .report(format!("auto: no sequence-of-cuts bound: {e}"), None),
+            Ok(None) => {}
+            Ok(Some(sequence)) if sequence.cost > self.global_bound().cost => {
+                let time_s = (self.stop.elapsed() - started).as_secs_f64();
+                let moments: Vec<String> = sequence
+                    .moments
+                    .iter()
+                    .map(|&l| graph.id(l).to_string())
+                    .collect();
+                self.options.report(
+                    format!(
+                        "auto: sequence-of-cuts bound {} over {} moments from '{}' to '{}' \
+                         ({} windows, integral: {}, {time_s:.1} s)",
+                        sequence.cost,
+                        moments.len(),
+                        moments[0],
+                        moments[moments.len() - 1],
+                        sequence.windows,
+                        sequence.integral
+                    ),
+                    None,
+                );
+                self.sequence = Some(SequenceDetails {
+                    bound: sequence.cost,
+                    moments,
+                    integral: sequence.integral,
+                    windows: sequence.windows,
+                    complete: sequence.complete,
+                    time_s,
+                });
+            }
+            Ok(Some(_)) => {}
+        }
+        Ok(())
+    }
+
     /// Whether the solve is over: cancelled, or converged ([`Portfolio::converged`]). The
     /// deadline is not checked here: see [`Portfolio::run`].
     pub(super) fn done(&self) -> bool {
@@ -133,7 +211,7 @@ impl<'a> Portfolio<'a> {
 
     /// Whether no search can do better: no schedule can exist, or the best plan is a
     /// global optimum (proven so, or within the MIP gap of a bound on every schedule:
-    /// `Σ_v c_v` or the stage-cut bound).
+    /// `Σ_v c_v`, the stage-cut bound or the sequence of cuts).
     fn converged(&self) -> bool {
         let gap = self.options.mip_gap.unwrap_or(DEFAULT_GAP);
         self.proven_exact()
@@ -427,6 +505,7 @@ impl<'a> Portfolio<'a> {
             first_found_s,
             solver_details: plan.details.take(),
             stage_cut: self.stage_cut,
+            sequence: self.sequence,
             tried: self.tried,
         })));
         Outcome::Plan(plan)

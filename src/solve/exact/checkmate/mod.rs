@@ -96,7 +96,7 @@ pub use lp_rounding::{LpBound, LpRounding};
 pub(crate) use milp::solve_milp;
 pub use milp::Milp;
 pub use size::{model_size, ModelSize};
-pub(crate) use stage_cut::stage_cut_bound;
+pub(crate) use stage_cut::{sequence_bound, stage_cut_bound};
 
 use model::{horizons, memory_scale, StageModel};
 

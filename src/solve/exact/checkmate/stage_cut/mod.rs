@@ -93,6 +93,12 @@
 //! positive excess; each LP until the time limit. A cut whose LP does not end optimal is
 //! skipped: the bound is the best of those that did.
 //!
+//! # Several moments
+//!
+//! One cut prices one moment. A value the backward pass drops and needs again several
+//! times is paid for once per moment by the sequence of cuts ([`sequence`]), the same
+//! relaxation around several moments at once.
+//!
 //! # Numerics
 //!
 //! Costs are divided by the largest and sizes by the larger of the room and the largest
@@ -104,6 +110,9 @@ use super::backend::{self, Controls, Lp, Run, RunStatus};
 use crate::graph::Graph;
 use crate::solve::{SolveError, SolveOptions, Stop};
 use fixedbitset::FixedBitSet;
+
+mod sequence;
+pub(crate) use sequence::sequence_bound;
 
 /// The cuts with the largest excess that are tried first.
 const BEST_CUTS: usize = 12;

@@ -249,3 +249,95 @@ fn a_third_computation_never_above_the_exhaustive_optimum_on_random_layered_grap
         "the third computation raised the bound in {raised} cases"
     );
 }
+
+/// The bound of the sequence of cuts through `anchor`, every window solved.
+fn sequence(graph: &Graph, budget: u64, anchor: usize) -> Option<sequence::SequenceBound> {
+    let options = SolveOptions {
+        effort: crate::solve::Effort::Time,
+        ..SolveOptions::default()
+    };
+    sequence_bound(graph, budget, anchor, &options).unwrap()
+}
+
+/// On Checkmate's random layered training graphs of 7 to 11 nodes and on random DAGs of
+/// 3 to 9 nodes with sizes 1 to 6, at budgets from the least feasible to the checkpoint-all
+/// peak, through every node as the anchor: the sequence of cuts is never above the
+/// exhaustive optimum, and in some cases above the stage-cut bound.
+#[test]
+fn the_sequence_of_cuts_never_above_the_exhaustive_optimum() {
+    let (mut cases, mut runs, mut raised) = (0, 0, 0);
+    let layered = (0..900u64).map(|seed| (random_layered(7 + (seed % 5) as usize, seed), seed));
+    let dags = (0..900u64).map(|seed| {
+        let shape = DagShape {
+            sizes: 1..=6,
+            ..DagShape::dense(3 + (seed % 7) as usize)
+        };
+        (random_dag(&shape, seed), seed)
+    });
+    for (g, seed) in layered.chain(dags) {
+        let (low, _) = g.min_feasible_budget();
+        let peak = checkpoint_all_peak(&g);
+        for step in 0..=6u64 {
+            let budget = low + (peak - low) * step / 6;
+            let Some(best) = optimum(&g, budget) else {
+                continue;
+            };
+            cases += 1;
+            let cut = bound(&g, budget).map_or(g.total_cost(), |c| c.cost);
+            for anchor in 0..g.len() {
+                let Some(seq) = sequence(&g, budget, anchor) else {
+                    continue;
+                };
+                runs += 1;
+                assert!(
+                    seq.cost <= best * (1.0 + 1e-9) + 1e-9,
+                    "{} nodes, seed {seed} at {budget}: sequence {} above the optimum {best} \
+                     ({seq:?})",
+                    g.len(),
+                    seq.cost
+                );
+                raised += usize::from(seq.cost > cut + 1e-9);
+            }
+        }
+    }
+    eprintln!("{cases} cases, {runs} sequences, {raised} above the stage-cut bound");
+    assert!(cases >= 10_000, "only {cases} cases");
+    assert!(
+        raised >= 20,
+        "the sequence rose above the stage-cut bound in only {raised} runs"
+    );
+}
+
+/// On the bundled ResNet-18 a quarter of the way from its least budget to its peak: the
+/// sequence of cuts through the stage cut's node proves 0.9 point more than the stage cut,
+/// and stays below the cost of a schedule (DTR-ahead's).
+#[test]
+fn the_sequence_of_cuts_raises_the_stage_cut_on_a_resnet() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/graphs/resnet18.json");
+    let g = crate::graph::load::load_graph(
+        std::path::Path::new(path),
+        crate::graph::load::Format::Auto,
+    )
+    .unwrap();
+    let budget = crate::budget::between_min_and_peak(&g, 0.25);
+    let cut = bound(&g, budget).expect("a stage cut");
+    let seq = sequence(&g, budget, cut.node).expect("a sequence");
+    let schedule = solve(
+        &Instance { graph: &g, budget },
+        "dtr-ahead",
+        &SolveOptions::default(),
+    )
+    .unwrap()
+    .stats
+    .expect("a schedule")
+    .total_cost;
+    let sum = g.total_cost();
+    assert!(
+        seq.cost > cut.cost + 0.009 * sum,
+        "{} vs {}",
+        seq.cost,
+        cut.cost
+    );
+    assert!(seq.cost <= schedule, "{} above {schedule}", seq.cost);
+    assert!(seq.complete && seq.moments[0] == cut.node, "{seq:?}");
+}
