@@ -44,8 +44,9 @@
 //!    [`SEQUENCE_TIME`] per unit of effort on a clock of its own. It comes last because it
 //!    changes no schedule, only the bound and so the gap the answer states and whether it
 //!    converged; where its time ends it first, the bound may differ by machine
-//!    (`details.sequence.complete` is then false). Under [`Effort::Time`] the improvers
-//!    take the whole time, so it runs only in what is left.
+//!    (`details.sequence.complete` is then false) and is not one the solve converges on,
+//!    so that `ended_by` does not differ. Under [`Effort::Time`] the improvers take the
+//!    whole time, so it runs only in what is left.
 //!
 //! # Effort, and what ends the solve
 //! Under [`Effort::Work`] (the default) every candidate's effort is counted in work units

@@ -76,17 +76,29 @@ impl<'a> Portfolio<'a> {
     /// The best proven bound on every schedule: the sequence of cuts', else the stage-cut
     /// bound, else `Σ_v c_v` (each is recorded only when it rose above the one after it).
     fn global_bound(&self) -> Bound {
+        self.bound_with(true)
+    }
+
+    /// The bound whether the solve converged rests on: [`Portfolio::global_bound`] without a
+    /// sequence of cuts whose time share ended it (its value may differ on another machine;
+    /// `ended_by` should not).
+    fn settled_bound(&self) -> Bound {
+        self.bound_with(false)
+    }
+
+    /// [`Portfolio::global_bound`], with an incomplete sequence of cuts only if `incomplete`.
+    fn bound_with(&self, incomplete: bool) -> Bound {
         let bound = |cost: f64, method: BoundMethod| Bound {
             cost,
             scope: Scope::GlobalOptimum,
             method,
         };
-        if let Some(sequence) = &self.sequence {
-            bound(sequence.bound, BoundMethod::SequenceOfCuts)
-        } else if let Some(cut) = &self.stage_cut {
-            bound(cut.bound, BoundMethod::StageCut)
-        } else {
-            Bound::sum_of_costs(self.instance.graph)
+        match (&self.sequence, &self.stage_cut) {
+            (Some(sequence), _) if incomplete || sequence.complete => {
+                bound(sequence.bound, BoundMethod::SequenceOfCuts)
+            }
+            (_, Some(cut)) => bound(cut.bound, BoundMethod::StageCut),
+            _ => Bound::sum_of_costs(self.instance.graph),
         }
     }
 
@@ -211,14 +223,15 @@ impl<'a> Portfolio<'a> {
 
     /// Whether no search can do better: no schedule can exist, or the best plan is a
     /// global optimum (proven so, or within the MIP gap of a bound on every schedule:
-    /// `Σ_v c_v`, the stage-cut bound or the sequence of cuts).
+    /// `Σ_v c_v`, the stage-cut bound or a complete sequence of cuts: the
+    /// [`Portfolio::settled_bound`]).
     fn converged(&self) -> bool {
         let gap = self.options.mip_gap.unwrap_or(DEFAULT_GAP);
         self.proven_exact()
             || self
                 .best
                 .as_ref()
-                .is_some_and(|b| b.cost - self.global_bound().cost <= gap * b.cost)
+                .is_some_and(|b| b.cost - self.settled_bound().cost <= gap * b.cost)
     }
 
     /// Whether nothing can do better at all: no schedule can exist, or the best plan is a
@@ -227,7 +240,7 @@ impl<'a> Portfolio<'a> {
         self.proven_infeasible.is_some()
             || self.best.as_ref().is_some_and(|b| {
                 (b.plan.claim == Claim::Optimal && b.plan.scope == Scope::GlobalOptimum)
-                    || self.global_bound().met_by(b.cost)
+                    || self.settled_bound().met_by(b.cost)
             })
     }
 
