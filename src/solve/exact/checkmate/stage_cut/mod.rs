@@ -194,6 +194,29 @@ struct Forced {
     rooms: Vec<Option<u64>>,
 }
 
+impl Forced {
+    /// The set of the values of `forced` ([`Cuts::forced`]) of a graph of `n` nodes, with
+    /// the `rooms` they were found with.
+    fn new(n: usize, forced: &[(usize, usize)], rooms: Vec<Option<u64>>) -> Forced {
+        let mut set = FixedBitSet::with_capacity(n);
+        set.extend(forced.iter().map(|&(v, _)| v));
+        Forced { set, rooms }
+    }
+}
+
+/// HiGHS's controls for an LP of the bound: `options`' threads and seed, `stop`'s deadline.
+fn relaxed_controls(options: &SolveOptions, stop: &Stop) -> Controls {
+    Controls {
+        relax: true,
+        stop: stop.clone(),
+        mip_rel_gap: None,
+        max_nodes: None,
+        threads: options.threads,
+        seed: options.seed,
+        first_order: false,
+    }
+}
+
 /// The ancestor sets and the reading relation the cuts are built from.
 struct Cuts<'g> {
     graph: &'g Graph,
@@ -621,8 +644,6 @@ impl<'c, 'g> Bounding<'c, 'g> {
         stop: Stop,
     ) -> Self {
         let graph = cuts.graph;
-        let mut set = FixedBitSet::with_capacity(graph.len());
-        set.extend(forced.iter().map(|&(v, _)| v));
         let base = graph.total_cost() + forced.iter().map(|&(v, _)| graph.cost(v)).sum::<f64>();
         // With forced values and no cut, the bound is `base`, at the moment of the forced
         // value of the largest cost.
@@ -630,18 +651,10 @@ impl<'c, 'g> Bounding<'c, 'g> {
             .iter()
             .max_by(|a, b| graph.cost(a.0).total_cmp(&graph.cost(b.0)))
             .map(|&(_, l)| StageCut::found(base, l, vec![1.0; graph.len()], false));
-        let controls = Controls {
-            relax: true,
-            stop: stop.clone(),
-            mip_rel_gap: None,
-            max_nodes: None,
-            threads: options.threads,
-            seed: options.seed,
-            first_order: false,
-        };
+        let controls = relaxed_controls(options, &stop);
         Bounding {
             cuts,
-            forced: Forced { set, rooms },
+            forced: Forced::new(graph.len(), forced, rooms),
             base,
             controls,
             stop,

@@ -67,7 +67,7 @@
 //! On the graphs measured the window that proves most sits either right after the anchor (a
 //! U-Net's skip connections) or near the end of the chain (a ResNet's first stages).
 
-use super::{covers, run_cut, significant, Cuts, Forced};
+use super::{covers, relaxed_controls, run_cut, significant, Cuts, Forced};
 use crate::graph::Graph;
 use crate::solve::exact::checkmate::backend::{Controls, Lp, RunStatus};
 use crate::solve::{Effort, SolveError, SolveOptions, Stop};
@@ -143,27 +143,23 @@ pub(crate) fn sequence_bound(
     if rooms[anchor].is_none() {
         return Ok(None);
     }
-    let mut set = FixedBitSet::with_capacity(graph.len());
-    set.extend(cuts.forced(&rooms, &stop).into_iter().map(|(v, _)| v));
-    let forced = Forced { set, rooms };
+    let forced = cuts.forced(&rooms, &stop);
+    let programs = Programs {
+        cuts: &cuts,
+        forced: Forced::new(graph.len(), &forced, rooms),
+        // A forced value's two computations are outside the objective (module docs, (5)).
+        twice: forced.iter().map(|&(v, _)| 2.0 * graph.cost(v)).sum(),
+    };
     let Some(chain) = chain(&cuts, anchor, &stop) else {
         return Ok(None);
     };
-    let relaxed = Controls {
-        relax: true,
-        stop: stop.clone(),
-        mip_rel_gap: None,
-        max_nodes: None,
-        threads: options.threads,
-        seed: options.seed,
-        first_order: false,
-    };
+    let relaxed = relaxed_controls(options, &stop);
     let integral = Controls {
         relax: false,
         max_nodes: Some(WINDOW_NODES),
         ..relaxed.clone()
     };
-    let alone = window_cost(&cuts, vec![anchor], &forced, &relaxed)?;
+    let alone = programs.cost(vec![anchor], &relaxed)?;
     let mut best = Best::new(graph.total_cost());
     let mut left = integral_windows;
     for moments in windows_after(&chain, anchor).into_iter().take(windows) {
@@ -174,7 +170,7 @@ pub(crate) fn sequence_bound(
             best.complete = false;
             break;
         }
-        let Some(lp) = window_cost(&cuts, moments.clone(), &forced, &relaxed)? else {
+        let Some(lp) = programs.cost(moments.clone(), &relaxed)? else {
             continue;
         };
         best.windows += 1;
@@ -183,33 +179,30 @@ pub(crate) fn sequence_bound(
             continue;
         }
         left -= 1;
-        if let Some(cost) = window_cost(&cuts, moments.clone(), &forced, &integral)? {
+        if let Some(cost) = programs.cost(moments.clone(), &integral)? {
             best.offer(cost, &moments, true);
         }
     }
     // A run the time limit ended proved less than it would have.
     best.complete &= !stop.should_stop();
-    let (windows, complete) = (best.windows, best.complete);
-    Ok(best.found.map(|found| SequenceBound {
-        windows,
-        complete,
-        ..found
-    }))
+    Ok(best.bound())
 }
 
-/// The best bound of a run of [`sequence_bound`] and the windows whose LP was solved.
+/// The best bound of a run of [`sequence_bound`] so far, and the windows whose LP was
+/// solved.
 struct Best {
-    /// What a window must prove more than: `Σ_v c_v`, then the best so far.
-    floor: f64,
-    found: Option<SequenceBound>,
+    /// `Σ_v c_v`: what the first window must prove more than.
+    sum_of_costs: f64,
+    /// The highest cost proven, its moments and whether its integral program proved it.
+    found: Option<(f64, Vec<usize>, bool)>,
     windows: usize,
     complete: bool,
 }
 
 impl Best {
-    fn new(floor: f64) -> Best {
+    fn new(sum_of_costs: f64) -> Best {
         Best {
-            floor,
+            sum_of_costs,
             found: None,
             windows: 0,
             complete: true,
@@ -219,45 +212,55 @@ impl Best {
     /// Keeps `cost`, proven over `moments` (by their integral program if `integral`), if it
     /// is the highest so far.
     fn offer(&mut self, cost: f64, moments: &[usize], integral: bool) {
-        if cost > self.floor {
-            self.floor = cost;
-            self.found = Some(SequenceBound {
-                cost,
-                moments: moments.to_vec(),
-                integral,
-                windows: 0,
-                complete: true,
-            });
+        if cost > self.found.as_ref().map_or(self.sum_of_costs, |f| f.0) {
+            self.found = Some((cost, moments.to_vec(), integral));
         }
+    }
+
+    /// The bound found, if any window proved more than `Σ_v c_v`.
+    fn bound(self) -> Option<SequenceBound> {
+        let (cost, moments, integral) = self.found?;
+        Some(SequenceBound {
+            cost,
+            moments,
+            integral,
+            windows: self.windows,
+            complete: self.complete,
+        })
     }
 }
 
-/// The least cost of the program over `moments` (a chain in the ancestor order, in that
-/// order), its LP or, with integral `controls`, HiGHS's dual bound on its integral
-/// program within their node limit; `None` when a moment does not fit or HiGHS proves
-/// nothing.
-fn window_cost(
-    cuts: &Cuts,
-    moments: Vec<usize>,
-    forced: &Forced,
-    controls: &Controls,
-) -> Result<Option<f64>, SolveError> {
-    let graph = cuts.graph;
-    let phases = Phases::new(cuts, moments);
-    let Some((lp, c_max)) = program(cuts, &phases, &forced.rooms, &forced.set) else {
-        return Ok(None);
-    };
-    let run = run_cut(lp, controls)?;
-    let proven = match run.status {
-        RunStatus::Infeasible => None,
-        // An LP's bound counts only when solved; a branch and bound's dual bound always.
-        RunStatus::Optimal => run.bound,
-        _ if !controls.relax => run.bound,
-        _ => None,
-    };
-    // A forced value's two computations are outside the objective (module docs, (5)).
-    let twice: f64 = forced.set.ones().map(|v| 2.0 * graph.cost(v)).sum();
-    Ok(proven.filter(|b| b.is_finite()).map(|b| twice + b * c_max))
+/// What the program of every window is built from.
+struct Programs<'c, 'g> {
+    cuts: &'c Cuts<'g>,
+    forced: Forced,
+    /// `2 Σ_{v ∈ F} c_v`, which every program's objective leaves out.
+    twice: f64,
+}
+
+impl Programs<'_, '_> {
+    /// The least cost of the program over `moments` (a chain in the ancestor order, in that
+    /// order), its LP or, with integral `controls`, HiGHS's dual bound on its integral
+    /// program within their node limit; `None` when a moment does not fit or HiGHS proves
+    /// nothing.
+    fn cost(&self, moments: Vec<usize>, controls: &Controls) -> Result<Option<f64>, SolveError> {
+        let phases = Phases::new(self.cuts, moments);
+        let Some((lp, c_max)) = program(self.cuts, &phases, &self.forced.rooms, &self.forced.set)
+        else {
+            return Ok(None);
+        };
+        let run = run_cut(lp, controls)?;
+        let proven = match run.status {
+            RunStatus::Infeasible => None,
+            // An LP's bound counts only when solved; a branch and bound's dual bound always.
+            RunStatus::Optimal => run.bound,
+            _ if !controls.relax => run.bound,
+            _ => None,
+        };
+        Ok(proven
+            .filter(|b| b.is_finite())
+            .map(|b| self.twice + b * c_max))
+    }
 }
 
 /// The windows after `anchor` on `chain` (module docs, "Which moments"), each with the
