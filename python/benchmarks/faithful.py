@@ -130,7 +130,30 @@ def run_row(
             for b, b0 in zip(buffers, base["buffers"], strict=True)
         )
         row["equal"] = same
+        if not same:
+            row["mismatch"] = mismatch(model, m.loss, m.grads, buffers, base)
     return row
+
+
+def mismatch(model: torch.nn.Module, loss: float, grads: Sequence[Any], buffers: Sequence[Any], base: Row) -> str:
+    """Where a row differs most from the baseline, relative to `equal`'s tolerance: the tensor
+    (the loss, a parameter's gradient or a buffer), its largest absolute difference and that
+    difference over the tolerance at the element (above 1 fails)."""
+    worst = ("loss", abs(loss - base["loss"]), abs(loss - base["loss"]) / (1e-4 * abs(base["loss"]) or 1.0))
+    names = [f"grad {n}" for n, _ in model.named_parameters()] + [f"buffer {n}" for n, _ in model.named_buffers()]
+    pairs = [(g, g0, 1e-4, 1e-5) for g, g0 in zip(grads, base["grads"], strict=True)]
+    pairs += [(b, b0, 1e-5, 1e-6) for b, b0 in zip(buffers, base["buffers"], strict=True)]
+    for name, (t, t0, rtol, atol) in zip(names, pairs, strict=True):
+        if t is None or t0 is None or not t.dtype.is_floating_point:
+            if not (t is None and t0 is None) and (t is None or t0 is None or not torch.equal(t, t0)):
+                return f"{name} differs"
+            continue
+        diff = (t.double() - t0.double()).abs()
+        ratio = (diff / (atol + rtol * t0.double().abs())).max().item()
+        if ratio > worst[2]:
+            worst = (name, diff.max().item(), ratio)
+    name, diff, ratio = worst
+    return f"{name}: max |diff| {diff:.3g}, {ratio:.3g}x the tolerance"
 
 
 def make_step(model: torch.nn.Module, loss_fn: Callable[..., Any], n_inputs: int) -> Callable[..., Any]:
@@ -233,7 +256,7 @@ def rows_for(name: str, args: argparse.Namespace, backend: remat.Local) -> list[
         for r in out:
             r["model"] = name
         return out
-    fractions: list[float | str] = [0.8, 0.5, 0.3, "tightest"]
+    fractions: list[float | str] = [x if x == "tightest" else float(x) for x in args.fractions.split(",")]
     for f in fractions:
         if f == "tightest":
             m, _ = model_copy()
@@ -412,7 +435,7 @@ def table(rows: list[Row], bases: dict[str, Row], cuda: bool = False) -> str:
             f"| {r['model']} | {r.get('fraction', '-')} | {r['row']} | {budget if budget is not None else '-'} | "
             f"{r['measured']} | {met} | {pred if pred is not None else '-'} | {err} | "
             f"{r['flops'] / max(base['flops'], 1):.3f} | {r['seconds'] / base['seconds']:.2f} | "
-            f"{'yes' if r.get('equal') else 'NO'} |"
+            f"{'yes' if r.get('equal') else 'NO (' + r.get('mismatch', '') + ')'} |"
             + (f" {cuda_blocks(r)} | {cuda_blocks(r, 'with_scratch')} | {r['max_allocated']} |" if cuda else "")
         )
     return "\n".join(lines)
@@ -499,6 +522,9 @@ def main() -> None:
     )
     ap.add_argument(
         "--only-inductor", action="store_true", help="only the baseline and remat-inductor rows, at 0.8, 0.5 and 0.3"
+    )
+    ap.add_argument(
+        "--fractions", default="0.8,0.5,0.3,tightest", help="the activation fractions of the remat rows, e.g. 0.8"
     )
     ap.add_argument("--inductor-fractions", default="", help="only these fractions for Inductor, e.g. 0.50")
     ap.add_argument("--binary", default=None, help="the remat binary ($REMAT_BIN, PATH)")
