@@ -20,7 +20,8 @@ op outputs (`CompiledLiveBytes`; Inductor rows: `AllocatorBytes` without ops' sc
 buffers, inputs and gradients excluded; met = measured <= budget; predicted = remat's simulator on
 what runs; error = (predicted - measured) / measured; FLOPs = FLOPs dispatched (matmul, convolution,
 attention: torch's flop registry) over the baseline's; time = fastest of `--repeats` untracked steps
-over the baseline's; equal = loss and gradients (rtol 1e-4) and buffers equal to the baseline's.
+over the baseline's; equal = loss and gradients (rtol 1e-4) and buffers equal to the baseline's
+(where not, the tensor that differs most, its largest difference and that over the tolerance).
 
 With `--device cuda` the models run on the GPU, measured as on the CPU (Inductor rows: the CUDA
 caching allocator's blocks, rounded to 512 bytes, without ops' scratch), and three more columns
