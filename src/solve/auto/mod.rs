@@ -39,8 +39,8 @@
 //! 8. Unless the best schedule meets the stage-cut bound, the bound of the sequence of
 //!    cuts through the stage cut's moment ([`checkmate`]'s relaxation around several
 //!    moments at once: a value the backward pass needs again after each of them is paid
-//!    at each), over windows of eight later moments: a few LPs per unit of effort, and
-//!    integral programs of a few branch-and-bound nodes where an LP proves more, within
+//!    at each), over windows of eight later moments: a few LPs per unit of effort, then
+//!    integral programs of a few branch-and-bound nodes where the LPs prove most, within
 //!    [`SEQUENCE_TIME`] per unit of effort on a clock of its own. It comes last because it
 //!    changes no schedule, only the bound and so the gap the answer states and whether it
 //!    converged; where its time ends it first, the bound may differ by machine
@@ -113,7 +113,7 @@ const BOUND_SHARE: f64 = 0.1;
 /// [`Effort::Work`]: the most time the sequence of cuts may take per unit of effort, on its
 /// own clock (a bound only: its windows' integral programs are HiGHS root nodes, whose time
 /// no work limit bounds).
-const SEQUENCE_TIME: Duration = Duration::from_secs(3);
+const SEQUENCE_TIME: Duration = Duration::from_secs(4);
 
 /// [`Effort::Time`]: the share of the remaining time the knapsack ranked by the stage-cut
 /// LP may take (not a floor candidate: on 10,000 nodes a knapsack takes 3 to 15 s).

@@ -60,10 +60,10 @@
 //! pass when the anchor is the loss's neighbourhood). The windows after the anchor are
 //! taken from both ends alternately: the last (where the first layers' large activations
 //! are read again), the first after the anchor, the second last, and so on, [`WINDOWS`]
-//! of them per unit of effort. Each window's LP is solved, and its integral program where
-//! the LP proves more than the anchor's alone ([`SCREEN_GAIN`]), for the first
-//! [`INTEGRAL_WINDOWS`] such windows per unit of effort; every program is its own bound,
-//! and the highest counts.
+//! of them per unit of effort. Every window's LP is solved first; then the integral programs
+//! of the [`INTEGRAL_WINDOWS`] windows per unit of effort whose LP proves most, among those
+//! whose LP proves more than the anchor's alone ([`SCREEN_GAIN`]). Every program is its own
+//! bound, and the highest counts.
 //! On the graphs measured the window that proves most sits either right after the anchor (a
 //! U-Net's skip connections) or near the end of the chain (a ResNet's first stages).
 
@@ -77,10 +77,10 @@ use fixedbitset::FixedBitSet;
 const WINDOW: usize = 8;
 
 /// The windows whose LP is solved, per unit of `auto`'s effort ([`Effort::Work`]).
-const WINDOWS: usize = 6;
+const WINDOWS: usize = 8;
 
-/// The windows whose integral program is solved, per unit of effort: the first of those
-/// whose LP proves more than the anchor's alone.
+/// The windows whose integral program is solved, per unit of effort: those whose LP proves
+/// most, if more than the anchor's alone.
 const INTEGRAL_WINDOWS: usize = 3;
 
 /// The branch-and-bound nodes a window's integral program may explore (a limit in work:
@@ -119,8 +119,9 @@ pub struct SequenceBound {
 /// effort and time limit; `None` when no window proves more than `Σ_v c_v` (or the graph has
 /// a storage tier, or more than [`MAX_NODES`] nodes, or `anchor` does not fit the budget).
 ///
-/// Each window's LP first: a bound already, and the screen for its integral program, which
-/// is solved only where the LP proves more than the anchor's own (module docs).
+/// Every window's LP first: a bound already, the screen for its integral program (solved only
+/// where the LP proves more than the anchor's own) and the order of those programs, the
+/// highest LP first (module docs).
 pub(crate) fn sequence_bound(
     graph: &Graph,
     budget: u64,
@@ -161,13 +162,10 @@ pub(crate) fn sequence_bound(
     };
     let alone = programs.cost(vec![anchor], &relaxed)?;
     let mut best = Best::new(graph.total_cost());
-    let mut left = integral_windows;
+    // Every window's LP first: a bound already, and the order of the integral programs.
+    let mut relaxations = Vec::new();
     for moments in windows_after(&chain, anchor).into_iter().take(windows) {
-        if stop.cancelled() {
-            return Err(SolveError::Cancelled);
-        }
-        if stop.should_stop() {
-            best.complete = false;
+        if best.halted(&stop)? {
             break;
         }
         let Some(lp) = programs.cost(moments.clone(), &relaxed)? else {
@@ -175,10 +173,18 @@ pub(crate) fn sequence_bound(
         };
         best.windows += 1;
         best.offer(lp, &moments, false);
-        if left == 0 || alone.is_some_and(|alone| lp <= alone * (1.0 + SCREEN_GAIN)) {
-            continue;
+        relaxations.push((lp, moments));
+    }
+    // Then the integral programs of the windows whose LP proves most (a stable sort: equal LPs
+    // keep the windows' order).
+    relaxations.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let screened = relaxations
+        .into_iter()
+        .filter(|(lp, _)| alone.is_none_or(|alone| *lp > alone * (1.0 + SCREEN_GAIN)));
+    for (_, moments) in screened.take(integral_windows) {
+        if best.halted(&stop)? {
+            break;
         }
-        left -= 1;
         if let Some(cost) = programs.cost(moments.clone(), &integral)? {
             best.offer(cost, &moments, true);
         }
@@ -207,6 +213,18 @@ impl Best {
             windows: 0,
             complete: true,
         }
+    }
+
+    /// Whether the run must end before its next program: an error when cancelled; true, with
+    /// the bound marked incomplete, when the time limit has passed.
+    fn halted(&mut self, stop: &Stop) -> Result<bool, SolveError> {
+        if stop.cancelled() {
+            return Err(SolveError::Cancelled);
+        }
+        if stop.should_stop() {
+            self.complete = false;
+        }
+        Ok(!self.complete)
     }
 
     /// Keeps `cost`, proven over `moments` (by their integral program if `integral`), if it
