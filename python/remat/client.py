@@ -167,9 +167,9 @@ class Client:
 
 
 def find_binary(binary: str | os.PathLike[str] | None = None) -> str:
-    """The `remat` binary: `binary`, else $REMAT_BIN, else the one the wheel installed in this
-    interpreter's scripts directory (found whether or not its environment is activated), else
-    `remat` on PATH."""
+    """The `remat` binary, as an absolute path (a relative one still works after a chdir):
+    `binary`, else $REMAT_BIN, else the one the wheel installed in this interpreter's scripts
+    directory (found whether or not its environment is activated), else `remat` on PATH."""
     scripts = sysconfig.get_path("scripts")
     found = (
         str(binary)
@@ -182,7 +182,7 @@ def find_binary(binary: str | os.PathLike[str] | None = None) -> str:
             f"no remat binary ({where}): `pip install remat` installs one; else set REMAT_BIN, "
             "put `remat` on PATH or pass binary="
         )
-    return found
+    return os.path.abspath(found)
 
 
 class Local:

@@ -29,7 +29,7 @@ def remat_binary() -> str:
 
     for candidate in (os.environ.get("REMAT_BIN"), str(REPO / "target/debug/remat")):
         if candidate and Path(candidate).is_file():
-            return candidate
+            return os.path.abspath(candidate)
     try:
         return find_binary()
     except remat.RematError as e:

@@ -143,6 +143,13 @@ def test_binary_lookup_order(tmp_path: Path, binary: str, monkeypatch: pytest.Mo
     assert Local().binary == str(scripts / "remat")
     monkeypatch.setenv("REMAT_BIN", binary)
     assert Local().binary == binary
+    # a relative path is taken from where the call is made, and kept absolute
+    monkeypatch.chdir(Path(binary).parent)
+    monkeypatch.setenv("REMAT_BIN", Path(binary).name)
+    local = Local()
+    monkeypatch.chdir(tmp_path)
+    assert local.binary == binary
+    assert local.solve(load("tiny-residual.json"), "90%", solver="dtr")["stats"]["peak_memory"] > 0
     monkeypatch.setenv("REMAT_BIN", str(tmp_path / "nope"))
     with pytest.raises(remat.RematError, match="no remat binary"):
         Local()
