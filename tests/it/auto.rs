@@ -141,7 +141,7 @@ fn the_search_runs_again_where_it_is_what_works() {
 /// stage-cut bound (one moment) stays 1 point below the best schedule; the sequence of cuts
 /// through it, a window of the backward pass's last moments, proves the schedule within
 /// the MIP gap of the optimum over every schedule, and the answer says so. (At three times
-/// the default effort, so that the bound's own time share, 12 s, is far above the 0.5 s its
+/// the default effort, so that the bound's own time share, 15 s, is far above the 0.5 s its
 /// windows take.)
 #[test]
 fn the_sequence_of_cuts_proves_what_one_cut_cannot() {

@@ -113,7 +113,7 @@ const BOUND_SHARE: f64 = 0.1;
 /// [`Effort::Work`]: the most time the sequence of cuts may take per unit of effort, on its
 /// own clock (a bound only: its windows' integral programs are HiGHS root nodes, whose time
 /// no work limit bounds).
-const SEQUENCE_TIME: Duration = Duration::from_secs(4);
+const SEQUENCE_TIME: Duration = Duration::from_secs(5);
 
 /// [`Effort::Time`]: the share of the remaining time the knapsack ranked by the stage-cut
 /// LP may take (not a floor candidate: on 10,000 nodes a knapsack takes 3 to 15 s).
