@@ -86,6 +86,12 @@ class Flops(TorchDispatchMode):
 Row = dict[str, Any]
 
 
+# `equal`'s tolerances (torch.allclose's rtol, atol; math.isclose's rel_tol for the loss)
+LOSS_RTOL = 1e-4
+GRAD_TOL = (1e-4, 1e-5)
+BUFFER_TOL = (1e-5, 1e-6)
+
+
 def run_row(
     name: str,
     model: torch.nn.Module,
@@ -122,12 +128,13 @@ def run_row(
         "buffers": buffers,
     }
     if base is not None:
-        same = math.isclose(m.loss, base["loss"], rel_tol=1e-4) and all(
-            (g is None) == (g0 is None) and (g is None or torch.allclose(g, g0, rtol=1e-4, atol=1e-5))
+        (g_rtol, g_atol), (b_rtol, b_atol) = GRAD_TOL, BUFFER_TOL
+        same = math.isclose(m.loss, base["loss"], rel_tol=LOSS_RTOL) and all(
+            (g is None) == (g0 is None) and (g is None or torch.allclose(g, g0, rtol=g_rtol, atol=g_atol))
             for g, g0 in zip(m.grads, base["grads"], strict=True)
         )
         same = same and all(
-            torch.equal(b, b0) if not b.dtype.is_floating_point else torch.allclose(b, b0, rtol=1e-5, atol=1e-6)
+            torch.equal(b, b0) if not b.dtype.is_floating_point else torch.allclose(b, b0, rtol=b_rtol, atol=b_atol)
             for b, b0 in zip(buffers, base["buffers"], strict=True)
         )
         row["equal"] = same
@@ -140,10 +147,11 @@ def mismatch(model: torch.nn.Module, loss: float, grads: Sequence[Any], buffers:
     """Where a row differs most from the baseline, relative to `equal`'s tolerance: the tensor
     (the loss, a parameter's gradient or a buffer), its largest absolute difference and that
     difference over the tolerance at the element (above 1 fails)."""
-    worst = ("loss", abs(loss - base["loss"]), abs(loss - base["loss"]) / (1e-4 * abs(base["loss"]) or 1.0))
+    off = abs(loss - base["loss"])
+    worst = ("loss", off, off / (LOSS_RTOL * max(abs(loss), abs(base["loss"]))) if off else 0.0)
     names = [f"grad {n}" for n, _ in model.named_parameters()] + [f"buffer {n}" for n, _ in model.named_buffers()]
-    pairs = [(g, g0, 1e-4, 1e-5) for g, g0 in zip(grads, base["grads"], strict=True)]
-    pairs += [(b, b0, 1e-5, 1e-6) for b, b0 in zip(buffers, base["buffers"], strict=True)]
+    pairs = [(g, g0, *GRAD_TOL) for g, g0 in zip(grads, base["grads"], strict=True)]
+    pairs += [(b, b0, *BUFFER_TOL) for b, b0 in zip(buffers, base["buffers"], strict=True)]
     for name, (t, t0, rtol, atol) in zip(names, pairs, strict=True):
         if t is None or t0 is None or not t.dtype.is_floating_point:
             if not (t is None and t0 is None) and (t is None or t0 is None or not torch.equal(t, t0)):
