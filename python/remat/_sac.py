@@ -77,6 +77,11 @@ class Sac:
         self.inputs = [[index[u] for u in n.get("inputs", [])] for n in nodes]
         self.is_bwd = [n.get("kind") == "backward" for n in nodes]
         is_loss = {n["id"] for n in nodes if n.get("kind") == "loss"}
+        meta = graph.get("meta", {})
+        # a model that returns the loss itself has no output for the caller to hold
+        hold_output = hold_output and not meta.get("model_returns_loss", False)
+        # regions whose replay would read a value they wrote in place: never checkpointed
+        self.unchecked = {int(r) for r in meta.get("region_writes_input", {})}
         # the model's outputs and the loss: the caller holds them (`out = model(x)`, `loss =
         # loss_fn(out)`) until the step ends; the outputs only with `hold_output`
         self.output = [

@@ -83,17 +83,22 @@ def trace_joint(
         raise ExportError(f"{type(model).__name__} has no parameter that requires grad: nothing to train")
     bnames = [n for n, _ in model.named_buffers()]
     buffers = [b for _, b in model.named_buffers()]
+    if isinstance(example_inputs, torch.Tensor):
+        raise ExportError("example_inputs is a tensor: give the forward's positional arguments as a tuple, e.g. (x,)")
     inputs = list(example_inputs)
     for i, x in enumerate(inputs):
         if not isinstance(x, torch.Tensor):
             raise ExportError(f"example_inputs[{i}] is a {type(x).__name__}, not a tensor")
 
+    _check_regions(regions)
     spans: list[tuple[int, int]] = [(-1, -1)] * len(regions)
+    calls = [0] * len(regions)
     handles = []
     for r, mod in enumerate(regions):
 
         def pre(_m: Any, _a: Any, r: int = r) -> None:
             spans[r] = (_graph_len(), -1)
+            calls[r] += 1
 
         def post(_m: Any, _a: Any, _o: Any, r: int = r) -> None:
             spans[r] = (spans[r][0], _graph_len())
@@ -163,6 +168,12 @@ def trace_joint(
     for r, (a, b) in enumerate(spans):
         if a < 0 or b < 0:
             raise ExportError(f"regions[{r}] ({type(regions[r]).__name__}) was not called by the model's forward")
+        if calls[r] > 1:
+            raise ExportError(
+                f"regions[{r}] ({type(regions[r]).__name__}) is called {calls[r]} times by the model's forward: "
+                "a region is checkpointed as one call, so give modules that the forward calls once each "
+                "(the modules it calls, or a module around the repeated calls)"
+            )
         for n in nodes[a:b]:
             region_of[n.name] = r
     saves, saver_seq = _savers(nodes, packed)
@@ -183,6 +194,28 @@ def trace_joint(
         region_of=region_of,
         region_spans=spans,
     )
+
+
+def _check_regions(regions: Sequence[Any]) -> None:
+    """Each region a module, given once, none inside another (a nested region's ops would belong
+    to two checkpoints)."""
+    index: dict[int, int] = {}
+    for r, mod in enumerate(regions):
+        if not isinstance(mod, torch.nn.Module):
+            raise ExportError(f"regions[{r}] is a {type(mod).__name__}, not a torch.nn.Module")
+        if id(mod) in index:
+            raise ExportError(
+                f"regions[{r}] ({type(mod).__name__}) is regions[{index[id(mod)]}] again: give each module once"
+            )
+        index[id(mod)] = r
+    for r, mod in enumerate(regions):
+        for inner in mod.modules():
+            j = index.get(id(inner), r)
+            if j != r:
+                raise ExportError(
+                    f"regions[{j}] ({type(inner).__name__}) is inside regions[{r}] ({type(mod).__name__}): "
+                    "regions must not nest; give the outer module or the inner ones"
+                )
 
 
 # ops whose backward reads their own result (derivatives.yaml: `result`), single-output

@@ -20,6 +20,10 @@ often), so it is **projected** onto save sets, and the plan is chosen among what
    over these regions recomputes), filled when the projection does not fit. The cheapest that
    fits wins; when none fits, `plan` raises `OverBudget` (or warns, `on_overrun="warn"`).
 
+A region that writes in place into a value from outside it (`meta.region_writes_input`: an
+`nn.ReLU(inplace=True)` given as a region of its own) is never checkpointed, in any candidate: its
+replay would read the value as its forward wrote it.
+
 What eager PyTorch runs under a plan is itself a schedule, simulated by `remat._sac` (its module
 doc): its peak is the plan's predicted peak (`Plan.predicted`).
 
@@ -43,9 +47,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
+from . import budget as _budget
 from ._sac import Key, Sac, Saves
 from .client import Backend
-from .errors import ApplyError, OnOverrun, overrun
+from .errors import ApplyError, BudgetError, OnOverrun, overrun
 
 
 @dataclasses.dataclass
@@ -99,13 +104,17 @@ def _projected(sac: Sac, kept: set[str]) -> Saves:
     """Step 2 of the projection: an op call of a region is saved when one of its nodes is kept
     (and SAC can cache it, and the region's replay reaches it)."""
     kept_ix = {sac.index[v] for v in kept if v in sac.index}
-    saves: Saves = [set() for _ in range(sac.regions)]
+    saves = _per_block(sac)
     for (r, key), vs in sac.key_nodes.items():
-        if (r, key) in sac.saveable and any(v in kept_ix for v in vs):
-            table = saves[r]
-            assert table is not None
+        table = saves[r]
+        if table is not None and (r, key) in sac.saveable and any(v in kept_ix for v in vs):
             table.add(key)
     return saves
+
+
+def _per_block(sac: Sac) -> Saves:
+    """Every region checkpointed with nothing cached, but those that write into their inputs."""
+    return [None if r in sac.unchecked else set() for r in range(sac.regions)]
 
 
 def _copy(saves: Saves) -> Saves:
@@ -233,12 +242,13 @@ def plan(
     result: dict[str, Any],
     backend: Backend,
     *,
-    budget: int | None = None,
+    budget: int | float | None = None,
     on_overrun: OnOverrun = "raise",
     hold_output: bool = True,
 ) -> Plan:
     """Project `result`'s schedule onto SAC policies within `budget` (the result's budget by
-    default) and simulate what SAC will run. Candidates: the projection of the schedule fitted
+    default; bytes, or a float in [0, 1]: a fraction of activation memory, as `remat.budget` reads
+    it) and simulate what SAC will run. Candidates: the projection of the schedule fitted
     to the budget, and per-block checkpointing (every region checkpointed, only region inputs
     kept), each filled where the budget leaves room; the one that recomputes least among those
     that fit wins. When none fits, `remat.OverBudget` is raised (`on_overrun="warn"`: an
@@ -247,15 +257,22 @@ def plan(
     when it goes straight into the loss (`loss_fn(model(x)).backward()`)."""
     if on_overrun not in ("raise", "warn"):
         raise ApplyError(f"on_overrun must be 'raise' or 'warn', got {on_overrun!r}")
+    if not isinstance(result, dict):
+        raise ApplyError(f"the result is a {type(result).__name__}, not a solve result (a dict)")
     sac = Sac(graph, hold_output)
     if sac.regions == 0:
         raise ApplyError("the graph has no checkpoint regions: export it with regions=[...] (the modules to wrap)")
     schedule = result.get("schedule", {}).get("events") if result.get("schedule") else None
     if not schedule:
         raise ApplyError(f"the result holds no schedule (status {result.get('status')!r})")
+    unknown = next((e.get("node") for e in schedule if e.get("node") not in sac.index), None)
+    if unknown is not None:
+        raise ApplyError(
+            f"the schedule names node {unknown!r}, which the graph does not have: it was solved for another graph"
+        )
     kept = kept_nodes(graph, schedule)
-    limit = int(result["budget"]) if budget is None else budget
-    per_block: Saves = [set() for _ in range(sac.regions)]
+    limit = int(result["budget"]) if budget is None else _plan_budget(budget, graph, backend)
+    per_block = _per_block(sac)
     plain: Saves = [None] * sac.regions
     if sac.run(plain).peak <= limit:
         filled = [plain, per_block]  # nothing to recompute
@@ -297,6 +314,16 @@ def plan(
     return p
 
 
+def _plan_budget(budget: Any, graph: dict[str, Any], backend: Backend) -> int:
+    """`plan`'s budget in bytes: bytes, or a fraction of activation memory (`remat.budget`)."""
+    if isinstance(budget, str):
+        raise BudgetError(
+            f"budget {budget!r}: plan takes bytes (int) or a fraction of activation memory (float); "
+            "a size or a percentage is resolved by the solve: solve with it and leave plan's budget unset"
+        )
+    return int(_budget.resolve(budget, lambda: backend.inspect(graph)))
+
+
 def _overrun(p: Plan, on_overrun: OnOverrun) -> None:
     mib = 1 / 2**20
     message = (
@@ -304,8 +331,7 @@ def _overrun(p: Plan, on_overrun: OnOverrun) -> None:
         f"{p.predicted_activations * mib:.1f} MiB of activations), over the budget of {p.budget} bytes "
         f"({p.budget * mib:.1f} MiB) by {(p.predicted_peak - p.budget) * mib:.1f} MiB; no SAC plan over these regions "
         f"fits (per-block checkpointing peaks at {p.per_block_peak} bytes). Give a budget of at least "
-        f"{min(p.predicted_peak, p.per_block_peak)} bytes, export with smaller or more regions, or pass "
-        "on_overrun='warn' to run over the budget"
+        f"{min(p.predicted_peak, p.per_block_peak)} bytes, or export with smaller or more regions"
     )
     overrun(message, budget=p.budget, predicted=p.predicted_peak, on_overrun=on_overrun)
 

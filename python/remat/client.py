@@ -5,6 +5,7 @@ front door); errors become exceptions carrying the problem document.
 
 from __future__ import annotations
 
+import difflib
 import gzip
 import json
 import os
@@ -48,6 +49,17 @@ class SolveOptions(TypedDict, total=False):
     time_limit: float | None
     seed: int | None
     effort: float | str | None
+
+
+def _known(options: SolveOptions) -> SolveOptions:
+    """`options`, or a `TypeError` naming the first that is not a solve option (with the nearest one)."""
+    known = SolveOptions.__annotations__
+    for name in options:
+        if name not in known:
+            near = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise TypeError(f"unknown solve option {name!r}{hint}: the options are {', '.join(known)}")
+    return options
 
 
 class Backend(Protocol):
@@ -100,6 +112,7 @@ class Client:
             raise RematError(f"remat {method} {self.url}{path}: {getattr(e, 'reason', e)}") from e
 
     def _solve_body(self, graph: Graph, budget: _budget.Budget, options: SolveOptions) -> dict[str, Any]:
+        _known(options)
         body: dict[str, Any] = {
             "graph": graph,
             "budget": _budget.resolve(budget, lambda: self.inspect(graph)),
@@ -182,6 +195,8 @@ def find_binary(binary: str | os.PathLike[str] | None = None) -> str:
             f"no remat binary ({where}): `pip install remat` installs one; else set REMAT_BIN, "
             "put `remat` on PATH or pass binary="
         )
+    if not os.access(found, os.X_OK):
+        raise RematError(f"the remat binary {found} is not executable (chmod +x it, or point REMAT_BIN elsewhere)")
     return os.path.abspath(found)
 
 
@@ -211,14 +226,16 @@ class Local:
 
     def solve(self, graph: Graph, budget: _budget.Budget, **options: Unpack[SolveOptions]) -> Result:
         """As `Client.solve`, by `remat solve --json`."""
+        _known(options)
         b = _budget.resolve(budget, lambda: self.inspect(graph))
-        args = ["solve", "--budget", str(b), "--solver", options.get("solver", "auto"), "--json"]
+        # `--flag=value`: a value that starts with '-' ("-5%", a negative seed) stays the flag's
+        args = ["solve", f"--budget={b}", f"--solver={options.get('solver', 'auto')}", "--json"]
         if options.get("time_limit") is not None:
-            args += ["--time-limit", str(options["time_limit"])]
+            args.append(f"--time-limit={options['time_limit']}")
         if options.get("seed") is not None:
-            args += ["--seed", str(options["seed"])]
+            args.append(f"--seed={options['seed']}")
         if options.get("effort") is not None:
-            args += ["--effort", str(options["effort"])]
+            args.append(f"--effort={options['effort']}")
         limit = self.timeout + (options.get("time_limit") or 120.0)
         _, out, _ = self._run(args, {"graph.json": graph}, limit)
         return _checked(json.loads(out))
@@ -230,7 +247,7 @@ class Local:
     def simulate(self, graph: Graph, schedule: Any, budget: _budget.Budget | None = None) -> dict[str, Any]:
         args = ["simulate", "--json"]
         if budget is not None:
-            args += ["--budget", str(_budget.resolve(budget, lambda: self.inspect(graph)))]
+            args.append(f"--budget={_budget.resolve(budget, lambda: self.inspect(graph))}")
         # exit 1: valid but over the budget; the report says so (fits_budget false)
         _, out, _ = self._run(args, {"graph.json": graph, "schedule.json": schedule}, self.timeout)
         return dict(json.loads(out))

@@ -185,7 +185,7 @@ class Partitioner:
         on_overrun: OnOverrun = "raise",
     ) -> None:
         if on_overrun not in ("raise", "warn"):
-            raise ValueError(f"on_overrun must be 'raise' or 'warn', got {on_overrun!r}")
+            raise ApplyError(f"on_overrun must be 'raise' or 'warn', got {on_overrun!r}")
         self.budget = budget
         self.backend = backend
         self.solver = solver
@@ -293,7 +293,7 @@ class Partitioner:
                 if p.inductor is not None
                 else ""
             )
-            + ". Raise the budget, or pass on_overrun='warn' to run over it."
+            + ". Raise the budget"
         )
         overrun(message, budget=p.budget, predicted=p.predicted_peak, on_overrun=self.on_overrun)
 
@@ -401,4 +401,4 @@ def compile(
 
         module = torch.compile(wrapped, backend=checked_backend(part), dynamic=False)
         return Step(module, part, partitioned)
-    raise ValueError(f"compiler must be 'aot_eager' or 'inductor', got {compiler!r}")
+    raise ApplyError(f"compiler must be 'aot_eager' or 'inductor', got {compiler!r}")

@@ -67,11 +67,13 @@ class OverBudgetWarning(UserWarning):
 
 def overrun(message: str, *, budget: int, predicted: int, on_overrun: OnOverrun) -> None:
     """Raise `OverBudget`, or warn with `OverBudgetWarning` where the caller chose `"warn"`
-    (the warning names the caller's caller: the user's call into remat)."""
+    (the warning names the caller's caller: the user's call into remat). `message` says what does
+    not fit and what would; this adds what `on_overrun` does."""
     if on_overrun == "raise":
-        raise OverBudget(message, budget=budget, predicted=predicted)
-    warnings.warn(OverBudgetWarning(message), stacklevel=4)
+        raise OverBudget(f"{message}; or pass on_overrun='warn' to run over it", budget=budget, predicted=predicted)
+    warnings.warn(OverBudgetWarning(f"{message}; running over it (on_overrun='warn')"), stacklevel=4)
 
 
-class ApplyError(RematError):
-    """A schedule could not be applied to the model (the graph and the model disagree)."""
+class ApplyError(RematError, ValueError):
+    """A schedule could not be applied to the model (the graph and the model disagree, the result is
+    another graph's), or an argument of `plan` or `compile` is none of its values."""

@@ -30,6 +30,12 @@ as ATen ops, without real compute or memory. The ops become the graph's nodes by
   index of the autograd node whose apply runs it. Eager autograd holds a saved tensor until that
   node has run, and unpacks them all when it starts, which replays a checkpointed region at its
   first node that saved anything (`remat.apply` simulates this).
+- The graph's `meta` says, per region that writes in place into a value from outside it (a model
+  input, another region's output: `nn.ReLU(inplace=True)` as a region of its own), which op does
+  (`region_writes_input`; `remat.apply` leaves such a region unchecked), and whether the model
+  returns the loss itself (`model_returns_loss`, no `loss_fn`: no output for the caller to hold).
+- A region is a module the forward calls once; one called again (weights shared across layers),
+  given twice, or inside another region is an `ExportError`.
 - A reduced `mse_loss`, `smooth_l1_loss` or `binary_cross_entropy` has its input's bytes: the
   kernel returns the mean in the storage of the element-wise losses (CPU and CUDA alike).
 """
@@ -135,6 +141,10 @@ class _Builder:
         # multi-output fx node -> per element: ("fresh", bytes) | ("alias", key) | None
         self.elements: dict[fx.Node, list[tuple[str, int] | None]] = {}
         self.fixed_bytes = 0
+        # storage keys of the model's inputs; per region, the first value outside it that it
+        # writes into in place (a model input, or a node another region or no region computed)
+        self.input_keys: set[int] = set()
+        self.writes_input: dict[int, str] = {}
         self.occurrence: dict[tuple[int, str], int] = defaultdict(int)
         pos = {n: i for i, n in enumerate(trace.gm.graph.nodes)}
         self.pos = pos
@@ -153,6 +163,21 @@ class _Builder:
     def fixed(self, n: fx.Node) -> None:
         self.fixed_bytes += tensor_bytes(n.meta.get("val"))
         self.key[n] = self.new_key(_FIXED)
+        if n in self.trace.input_nodes:
+            self.input_keys.add(self.key[n])
+
+    def note_write(self, n: fx.Node, k: int) -> None:
+        """Records a region's in-place write `n` into the storage `k` when that storage's current
+        version was not computed in the region: its replay would read the value as written."""
+        r = self.trace.region_of.get(n.name)
+        if r is None or r in self.writes_input or self.kind(n) == "backward":
+            return
+        owner = self.current[k]
+        if owner == _FIXED:
+            if k in self.input_keys:
+                self.writes_input[r] = f"{n.name} ({n.target}) writes into a model input"
+        elif self.nodes[owner].meta.get("region") != r:
+            self.writes_input[r] = f"{n.name} ({n.target}) writes into {owner}"
 
     def inputs_of(self, n: fx.Node) -> list[str]:
         ids = [self.current[self.key[a]] for a in _tensor_args(n) if a in self.key]
@@ -220,6 +245,8 @@ class _Builder:
             raise ExportError(f"node {n.name} ({op}) aliases an input the exporter does not know")
         k = self.key[base]
         self.key[n] = k
+        if ai.is_write:
+            self.note_write(n, k)
         if ai.is_write and self.current[k] != _FIXED:
             # a new version of the storage: later readers read this node
             previous = self.current[k]
@@ -386,6 +413,11 @@ def export(
         "regions": len(regions),
         # per region, the op calls selective checkpointing will see (also those with no node)
         "region_calls": b.region_calls,
+        # per region that writes in place into a value from outside it, the first such write:
+        # `remat.apply` never checkpoints it (its replay would read the value as written)
+        "region_writes_input": {str(r): what for r, what in sorted(b.writes_input.items())},
+        # the model returns the loss itself (no `loss_fn`): there is no output for the caller to hold
+        "model_returns_loss": loss_fn is None,
     }
     return graph_dict(b, name or type(model).__name__, fixed, "FLOP" if cost == "flops" else "s", meta)
 

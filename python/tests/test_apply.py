@@ -94,6 +94,27 @@ def test_plan_without_regions_or_schedule_is_refused(binary: str) -> None:
         pass
 
 
+def test_plan_names_what_it_cannot_take(binary: str) -> None:
+    """Another graph's result, a result that is not one, and a budget `plan` does not resolve
+    are `RematError`s that say so; a float budget is a fraction of activation memory."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
+    x = torch.randn(2, 4)
+    backend = remat.Local(binary)
+    graph = remat.export(model, (x,), lambda out: out.sum(), regions=[model[0], model[2]])
+    result = backend.solve(graph, 1.0)
+    other = remat.export(nn.Sequential(nn.Linear(4, 4), nn.Tanh()), (x,), lambda out: out.sum())
+    with pytest.raises(remat.ApplyError, match="which the graph does not have"):
+        plan(graph, backend.solve(other, 1.0), backend)
+    with pytest.raises(remat.ApplyError, match="NoneType, not a solve result"):
+        plan(graph, None, backend)  # type: ignore[arg-type]
+    with pytest.raises(remat.BudgetError, match="'6GiB': plan takes bytes"):
+        plan(graph, result, backend, budget="6GiB")  # type: ignore[arg-type]
+    report = backend.inspect(graph)
+    fixed, peak = int(report["fixed_memory"]), int(report["checkpoint_all_peak"])
+    p = plan(graph, result, backend, budget=0.5, on_overrun="warn")
+    assert p.budget == fixed + int(0.5 * (peak - fixed))
+
+
 def test_a_replay_is_answered_as_its_forward_was(binary: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Some torch versions (2.11 among them) ask the SAC policy again as a region's replay runs
     each op (`ctx.is_recompute`) and take the cached output only where it answers MUST_SAVE

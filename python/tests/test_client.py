@@ -121,6 +121,24 @@ def test_missing_binary_is_named(tmp_path: Any) -> None:
         Local(tmp_path / "nope")
 
 
+def test_a_binary_that_is_not_executable_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "remat"
+    path.write_text("not a program")
+    with pytest.raises(remat.RematError, match="is not executable"):
+        Local(path)
+
+
+def test_options_are_checked_and_values_stay_values(binary: str, server: str) -> None:
+    """A misspelt option is refused with the nearest one; a value starting with '-' reaches the
+    solver as a value (the binary's message, not its usage text)."""
+    g = load("resnet18.json")
+    for backend in (Local(binary), Client(server)):
+        with pytest.raises(TypeError, match="'time_limt' \\(did you mean 'time_limit'\\?\\)"):
+            backend.solve(g, "80%", time_limt=30)  # type: ignore[call-arg]
+    with pytest.raises(remat.SolveError, match="a percentage must be greater than 0"):
+        Local(binary).solve(g, "-5%")
+
+
 def test_package_and_binary_share_the_version(binary: str) -> None:
     out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30, check=True)
     assert out.stdout.split() == ["remat", remat.__version__]

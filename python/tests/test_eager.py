@@ -232,6 +232,58 @@ def test_output_not_held_prediction_exact(binary: str) -> None:
     assert abs(p.predicted_activations - measured) <= 0.02 * measured, (p.predicted_activations, measured)
 
 
+def test_a_region_writing_into_its_input_is_left_unchecked(binary: str) -> None:
+    """VGG's way of listing regions (every module of `features`, `nn.ReLU(inplace=True)` among
+    them): a ReLU region overwrites the convolution's output in place, so replaying it would read
+    its own result (autograd refused: "modified by an inplace operation"). It is never
+    checkpointed; the step's loss and gradients are plain eager's, and the prediction holds."""
+    layers: list[nn.Module] = []
+    for _ in range(3):
+        layers += [nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(inplace=True)]
+    model = nn.Sequential(*layers, nn.Flatten(), nn.Linear(8 * 16 * 16, 10))
+    x, y = torch.randn(2, 8, 16, 16), torch.randint(0, 10, (2,))
+    loss_fn = lambda out: F.cross_entropy(out, y)  # noqa: E731
+    backend = remat.Local(binary)
+    graph = remat.export(model, (x,), loss_fn, regions=layers)
+    p = plan(graph, backend.solve(graph, 0.6, time_limit=2), backend, on_overrun="warn")
+    assert [t is None for t in p.policies[1::2]] == [True] * 3
+    assert any(t is not None for t in p.policies[::2]), "no convolution checkpointed: nothing to test"
+    twin = copy.deepcopy(model)
+    loss, grads = one_step(model, (x,), loss_fn)
+    with applied(list(twin)[: len(layers)], p):
+        loss_applied, grads_applied = one_step(twin, (x,), loss_fn)
+        step = measure_step(twin, (x,), loss_fn)
+    assert loss_applied == loss and all(torch.equal(a, b) for a, b in zip(grads, grads_applied, strict=True))
+    assert abs(p.predicted_activations - step.activations) <= 0.02 * step.activations
+
+
+def test_a_model_returning_its_loss_holds_no_output(binary: str) -> None:
+    """Exported without `loss_fn`, the model's output is the loss: there is no output for the
+    caller to hold, so `plan`'s default predicts the step as it runs."""
+
+    class WithLoss(nn.Module):
+        target: torch.Tensor
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(64, 64), nn.GELU()) for _ in range(4))
+            self.register_buffer("target", torch.randn(16, 64))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for b in self.blocks:
+                x = b(x)
+            return F.mse_loss(x, self.target)
+
+    model, x = WithLoss(), torch.randn(16, 64)
+    backend = remat.Local(binary)
+    graph = remat.export(model, (x,), None, regions=list(model.blocks))
+    assert graph["meta"]["model_returns_loss"] is True
+    p = plan(graph, backend.solve(graph, 0.5, time_limit=2), backend, on_overrun="warn")
+    with applied(list(model.blocks), p):
+        step = measure_step(model, (x,))
+    assert abs(p.predicted_activations - step.activations) <= 0.02 * step.activations
+
+
 def test_applied_holds_no_copy_of_the_buffers(binary: str) -> None:
     """A replayed region's buffers (BatchNorm's running statistics) stay as the forward left them
     without a copy held: a step that enters `applied` inside the measurement holds what a step

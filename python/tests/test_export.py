@@ -169,6 +169,52 @@ def test_bad_arguments_are_refused() -> None:
         remat.export(nn.Linear(4, 4), (torch.randn(2, 4),), lambda out: out.sum(), optimizer="lion")
 
 
+def test_regions_are_modules_called_once_none_given_twice_or_nested() -> None:
+    blocks = [nn.Sequential(nn.Linear(8, 8), nn.GELU()) for _ in range(2)]
+    model = nn.Sequential(*blocks)
+    x = torch.randn(2, 8)
+
+    def export(regions: list[Any], inputs: Any = (x,), m: nn.Module = model) -> Any:
+        return remat.export(m, inputs, lambda out: out.sum(), regions=regions)
+
+    with pytest.raises(remat.ExportError, match=r"regions\[0\] is a str, not a torch.nn.Module"):
+        export(["0"])
+    with pytest.raises(remat.ExportError, match=r"regions\[1\] \(Sequential\) is regions\[0\] again"):
+        export([blocks[0], blocks[0]])
+    with pytest.raises(remat.ExportError, match=r"regions\[1\] \(Linear\) is inside regions\[0\]"):
+        export([blocks[0], blocks[0][0]])
+    with pytest.raises(remat.ExportError, match=r"example_inputs is a tensor"):
+        export([], x)
+
+    class Shared(nn.Module):
+        """One block called three times (weights shared across layers)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.block = nn.Sequential(nn.Linear(8, 8), nn.GELU())
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for _ in range(3):
+                x = self.block(x)
+            return x
+
+    shared = Shared()
+    with pytest.raises(remat.ExportError, match=r"regions\[0\] \(Sequential\) is called 3 times"):
+        export([shared.block], m=shared)
+    assert export([shared], m=shared)["meta"]["regions"] == 1
+
+
+def test_a_region_writing_into_its_input_is_recorded() -> None:
+    """`nn.ReLU(inplace=True)` as a region of its own writes into the convolution's output; a
+    block that adds into a value it computed writes into its own."""
+    layers = [nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(inplace=True), nn.Conv2d(4, 4, 3, padding=1), nn.ReLU()]
+    model = nn.Sequential(*layers)
+    g = remat.export(model, (torch.randn(1, 3, 8, 8),), lambda out: out.sum(), regions=layers)
+    writes = g["meta"]["region_writes_input"]
+    assert list(writes) == ["1"] and "relu_" in writes["1"], writes
+    assert g["meta"]["model_returns_loss"] is False
+
+
 def test_export_loads_in_remat(tmp_path: Path, binary: str) -> None:
     model = TinyGPT(layers=1)
     idx = torch.randint(0, 256, (2, 32))
