@@ -184,25 +184,50 @@ impl fmt::Display for Budget {
     }
 }
 
-/// JSON accepts a number of bytes or any of the strings above.
+/// JSON accepts a number of bytes or any of the strings above; anything else is an error
+/// that says what a budget is.
 impl<'de> Deserialize<'de> for Budget {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Budget, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Float(f64),
-            Text(String),
-        }
-        let bytes = match Raw::deserialize(d)? {
-            Raw::Int(b) => exact_bytes(b),
-            Raw::Float(f) if f.is_finite() && f >= 0.0 => whole_bytes(f),
-            Raw::Float(f) => Err(format!("must be >= 0, got {f}")),
-            Raw::Text(s) => return s.parse().map_err(serde::de::Error::custom),
-        };
+        d.deserialize_any(BudgetVisitor)
+    }
+}
+
+struct BudgetVisitor;
+
+impl BudgetVisitor {
+    fn bytes<E: serde::de::Error>(bytes: Result<u64, String>) -> Result<Budget, E> {
         bytes
             .map(Budget::Bytes)
-            .map_err(|m| serde::de::Error::custom(format!("invalid budget: {m}")))
+            .map_err(|m| E::custom(format!("invalid budget: {m}")))
+    }
+}
+
+impl serde::de::Visitor<'_> for BudgetVisitor {
+    type Value = Budget;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(
+            "a budget: a number of bytes, a size (\"6GiB\") or a share of the checkpoint-all \
+             peak (\"80%\")",
+        )
+    }
+    fn visit_u64<E: serde::de::Error>(self, b: u64) -> Result<Budget, E> {
+        BudgetVisitor::bytes(exact_bytes(b))
+    }
+    fn visit_i64<E: serde::de::Error>(self, b: i64) -> Result<Budget, E> {
+        match u64::try_from(b) {
+            Ok(b) => self.visit_u64(b),
+            Err(_) => BudgetVisitor::bytes(Err(format!("must be >= 0, got {b}"))),
+        }
+    }
+    fn visit_f64<E: serde::de::Error>(self, f: f64) -> Result<Budget, E> {
+        if f.is_finite() && f >= 0.0 {
+            BudgetVisitor::bytes(whole_bytes(f))
+        } else {
+            BudgetVisitor::bytes(Err(format!("must be >= 0, got {f}")))
+        }
+    }
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Budget, E> {
+        s.parse().map_err(E::custom)
     }
 }
 
@@ -328,6 +353,16 @@ mod tests {
         assert_eq!(json("1e9"), Ok(Budget::Bytes(1_000_000_000)));
         assert!(json("1.8e19").unwrap_err().contains("at most 2^53"));
         assert!(json("18446744073709551615").is_err());
+        // Not a number nor a string: what a budget is, not serde's words.
+        for t in ["true", "[8]", "{}", "null"] {
+            let e = json(t).unwrap_err();
+            assert!(
+                e.contains("expected a budget: a number of bytes"),
+                "{t}: {e}"
+            );
+        }
+        assert!(json("-8").unwrap_err().contains("must be >= 0, got -8"));
+        assert_eq!(json("\"80%\""), Ok(Budget::OfPeak(0.8)));
     }
 
     #[test]

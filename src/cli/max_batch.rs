@@ -81,11 +81,12 @@ fn print_result(g: &Graph, r: &MaxBatchResult) {
     );
     let row = |name: &str, at: &Option<AtBatch>| match at {
         Some(a) => println!(
-            "{name:<13}{:>10}  {:>22}  {:>9.4}  {:>14.6}",
+            "{name:<13}{:>10}  {:>22}  {:>9.4}  {:>14}",
             a.batch,
             bytes(a.peak_memory),
             a.overhead,
             a.samples_per_cost
+                .map_or_else(|| "-".to_string(), |s| format!("{s:.6}"))
         ),
         None => println!("{name:<13}{:>10}", 0),
     };

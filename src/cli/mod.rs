@@ -98,10 +98,24 @@ pub fn run() -> i32 {
     match execute(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", printable(&e.to_string()));
             e.exit_code()
         }
     }
+}
+
+/// `message` with its control characters other than line breaks and tabs escaped (`\u{1b}`):
+/// a message may quote what a file holds (a schedule's unknown node id), and a terminal
+/// would run an escape sequence in it.
+pub(crate) fn printable(message: &str) -> String {
+    message
+        .chars()
+        .map(|c| match c {
+            '\n' | '\t' => c.to_string(),
+            c if c.is_control() => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
 }
 
 fn bad(e: impl std::fmt::Display) -> CliError {
@@ -133,7 +147,7 @@ fn load_within(arg: &GraphArg, limits: Limits) -> Result<Graph, CliError> {
 /// The text of a schedule file (`--schedule`, `remat simulate`'s argument), checked as
 /// JSON: the one reader of schedule files, whatever reads the schedule in it.
 fn read_schedule_file(path: &Path) -> Result<String, CliError> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::graph::load::read_text(path)
         .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
     serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| {
         bad(format!(
@@ -189,5 +203,16 @@ fn execute(command: Command) -> Result<i32, CliError> {
         Command::MaxBatch(args) => max_batch::run(&args),
         Command::Plot(args) => plot::run(&args),
         Command::Probe(args) => probe::run(&args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn messages_are_printed_with_control_characters_escaped() {
+        assert_eq!(
+            super::printable("node '\u{1b}]0;x\u{7}':\n  - bad\tcost"),
+            "node '\\u{1b}]0;x\\u{7}':\n  - bad\tcost"
+        );
     }
 }

@@ -43,7 +43,7 @@ pub(super) fn run(args: &PlotArgs) -> Result<i32, CliError> {
             match input::from_result(&g, &result) {
                 Ok(drawn) => (drawn, String::new()),
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    eprintln!("error: {}", super::printable(&e.to_string()));
                     return Ok(1);
                 }
             }

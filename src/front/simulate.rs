@@ -113,6 +113,11 @@ mod tests {
         ));
         let e = read(json!({"steps": []})).unwrap_err();
         assert!(e.to_string().contains("\"store\"|\"load\""), "{e}");
+        // A field no schedule has is an error naming it, on the schedule and on an event.
+        let e = read(json!({"events": events, "bogus": 1})).unwrap_err();
+        assert!(e.to_string().contains("unknown field `bogus`"), "{e}");
+        let e = read(json!([{"op": "compute", "node": "0", "colour": "red"}])).unwrap_err();
+        assert!(e.to_string().contains("unknown field `colour`"), "{e}");
     }
 
     #[test]

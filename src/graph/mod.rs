@@ -185,6 +185,18 @@ impl Graph {
                     "the id is empty",
                 ));
             }
+            if let Some(c) = node.id.chars().find(|c| c.is_control()) {
+                problems.push(Problem::at_index(
+                    ProblemKind::InvalidField,
+                    i,
+                    "id",
+                    format!(
+                        "the id {:?} holds the control character {c:?}: ids are printed, \
+                         and a terminal would run it",
+                        node.id
+                    ),
+                ));
+            }
             if position.insert(node.id.clone(), i).is_some() {
                 problems.push(Problem::node(
                     ProblemKind::DuplicateId,
@@ -199,6 +211,18 @@ impl Graph {
                     &node.id,
                     "cost",
                     format!("cost must be a finite number >= 0, got {}", node.cost),
+                ));
+            }
+        }
+        if let Some(name) = &spec.name {
+            if let Some(c) = name.chars().find(|c| c.is_control()) {
+                problems.push(Problem::graph(
+                    ProblemKind::InvalidField,
+                    "name",
+                    format!(
+                        "the name {name:?} holds the control character {c:?}: names are \
+                         printed, and a terminal would run it"
+                    ),
                 ));
             }
         }
@@ -590,6 +614,22 @@ mod tests {
         assert_eq!(g.id(2), "c");
         assert_eq!(g.preds(2), &[0, 1]);
         assert_eq!(g.succs(0), &[1, 2]);
+    }
+
+    #[test]
+    fn control_characters_in_ids_and_names_are_problems() {
+        let e = Graph::new(GraphSpec {
+            name: Some("bell\u{7}".into()),
+            nodes: vec![node("\u{1b}[2J", &[])],
+            ..Default::default()
+        })
+        .unwrap_err();
+        let problems = e.problems();
+        assert_eq!(problems.len(), 2, "{e}");
+        assert!(problems
+            .iter()
+            .any(|p| p.field == "id" && p.message.contains("control character '\\u{1b}'")));
+        assert!(problems.iter().any(|p| p.field == "name"));
     }
 
     #[test]

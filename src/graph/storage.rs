@@ -19,8 +19,12 @@
 //! | `read_time`       | cost units per copy slow -> fast, whatever its size   |
 //! | `transfer_time`   | both `write_time` and `read_time` (the paper's `T_T`) |
 //!
-//! Each direction takes exactly one of its bandwidth or its time.
+//! Each direction takes exactly one of its bandwidth or its time. A copy takes at most
+//! [`MAX_TOTAL_COST`] (10^290) cost units, as a whole graph's compute may: a time above it, or
+//! a bandwidth under which the largest value (`MAX_BYTES`) would take longer, is refused, so
+//! that no sum of copy times overflows to infinity.
 
+use super::{MAX_BYTES, MAX_TOTAL_COST};
 use serde::{Deserialize, Serialize};
 
 /// How long one copy in one direction takes.
@@ -86,6 +90,9 @@ impl Storage {
     }
 }
 
+/// The least bandwidth: the largest value copied in [`MAX_TOTAL_COST`] cost units.
+const MIN_BANDWIDTH: f64 = MAX_BYTES as f64 / MAX_TOTAL_COST;
+
 /// One direction from its bandwidth and time fields (`time` may come from `transfer_time`).
 fn direction(
     bandwidth: (&'static str, Option<f64>),
@@ -96,15 +103,18 @@ fn direction(
             field: bandwidth.0,
             message: format!("give either {} or {}, not both", bandwidth.0, time.0),
         }),
-        (Some(b), None) if b.is_finite() && b > 0.0 => Ok(TransferRate::Bandwidth(b)),
+        (Some(b), None) if b.is_finite() && b >= MIN_BANDWIDTH => Ok(TransferRate::Bandwidth(b)),
         (Some(b), None) => Err(StorageError {
             field: bandwidth.0,
-            message: format!("must be a finite number of bytes per cost unit > 0, got {b}"),
+            message: format!(
+                "must be a finite number of bytes per cost unit >= {MIN_BANDWIDTH:e} (2^53 bytes \
+                 in 10^290 cost units), got {b}"
+            ),
         }),
-        (None, Some(t)) if t.is_finite() && t >= 0.0 => Ok(TransferRate::PerCopy(t)),
+        (None, Some(t)) if (0.0..=MAX_TOTAL_COST).contains(&t) => Ok(TransferRate::PerCopy(t)),
         (None, Some(t)) => Err(StorageError {
             field: time.0,
-            message: format!("must be a finite number of cost units >= 0, got {t}"),
+            message: format!("must be a number of cost units from 0 to 1e290, got {t}"),
         }),
         (None, None) => Err(StorageError {
             field: bandwidth.0,
@@ -189,6 +199,12 @@ mod tests {
                 "write_bandwidth",
             ),
             (r#"{"transfer_time": 1, "read_time": 1}"#, "transfer_time"),
+            // Copy times past 10^290, which sums of them would overflow to infinity.
+            (r#"{"write_time": 1e308, "read_time": 1}"#, "write_time"),
+            (
+                r#"{"write_bandwidth": 1e-300, "read_time": 1}"#,
+                "write_bandwidth",
+            ),
         ] {
             let e = parse(json).unwrap_err();
             assert!(e.contains(&format!("storage.{field}")), "{json}: {e}");

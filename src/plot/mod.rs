@@ -103,9 +103,12 @@ pub enum PlotError {
         unit: &'static str,
         max: usize,
     },
-    /// The sweep's request is invalid (no solver, no budget) or a solve failed.
+    /// The sweep's request is invalid (no budget, too many) or a solve failed.
     #[error("{0}")]
     Sweep(String),
+    /// The sweep's request has no solver or too many.
+    #[error("{0}")]
+    Solvers(String),
     #[error(transparent)]
     Solve(#[from] SolveError),
 }

@@ -104,7 +104,9 @@ impl PlotInputError {
             PlotInputError::BudgetsAndPoints | PlotInputError::Points(_) => PlotField::Points,
             PlotInputError::Budget(field, _) => *field,
             PlotInputError::Schedule(_) => PlotField::Schedule,
-            PlotInputError::Sweep(PlotError::Solve(_)) => PlotField::Solvers,
+            PlotInputError::Sweep(PlotError::Solve(_) | PlotError::Solvers(_)) => {
+                PlotField::Solvers
+            }
             PlotInputError::Sweep(_) => PlotField::Budgets,
         }
     }

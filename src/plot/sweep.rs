@@ -98,7 +98,7 @@ pub struct Sweep {
 /// [`MAX_POINTS`] budgets.
 pub fn check(request: &Request) -> Result<(), PlotError> {
     if request.solvers.is_empty() || request.solvers.len() > MAX_SOLVERS {
-        return Err(PlotError::Sweep(format!(
+        return Err(PlotError::Solvers(format!(
             "a sweep takes 1 to {MAX_SOLVERS} solvers, got {}",
             request.solvers.len()
         )));

@@ -85,9 +85,9 @@ impl Schedule {
 }
 
 /// An event as JSON: `{"op": "compute", "node": "conv1"}`; `op` is `compute`, `free`,
-/// `store` or `load`.
+/// `store` or `load`. Any other field is an error, as in every document remat reads.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "lowercase")]
+#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
 pub enum EventJson {
     Compute { node: String },
     Free { node: String },
@@ -110,6 +110,7 @@ impl EventJson {
 /// A schedule as JSON. `stages`, when present, lists for each Checkmate stage `t` the
 /// nodes with `R[t,i] = 1` and those with `S[t,i] = 1` (the sparse rows of R and S).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ScheduleJson {
     pub events: Vec<EventJson>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,6 +119,7 @@ pub struct ScheduleJson {
 
 /// One stage's rows of R and S, by node id.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StageJson {
     #[serde(rename = "R")]
     pub r: Vec<String>,

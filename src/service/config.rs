@@ -25,7 +25,7 @@ pub struct Config {
     #[arg(long, env = "REMAT_MAX_BODY", default_value = "64MiB", value_parser = parse_size)]
     pub max_body: usize,
     /// Solves that run at once (default: the number of CPUs).
-    #[arg(long, env = "REMAT_WORKERS", default_value_t = default_workers())]
+    #[arg(long, env = "REMAT_WORKERS", default_value_t = default_workers(), value_parser = parse_positive)]
     pub workers: usize,
     /// Requests whose bodies are read at once (parsed, their graphs built), beside the
     /// solves; more wait their turn. Bounds the memory of graphs being read (see
@@ -49,13 +49,13 @@ pub struct Config {
     #[arg(long, env = "REMAT_CACHE_BYTES", default_value = "64MiB", value_parser = parse_size)]
     pub cache_bytes: usize,
     /// Jobs kept at once (finished ones are dropped oldest first to make room).
-    #[arg(long, env = "REMAT_MAX_JOBS", default_value_t = 1024)]
+    #[arg(long, env = "REMAT_MAX_JOBS", default_value_t = 1024, value_parser = parse_positive)]
     pub max_jobs: usize,
     /// Seconds a finished job stays readable.
     #[arg(long, env = "REMAT_JOB_TTL", default_value_t = 3600.0, value_parser = parse_seconds)]
     pub job_ttl: f64,
     /// Budgets allowed in one sweep request.
-    #[arg(long, env = "REMAT_MAX_SWEEP", default_value_t = 64)]
+    #[arg(long, env = "REMAT_MAX_SWEEP", default_value_t = 64, value_parser = parse_positive)]
     pub max_sweep: usize,
     /// Seconds in-flight solves may take to finish after SIGTERM before they are cancelled.
     #[arg(long, env = "REMAT_GRACE", default_value_t = 20.0, value_parser = parse_seconds)]
@@ -69,10 +69,10 @@ pub struct Config {
     /// Largest graph accepted, in nodes; larger graphs get 413 while they are read, before
     /// they are built. A graph costs about 0.65 KB a node with one edge while it is built
     /// (640 MB at the default 1,000,000): one such graph fits beside two solves in 4 GiB.
-    #[arg(long, env = "REMAT_MAX_NODES", default_value_t = DEFAULT_MAX_NODES)]
+    #[arg(long, env = "REMAT_MAX_NODES", default_value_t = DEFAULT_MAX_NODES, value_parser = parse_positive)]
     pub max_nodes: usize,
     /// Largest graph accepted, in edges (inputs summed over the nodes).
-    #[arg(long, env = "REMAT_MAX_EDGES", default_value_t = DEFAULT_MAX_EDGES)]
+    #[arg(long, env = "REMAT_MAX_EDGES", default_value_t = DEFAULT_MAX_EDGES, value_parser = parse_positive)]
     pub max_edges: usize,
     /// Log format.
     #[arg(long, env = "REMAT_LOG_FORMAT", value_enum, default_value = "text")]
@@ -151,6 +151,15 @@ fn parse_readers(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(n) if (1..=1024).contains(&n) => Ok(n),
         _ => Err(format!("expected a number from 1 to 1024, got '{s}'")),
+    }
+}
+
+/// A count that must be at least 1 (0 workers, jobs, sweep budgets, nodes or edges would
+/// refuse every request, or be taken as 1).
+fn parse_positive(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("expected a whole number of at least 1, got '{s}'")),
     }
 }
 

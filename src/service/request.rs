@@ -89,6 +89,23 @@ impl<'a> Body<'a> {
         }
     }
 
+    /// The problem of a required `field` that is missing, naming a field not yet read that
+    /// looks like a misspelling of it.
+    fn missing(&self, field: &'static str) -> ApiProblem {
+        let misspelt = self
+            .fields
+            .keys()
+            .find(|k| crate::graph::load::suggest(k, &[field]).is_some());
+        let hint = misspelt
+            .map(|k| format!(" (did you mean `{field}` for `{k}`?)"))
+            .unwrap_or_default();
+        ApiProblem::new(
+            Kind::InvalidRequest,
+            format!("the field '{field}' is required{hint}"),
+        )
+        .with_field(field)
+    }
+
     /// The raw text of `field`, marked as read; `None` when absent or null.
     fn take(&mut self, field: &'static str) -> Option<&'a RawValue> {
         self.asked.push(field);
@@ -114,7 +131,8 @@ impl<'a> Body<'a> {
         field: &'static str,
         kind: Kind,
     ) -> Result<T, ApiProblem> {
-        self.optional(field, kind)?.ok_or_else(|| missing(field))
+        self.optional(field, kind)?
+            .ok_or_else(|| self.missing(field))
     }
 
     /// A list `field` of at most `most` elements, counted before it is read.
@@ -138,7 +156,7 @@ impl<'a> Body<'a> {
 
     /// The raw text of a required `field`, for readers of their own (schedules).
     pub fn required_raw(&mut self, field: &'static str) -> Result<&'a RawValue, ApiProblem> {
-        self.take(field).ok_or_else(|| missing(field))
+        self.take(field).ok_or_else(|| self.missing(field))
     }
 
     /// The raw text of an optional `field`.
@@ -163,10 +181,7 @@ impl<'a> Body<'a> {
         config: &Config,
         deadline: Option<Instant>,
     ) -> Result<Graph, ApiProblem> {
-        let raw = self.take("graph").ok_or_else(|| {
-            ApiProblem::new(Kind::InvalidRequest, "the field 'graph' is required")
-                .with_field("graph")
-        })?;
+        let raw = self.take("graph").ok_or_else(|| self.missing("graph"))?;
         let format = match self.optional::<String>("format", Kind::InvalidRequest)? {
             None => Format::Auto,
             Some(f) => f.parse().map_err(|e: String| {
@@ -332,15 +347,6 @@ impl Options {
             ..self.options.clone()
         }
     }
-}
-
-/// The problem of a required field that is missing.
-fn missing(field: &'static str) -> ApiProblem {
-    ApiProblem::new(
-        Kind::InvalidRequest,
-        format!("the field '{field}' is required"),
-    )
-    .with_field(field)
 }
 
 /// A parsed solve request (`/v1/solve`, `/v1/jobs`): the budget resolved to bytes.

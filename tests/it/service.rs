@@ -254,6 +254,37 @@ async fn every_error_class_is_a_problem_document() {
             .assert_problem(422, slug);
         assert_eq!(p["field"], field, "{body}");
     }
+    // A misspelt required field is named; a request body has no `meta` to suggest.
+    let detail = |p: Value| p["detail"].as_str().unwrap().to_string();
+    let p = server
+        .post("/v1/solve", &json!({"graph": linear5(), "budgte": 8}))
+        .await
+        .assert_problem(422, "invalid-request");
+    assert!(detail(p).contains("did you mean `budget` for `budgte`?"));
+    let p = server
+        .post(
+            "/v1/solve",
+            &json!({"graph": linear5(), "budget": 8, "meta": {}}),
+        )
+        .await
+        .assert_problem(422, "invalid-request");
+    assert!(
+        !detail(p).contains("put extra metadata"),
+        "a body has no `meta`"
+    );
+    let p = server
+        .post("/v1/solve", &json!({"graph": linear5(), "budget": true}))
+        .await
+        .assert_problem(422, "invalid-budget");
+    assert!(detail(p).contains("expected a budget: a number of bytes"));
+    let p = server
+        .post(
+            "/v1/plot/tradeoff",
+            &json!({"graph": linear5(), "solvers": []}),
+        )
+        .await
+        .assert_problem(422, "invalid-request");
+    assert_eq!(p["field"], "solvers");
     request(server.addr, "POST", "/v1/solve", Some(b"[1, 2]"))
         .await
         .assert_problem(422, "invalid-request");

@@ -355,8 +355,21 @@ pub struct AtBatch {
     pub peak_memory: u64,
     /// `cost / Σ_v c_v(batch)`.
     pub overhead: f64,
-    /// `batch / cost`: samples per unit of cost (the graph's `cost_unit`).
-    pub samples_per_cost: f64,
+    /// `batch / cost`: samples per unit of cost (the graph's `cost_unit`); `None` when the
+    /// cost is 0 (a graph whose every node is free).
+    pub samples_per_cost: Option<f64>,
+}
+
+impl AtBatch {
+    /// The figures of a schedule at `batch` from the simulator's `stats`.
+    pub(crate) fn new(batch: u64, stats: &crate::schedule::SimStats) -> AtBatch {
+        AtBatch {
+            batch,
+            peak_memory: stats.peak_memory,
+            overhead: stats.overhead,
+            samples_per_cost: (stats.total_cost > 0.0).then(|| batch as f64 / stats.total_cost),
+        }
+    }
 }
 
 /// The answer of `remat max-batch` and `POST /v1/max-batch`.

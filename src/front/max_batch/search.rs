@@ -52,15 +52,9 @@ pub fn search(
     s.gallop_and_bisect(&request.solver)?;
     let result = s.result_at_lo()?;
     let no_recompute = at_no_recompute(graph, bounds.no_recompute)?;
-    let with_remat = result.as_ref().and_then(|r| {
-        let stats = r.stats.as_ref()?;
-        Some(AtBatch {
-            batch: s.lo,
-            peak_memory: stats.peak_memory,
-            overhead: stats.overhead,
-            samples_per_cost: s.lo as f64 / stats.total_cost,
-        })
-    });
+    let with_remat = result
+        .as_ref()
+        .and_then(|r| Some(AtBatch::new(s.lo, r.stats.as_ref()?)));
     let gain = (bounds.no_recompute > 0).then(|| s.lo as f64 / bounds.no_recompute as f64);
     Ok(MaxBatchResult {
         batch: s.lo,
@@ -100,12 +94,7 @@ fn at_no_recompute(graph: &Graph, b: u64) -> Result<Option<AtBatch>, MaxBatchErr
     }
     let g = graph.at_batch(b)?;
     let stats = simulate(&g, &checkpoint_all(&g)).expect("checkpoint-all is a valid schedule");
-    Ok(Some(AtBatch {
-        batch: b,
-        peak_memory: stats.peak_memory,
-        overhead: stats.overhead,
-        samples_per_cost: b as f64 / stats.total_cost,
-    }))
+    Ok(Some(AtBatch::new(b, &stats)))
 }
 
 struct Search<'a> {

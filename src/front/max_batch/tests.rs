@@ -126,3 +126,25 @@ fn bad_requests_name_their_field() {
         }
     ));
 }
+
+#[test]
+fn samples_per_cost_is_none_where_nothing_costs() {
+    let at = |cost: f64| {
+        let g = Graph::new(GraphSpec {
+            nodes: vec![crate::graph::NodeSpec {
+                id: "a".into(),
+                cost,
+                memory: 1,
+                inputs: Vec::new(),
+                kind: None,
+                op: None,
+            }],
+            ..Default::default()
+        })
+        .unwrap();
+        let stats = crate::schedule::simulate(&g, &crate::schedule::checkpoint_all(&g)).unwrap();
+        AtBatch::new(4, &stats).samples_per_cost
+    };
+    assert_eq!(at(0.0), None);
+    assert_eq!(at(2.0), Some(2.0));
+}

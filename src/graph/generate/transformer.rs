@@ -39,6 +39,9 @@ pub enum ShapeError {
     Heads { hidden: u64, heads: u64 },
     #[error("the {0} tensor of this shape has more than 2^64 bytes")]
     TooLarge(&'static str),
+    /// The shape's graph is past a limit every graph keeps (a tensor over 2^53 bytes).
+    #[error("the graph of this shape is past remat's limits: {0}")]
+    Limits(String),
 }
 
 /// Nodes per transformer layer in [`transformer`] (14 forward, 17 backward).
@@ -349,13 +352,13 @@ pub fn transformer(shape: &TransformerShape) -> Result<Graph, ShapeError> {
         embedding,
         &[&dy],
     );
-    Ok(Graph::new(GraphSpec {
+    Graph::new(GraphSpec {
         name: Some(format!("transformer-l{layers}-d{d}-s{s}-h{h}-b{b}-v{v}")),
         fixed_memory: fixed,
         cost_unit: Some("FLOP".into()),
         nodes,
     })
-    .expect("the transformer graph is valid"))
+    .map_err(|e| ShapeError::Limits(e.to_string()))
 }
 
 #[cfg(test)]
@@ -421,6 +424,17 @@ mod tests {
                 ..shape
             }),
             ShapeError::TooLarge("attention")
+        );
+        // Under 2^64 bytes but over the 2^53 a graph may hold: an error, not a panic.
+        let big = bad(TransformerShape {
+            batch: 100_000,
+            seq: 100_000,
+            layers: 1,
+            ..shape
+        });
+        assert!(
+            matches!(&big, ShapeError::Limits(m) if m.contains("2^53")),
+            "{big}"
         );
     }
 }

@@ -105,13 +105,14 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// The message for an unknown field: the hint, the accepted fields, the `meta` opt-out.
+/// The message for an unknown field: the hint and the accepted fields (a document that
+/// takes a `meta` value for extra metadata says so in `known`'s caller).
 pub(crate) fn unknown_field_message(field: &str, known: &[&'static str]) -> String {
     let hint = suggest(field, known)
         .map(|k| format!("did you mean `{k}`? "))
         .unwrap_or_default();
     format!(
-        "unknown field `{field}`; {hint}accepted: {} (put extra metadata in `meta`)",
+        "unknown field `{field}`; {hint}accepted: {}",
         known.join(", ")
     )
 }
@@ -125,7 +126,10 @@ pub(super) fn unknown_fields<'k>(
     problems: &mut Problems,
 ) {
     for field in fields.into_iter().filter(|k| !known.contains(&k.as_str())) {
-        let message = unknown_field_message(field, known);
+        let message = format!(
+            "{} (put extra metadata in `meta`)",
+            unknown_field_message(field, known)
+        );
         problems.push(match at {
             Some(at) => at.problem(ProblemKind::UnknownField, field, message),
             None => Problem::graph(ProblemKind::UnknownField, field, message),

@@ -57,7 +57,7 @@ mod node_link;
 pub(crate) mod raw;
 mod typed;
 
-pub(crate) use fields::unknown_field_message;
+pub(crate) use fields::{suggest, unknown_field_message};
 use fields::{unknown_fields, CHAIN_FIELDS, NATIVE_GRAPH_FIELDS, NODE_LINK_GRAPH_FIELDS};
 use native::native_spec;
 use node_link::{infer_batch, node_link_spec};
@@ -91,6 +91,50 @@ impl FromStr for Format {
     }
 }
 
+/// The most bytes a graph or schedule file may hold: 1 GiB, five times the JSON of a
+/// graph of a million nodes.
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+
+/// How much of a file [`read_text`] reads before it looks at what it is reading.
+const FIRST_CHUNK: u64 = 1 << 16;
+
+/// The text of the file at `path`, read within [`MAX_FILE_BYTES`]: a larger file is refused
+/// by its size before it is read, a stream (a pipe, `/dev/zero`) when it goes past the limit,
+/// and anything whose first byte (after white space and a byte-order mark) cannot start a
+/// JSON object or array once its first 64 KiB are read. Its memory is bounded
+/// whatever the path names.
+pub fn read_text(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind, Read};
+    let too_large = || {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!("more than {MAX_FILE_BYTES} bytes (1 GiB), larger than remat reads"),
+        )
+    };
+    let file = std::fs::File::open(path)?;
+    let size = file.metadata()?.len();
+    if size > MAX_FILE_BYTES {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(size.min(MAX_FILE_BYTES) as usize);
+    let mut reader = file.take(MAX_FILE_BYTES + 1);
+    reader.by_ref().take(FIRST_CHUNK).read_to_end(&mut bytes)?;
+    let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+    if let Some(&first) = text.iter().find(|b| !b.is_ascii_whitespace()) {
+        if first != b'{' && first != b'[' {
+            return Err(Error::new(
+                ErrorKind::InvalidData,
+                format!("not JSON: it starts with the byte 0x{first:02x}, not '{{' or '['"),
+            ));
+        }
+    }
+    reader.read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes).map_err(|e| Error::new(ErrorKind::InvalidData, e))
+}
+
 /// Reads and validates a graph file.
 pub fn load_graph(path: &Path, format: Format) -> Result<Graph, GraphError> {
     load_graph_within(path, format, Limits::NONE)
@@ -100,12 +144,10 @@ pub fn load_graph(path: &Path, format: Format) -> Result<Graph, GraphError> {
 /// is freed aside (`crate::aside`): returning the pages of a large file is not on the
 /// path of the answer.
 pub fn load_graph_within(path: &Path, format: Format, limits: Limits) -> Result<Graph, GraphError> {
-    let text = Aside::new(
-        std::fs::read_to_string(path).map_err(|source| GraphError::Io {
-            path: path.display().to_string(),
-            source,
-        })?,
-    );
+    let text = Aside::new(read_text(path).map_err(|source| GraphError::Io {
+        path: path.display().to_string(),
+        source,
+    })?);
     limits.check_time(0)?;
     read_graph(text.as_bytes(), format, limits)
 }

@@ -130,6 +130,12 @@ pub(crate) type RawFields<'a> = BTreeMap<String, &'a RawValue>;
 
 struct FieldsSeed;
 
+/// A field given twice in one object: which value counts would be a guess (serde_json
+/// keeps the last), so it is an error naming the field.
+fn duplicate<E: de::Error>(key: &str) -> E {
+    E::custom(format!("the field `{key}` is given twice"))
+}
+
 impl<'de> Visitor<'de> for FieldsSeed {
     type Value = RawFields<'de>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -138,7 +144,10 @@ impl<'de> Visitor<'de> for FieldsSeed {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut fields = BTreeMap::new();
         while let Some(key) = map.next_key::<String>()? {
-            if fields.len() == MAX_FIELDS && !fields.contains_key(&key) {
+            if fields.contains_key(&key) {
+                return Err(duplicate(&key));
+            }
+            if fields.len() == MAX_FIELDS {
                 return Err(de::Error::custom(STOPPED));
             }
             fields.insert(key, map.next_value::<&RawValue>()?);
@@ -148,14 +157,19 @@ impl<'de> Visitor<'de> for FieldsSeed {
 }
 
 /// `raw` read small: at most [`SMALL_VALUES`] values, in document order (the rest of an
-/// array or object skipped), strings whole.
+/// array or object skipped), strings whole. `raw` is valid JSON (it was checked when it
+/// was split off); nested past serde_json's recursion limit (128), it is read as an empty
+/// array or object, so that a message still names its type.
 pub(crate) fn small(raw: &RawValue) -> Value {
     let mut left = SMALL_VALUES;
     let mut de = serde_json::Deserializer::from_str(raw.get());
-    // `raw` is valid JSON (it was checked when it was split off).
     Small::new(&mut left)
         .deserialize(&mut de)
-        .unwrap_or(Value::Null)
+        .unwrap_or_else(|_| match raw.get().trim_start().as_bytes().first() {
+            Some(b'[') => Value::Array(Vec::new()),
+            Some(b'{') => Value::Object(Map::new()),
+            _ => Value::Null,
+        })
 }
 
 /// The elements of the array `raw` as raw texts, at most `limit` of them: `Ok(Err(v))`
@@ -279,7 +293,10 @@ impl<'de> Visitor<'de> for NodeSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut node = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if node.len() == MAX_FIELDS && !node.contains_key(&key) {
+            if node.contains_key(&key) {
+                return Err(duplicate(&key));
+            }
+            if node.len() == MAX_FIELDS {
                 *self.too_many_fields = true;
                 map.next_value::<IgnoredAny>()?;
                 continue;
@@ -420,6 +437,9 @@ mod tests {
         assert_eq!(v.as_array().unwrap().len(), SMALL_VALUES);
         let nested = format!("{}1{}", "[".repeat(100), "]".repeat(100));
         assert_eq!(small(&raw(&nested)).to_string(), nested);
+        // Past the recursion limit: still an array, not null.
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        assert_eq!(small(&raw(&deep)), Value::Array(Vec::new()));
         let object = r#"{"a": [1, 2, {"b": "c"}], "d": null}"#;
         assert_eq!(
             small(&raw(object)),

@@ -92,3 +92,32 @@ fn checkmate_flags_become_kinds_with_one_loss() {
     );
     assert_eq!(g.node(1).op.as_deref(), Some("loss"));
 }
+
+#[test]
+fn a_file_that_cannot_start_json_is_not_read_to_its_end() {
+    let dir = std::env::temp_dir().join(format!("remat-read-text-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let zeros = dir.join("zeros");
+    std::fs::write(&zeros, vec![0u8; 1 << 17]).unwrap();
+    let e = read_text(&zeros).unwrap_err();
+    assert!(e.to_string().contains("starts with the byte 0x00"), "{e}");
+    let graph = dir.join("graph.json");
+    std::fs::write(&graph, "\u{feff} {\"nodes\": []}").unwrap();
+    assert_eq!(read_text(&graph).unwrap(), "\u{feff} {\"nodes\": []}");
+    // /dev/zero, a stream with no end, is refused at its first byte.
+    if Path::new("/dev/zero").exists() {
+        assert!(read_text(Path::new("/dev/zero")).is_err());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_field_given_twice_is_an_error_naming_it() {
+    for text in [
+        r#"{"nodes": [{"id": "a", "cost": 1, "cost": 2, "memory": 1}]}"#,
+        r#"{"nodes": [{"id": "a", "cost": 1, "memory": 1}], "nodes": []}"#,
+    ] {
+        let e = parse_graph(text, Format::Auto).unwrap_err().to_string();
+        assert!(e.contains("is given twice"), "{text}: {e}");
+    }
+}

@@ -43,7 +43,9 @@ impl From<PlotError> for ApiProblem {
                 ApiProblem::new(Kind::InvalidBudget, e.to_string()).with_field("budget")
             }
             PlotError::TooLarge { .. } => ApiProblem::new(Kind::TooLarge, e.to_string()),
-            PlotError::Sweep(_) => ApiProblem::new(Kind::InvalidRequest, e.to_string()),
+            PlotError::Sweep(_) | PlotError::Solvers(_) => {
+                ApiProblem::new(Kind::InvalidRequest, e.to_string())
+            }
             PlotError::Solve(e) => e.into(),
         }
     }
