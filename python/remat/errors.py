@@ -10,7 +10,8 @@ OnOverrun = Literal["raise", "warn"]
 
 
 class RematError(Exception):
-    """The base of every error raised by `remat`."""
+    """The base of every error raised by `remat` (but `TypeError` for a keyword argument a call
+    does not take, as Python raises for its own calls)."""
 
 
 class ExportError(RematError):
