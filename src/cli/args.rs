@@ -273,9 +273,10 @@ pub(super) struct BenchArgs {
     /// checkpoint-all peak, e.g. `0.5,0.25,0.1`; replace --fractions.
     #[arg(long, value_delimiter = ',', conflicts_with = "budgets")]
     pub span: Vec<f64>,
-    /// Budgets in bytes; replace --fractions.
+    /// Budgets: bytes, sizes (6GiB) or shares of the checkpoint-all peak (80%),
+    /// comma-separated; replace --fractions.
     #[arg(long, value_delimiter = ',')]
-    pub budgets: Vec<u64>,
+    pub budgets: Vec<String>,
     /// Time limit per case, in seconds.
     #[arg(long, allow_negative_numbers = true)]
     pub time_limit: Option<f64>,

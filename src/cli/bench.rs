@@ -32,12 +32,12 @@ fn model(result: &SolveResult) -> Option<&CheckmateDetails> {
 }
 
 /// A budget of the bench: a fraction of the checkpoint-all peak, a fraction of the way
-/// from the minimum feasible budget to that peak, or bytes.
+/// from the minimum feasible budget to that peak, or a budget as every command takes it.
 #[derive(Clone, Copy)]
 enum BenchBudget {
     OfPeak(f64),
     Span(f64),
-    Bytes(u64),
+    Given(Budget),
 }
 
 impl BenchBudget {
@@ -45,7 +45,7 @@ impl BenchBudget {
         Ok(match self {
             BenchBudget::OfPeak(f) => Budget::OfPeak(f).resolve(graph)?,
             BenchBudget::Span(f) => between_min_and_peak(graph, f),
-            BenchBudget::Bytes(b) => Budget::Bytes(b).resolve(graph)?,
+            BenchBudget::Given(b) => b.resolve(graph)?,
         })
     }
 
@@ -53,7 +53,8 @@ impl BenchBudget {
         match self {
             BenchBudget::OfPeak(f) => format!("{f}"),
             BenchBudget::Span(f) => format!("span{f}"),
-            BenchBudget::Bytes(b) => format!("{b}B"),
+            BenchBudget::Given(Budget::Bytes(b)) => format!("{b}B"),
+            BenchBudget::Given(b) => b.to_string(),
         }
     }
 }
@@ -74,8 +75,12 @@ fn budgets(args: &BenchArgs) -> Result<Vec<BenchBudget>, CliError> {
     Ok(if !args.budgets.is_empty() {
         args.budgets
             .iter()
-            .map(|&b| BenchBudget::Bytes(b))
-            .collect()
+            .map(|b| {
+                b.parse::<Budget>()
+                    .map(BenchBudget::Given)
+                    .map_err(|e| bad(format!("--budgets: {e}")))
+            })
+            .collect::<Result<_, _>>()?
     } else if !args.span.is_empty() {
         args.span.iter().map(|&f| BenchBudget::Span(f)).collect()
     } else {

@@ -66,7 +66,10 @@ pub struct StorageError {
 
 /// The JSON form of [`Storage`], before validation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a storage tier: an object such as {\"transfer_time\": 8} or {\"write_bandwidth\": 1e9, \"read_bandwidth\": 2e9}"
+)]
 pub struct StorageSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_bandwidth: Option<f64>,

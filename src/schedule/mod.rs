@@ -110,7 +110,7 @@ impl EventJson {
 /// A schedule as JSON. `stages`, when present, lists for each Checkmate stage `t` the
 /// nodes with `R[t,i] = 1` and those with `S[t,i] = 1` (the sparse rows of R and S).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a schedule object")]
 pub struct ScheduleJson {
     pub events: Vec<EventJson>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

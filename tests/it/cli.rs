@@ -211,6 +211,45 @@ fn gen_transformer_writes_31_ops_a_layer_and_checks_its_shape() {
     let o = remat(&["gen", "transformer", "--hidden", "100", "--heads", "16"]);
     assert_eq!(code(&o), 2);
     assert!(stderr(&o).contains("not a multiple"), "{}", stderr(&o));
+    // Under 2^64 bytes a tensor but over the 2^53 a graph holds: exit 2, not a panic.
+    let o = remat(&[
+        "gen",
+        "transformer",
+        "--batch",
+        "100000",
+        "--seq",
+        "100000",
+        "--layers",
+        "1",
+    ]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("'L0.scores'"), "{}", stderr(&o));
+}
+
+#[test]
+fn bench_takes_budgets_as_every_command_does() {
+    let o = remat(&[
+        "bench",
+        "graphs/linear-8.json",
+        "--solver",
+        "checkpoint-all",
+        "--budgets",
+        "100%,1KiB",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let labels: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["budget_label"].to_string())
+        .collect();
+    assert_eq!(labels, ["\"100%\"", "\"1024B\""]);
+    let o = remat(&["bench", "graphs/linear-8.json", "--budgets", "12parsecs"]);
+    assert_eq!(code(&o), 2);
+    assert!(
+        stderr(&o).contains("--budgets: invalid budget '12parsecs'"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
