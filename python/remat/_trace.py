@@ -19,6 +19,7 @@ ran each backward op (a dispatch mode around `autograd.grad`; `JointTrace.grad_f
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -105,6 +106,19 @@ def trace_joint(
 
         handles.append(mod.register_forward_pre_hook(pre))
         handles.append(mod.register_forward_hook(post))
+    # the submodules whose forward is running, outermost first: where a failed trace stopped
+    running: list[tuple[str, str]] = []
+
+    def enter(m: torch.nn.Module, _a: Any, name: str) -> None:
+        running.append((name, type(m).__name__))
+
+    def leave(_m: Any, _a: Any, _o: Any) -> None:
+        running.pop()
+
+    for name, mod in model.named_modules():
+        if name:
+            handles.append(mod.register_forward_pre_hook(functools.partial(enter, name=name)))
+            handles.append(mod.register_forward_hook(leave))
 
     n_out = [0]
     # (graph length when autograd saved it, saved node name, sequence number of the autograd node
@@ -149,7 +163,10 @@ def trace_joint(
     except ExportError:
         raise
     except Exception as e:  # any tracing failure: data-dependent control flow, unsupported op, ...
-        raise ExportError(f"cannot trace {type(model).__name__} under FakeTensorMode: {type(e).__name__}: {e}") from e
+        where = f" (in module '{running[-1][0]}', a {running[-1][1]})" if running else ""
+        raise ExportError(
+            f"cannot trace {type(model).__name__} under FakeTensorMode{where}: {type(e).__name__}: {e}"
+        ) from e
     finally:
         for h in handles:
             h.remove()

@@ -153,8 +153,12 @@ def test_a_reduced_loss_holds_its_elementwise_storage_on_every_device(device: st
 
 
 def test_untraceable_model_names_the_model_and_cause() -> None:
-    with pytest.raises(remat.ExportError, match="cannot trace DataDependent"):
+    with pytest.raises(remat.ExportError, match="cannot trace DataDependent under FakeTensorMode: "):
         remat.export(DataDependent(), (torch.randn(2, 4),), lambda out: out.sum())
+    # inside a model, the submodule whose forward the trace stopped in is named
+    nested = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), DataDependent()))
+    with pytest.raises(remat.ExportError, match=r"cannot trace Sequential .*in module '1\.1', a DataDependent"):
+        remat.export(nested, (torch.randn(2, 4),), lambda out: out.sum())
 
 
 def test_non_scalar_loss_is_refused() -> None:
