@@ -245,9 +245,10 @@ class _Builder:
             raise ExportError(f"node {n.name} ({op}) aliases an input the exporter does not know")
         k = self.key[base]
         self.key[n] = k
-        if ai.is_write:
-            self.note_write(n, k)
-        if ai.is_write and self.current[k] != _FIXED:
+        if not ai.is_write:
+            return
+        self.note_write(n, k)
+        if self.current[k] != _FIXED:
             # a new version of the storage: later readers read this node
             previous = self.current[k]
             self.current[k] = self.add(n, tensor_bytes(val), self.inputs_of(n), cost, n)

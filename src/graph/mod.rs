@@ -56,6 +56,16 @@ use std::time::Instant;
 /// figure is exact as an `f64` and no sum of them overflows a `u64`.
 pub const MAX_BYTES: u64 = 1 << 53;
 
+/// The problem of an id or name (`what`) holding a control character: it is printed, and a
+/// terminal would run an escape sequence in it.
+fn unprintable(what: &str, text: &str) -> Option<String> {
+    let c = text.chars().find(|c| c.is_control())?;
+    Some(format!(
+        "the {what} {text:?} holds the control character {c:?}: it is printed, and a terminal \
+         would run it"
+    ))
+}
+
 /// The largest `Σ_v c_v`: leaves a factor of 10^18 for recomputation below `f64::MAX`.
 pub const MAX_TOTAL_COST: f64 = 1e290;
 
@@ -185,16 +195,12 @@ impl Graph {
                     "the id is empty",
                 ));
             }
-            if let Some(c) = node.id.chars().find(|c| c.is_control()) {
+            if let Some(message) = unprintable("id", &node.id) {
                 problems.push(Problem::at_index(
                     ProblemKind::InvalidField,
                     i,
                     "id",
-                    format!(
-                        "the id {:?} holds the control character {c:?}: ids are printed, \
-                         and a terminal would run it",
-                        node.id
-                    ),
+                    message,
                 ));
             }
             if position.insert(node.id.clone(), i).is_some() {
@@ -214,17 +220,8 @@ impl Graph {
                 ));
             }
         }
-        if let Some(name) = &spec.name {
-            if let Some(c) = name.chars().find(|c| c.is_control()) {
-                problems.push(Problem::graph(
-                    ProblemKind::InvalidField,
-                    "name",
-                    format!(
-                        "the name {name:?} holds the control character {c:?}: names are \
-                         printed, and a terminal would run it"
-                    ),
-                ));
-            }
+        if let Some(message) = spec.name.as_deref().and_then(|n| unprintable("name", n)) {
+            problems.push(Problem::graph(ProblemKind::InvalidField, "name", message));
         }
         totals(&spec, &mut problems);
         // Edges, in file positions.

@@ -147,20 +147,26 @@ pub const DEFAULT_MAX_NODES: usize = 1_000_000;
 /// Default of `--max-edges`.
 pub const DEFAULT_MAX_EDGES: usize = 4_000_000;
 
-fn parse_readers(s: &str) -> Result<usize, String> {
+/// A count within `range`, or the message that says what is expected (`expected`).
+fn parse_count(
+    s: &str,
+    range: impl std::ops::RangeBounds<usize>,
+    expected: &str,
+) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
-        Ok(n) if (1..=1024).contains(&n) => Ok(n),
-        _ => Err(format!("expected a number from 1 to 1024, got '{s}'")),
+        Ok(n) if range.contains(&n) => Ok(n),
+        _ => Err(format!("expected {expected}, got '{s}'")),
     }
+}
+
+fn parse_readers(s: &str) -> Result<usize, String> {
+    parse_count(s, 1..=1024, "a number from 1 to 1024")
 }
 
 /// A count that must be at least 1 (0 workers, jobs, sweep budgets, nodes or edges would
 /// refuse every request, or be taken as 1).
 fn parse_positive(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!("expected a whole number of at least 1, got '{s}'")),
-    }
+    parse_count(s, 1.., "a whole number of at least 1")
 }
 
 fn parse_solve_memory(s: &str) -> Result<SolveMemory, String> {

@@ -91,7 +91,7 @@ impl<'a> Body<'a> {
 
     /// The problem of a required `field` that is missing, naming a field not yet read that
     /// looks like a misspelling of it.
-    fn missing(&self, field: &'static str) -> ApiProblem {
+    pub fn missing(&self, field: &'static str) -> ApiProblem {
         let misspelt = self
             .fields
             .keys()

@@ -116,7 +116,7 @@ pub fn read_text(path: &Path) -> std::io::Result<String> {
     if size > MAX_FILE_BYTES {
         return Err(too_large());
     }
-    let mut bytes = Vec::with_capacity(size.min(MAX_FILE_BYTES) as usize);
+    let mut bytes = Vec::with_capacity(size as usize);
     let mut reader = file.take(MAX_FILE_BYTES + 1);
     reader.by_ref().take(FIRST_CHUNK).read_to_end(&mut bytes)?;
     let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);

@@ -284,10 +284,7 @@ fn read_sweep(state: &AppState, bytes: &[u8]) -> Result<(Graph, Vec<u64>, Option
     let most = state.config.max_sweep;
     let budgets: Vec<Budget> = body
         .list("budgets", Kind::InvalidBudget, most)?
-        .ok_or_else(|| {
-            ApiProblem::new(Kind::InvalidRequest, "the field 'budgets' is required")
-                .with_field("budgets")
-        })?;
+        .ok_or_else(|| body.missing("budgets"))?;
     if budgets.is_empty() {
         return Err(ApiProblem::new(
             Kind::InvalidBudget,
