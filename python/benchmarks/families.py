@@ -1,4 +1,4 @@
-"""Eight model families at small sizes, each as (model, blocks, inputs, targets, loss_fn): the models
+"""Nine model families at small sizes, each as (model, blocks, inputs, targets, loss_fn): the models
 of issue 25's acceptance table (`faithful.py`) and of the compiled-path tests.
 
 - `llama`: a Llama-style decoder (RMSNorm, SwiGLU, rotary embeddings, causal attention) with logits
@@ -13,11 +13,14 @@ of issue 25's acceptance table (`faithful.py`) and of the compiled-path tests.
 - `mobilenetv2`: torchvision's MobileNetV2 (depthwise convolutions, inverted residuals, ReLU6,
   BatchNorm);
 - `squeezenet`: torchvision's SqueezeNet 1.1 (fire modules: concatenated 1x1/3x3 expansions, no
-  normalization).
+  normalization);
+- `vgg16`: torchvision's VGG16 features, every layer a region of its own, the in-place ReLUs too
+  (`regions=list(vgg.features)`, what a user writes first).
 
-The last three were added for the acceptance run only: nothing in the package was developed or tuned
-against them, except MobileNetV2 since: its in-place ReLU6 showed the eager plan's simulation an
-autograd node the export had not paired with its forward op (`remat.apply`'s unpaired savers).
+`vit`, `mobilenetv2` and `squeezenet` were added for the acceptance run only: nothing in the package
+was developed or tuned against them, except MobileNetV2 since: its in-place ReLU6 showed the eager
+plan's simulation an autograd node the export had not paired with its forward op (`remat.apply`'s
+unpaired savers). `vgg16` came after, for the regions that write into their input.
 
 `loss_fn(output, *targets)`; `blocks` are the modules per-block checkpointing wraps and remat's eager
 path uses as regions.
@@ -244,6 +247,23 @@ def squeezenet(batch: int = 4, resolution: int = 64) -> Family:
     return model, blocks, (x,), (y,), F.cross_entropy
 
 
+def vgg16(batch: int = 4, resolution: int = 64) -> Family:
+    """torchvision's VGG16 with its 31 feature layers as the blocks: 13 of them are
+    `ReLU(inplace=True)`, regions that write into a value made outside them (the eager plan never
+    checkpoints those). The classifier is one linear layer on the flattened features (VGG's three
+    4096-wide layers, 120M parameters, and its dropout dropped), so the model is small enough for
+    the CPU and has no random ops."""
+    import torchvision
+
+    model = torchvision.models.vgg16(num_classes=10)
+    model.avgpool = nn.Identity()
+    model.classifier = nn.Sequential(nn.Flatten(), nn.Linear(512 * (resolution // 32) ** 2, 10))
+    blocks: list[nn.Module] = list(model.features)
+    x = torch.randn(batch, 3, resolution, resolution)
+    y = torch.randint(0, 10, (batch,))
+    return model, blocks, (x,), (y,), F.cross_entropy
+
+
 def as_setup(family: Family) -> tuple[nn.Module, list[nn.Module], tuple[torch.Tensor, ...], Callable[..., Any]]:
     """The family as (model, blocks, inputs, loss of the output alone): the eager path's form, the
     targets captured by the loss."""
@@ -260,4 +280,5 @@ FAMILIES: dict[str, Callable[[], Family]] = {
     "vit": vit,
     "mobilenetv2": mobilenetv2,
     "squeezenet": squeezenet,
+    "vgg16": vgg16,
 }

@@ -310,7 +310,7 @@ def plan(
         overhead=runs[best].flops / max(sum(sac.cost), 1e-300),
     )
     if not p.fits:
-        _overrun(p, on_overrun)
+        _overrun(p, on_overrun, frees=p.per_block_peak < sac.run(plain).peak)
     return p
 
 
@@ -324,14 +324,22 @@ def _plan_budget(budget: Any, graph: dict[str, Any], backend: Backend) -> int:
     return int(_budget.resolve(budget, lambda: backend.inspect(graph)))
 
 
-def _overrun(p: Plan, on_overrun: OnOverrun) -> None:
+def _overrun(p: Plan, on_overrun: OnOverrun, *, frees: bool) -> None:
+    """`frees`: checkpointing every region lowers the peak at all. Where it does not (regions of one
+    layer, or layers that write into their input), smaller regions cannot help: larger ones can."""
     mib = 1 / 2**20
+    regions = (
+        "or export with smaller or more regions"
+        if frees
+        else "or export with regions of several layers each: checkpointing these regions frees nothing (a region "
+        "frees only values it makes and uses inside itself, and one writing into its input is never checkpointed)"
+    )
     message = (
         f"remat: the applied plan peaks at {p.predicted_peak} bytes ({p.predicted_peak * mib:.1f} MiB, "
         f"{p.predicted_activations * mib:.1f} MiB of activations), over the budget of {p.budget} bytes "
         f"({p.budget * mib:.1f} MiB) by {(p.predicted_peak - p.budget) * mib:.1f} MiB; no SAC plan over these regions "
         f"fits (per-block checkpointing peaks at {p.per_block_peak} bytes). Give a budget of at least "
-        f"{min(p.predicted_peak, p.per_block_peak)} bytes, or export with smaller or more regions"
+        f"{min(p.predicted_peak, p.per_block_peak)} bytes, {regions}"
     )
     overrun(message, budget=p.budget, predicted=p.predicted_peak, on_overrun=on_overrun)
 

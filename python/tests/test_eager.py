@@ -257,6 +257,28 @@ def test_a_region_writing_into_its_input_is_left_unchecked(binary: str) -> None:
     assert abs(p.predicted_activations - step.activations) <= 0.02 * step.activations
 
 
+def test_regions_that_free_nothing_say_so(binary: str) -> None:
+    """One region per layer of a conv/in-place-ReLU stack (VGG's `list(features)`): checkpointing
+    them frees nothing, so the overrun's advice is regions of several layers, not smaller ones; and
+    it holds: the same layers in regions of two convolutions each fit the same budget."""
+    torch.manual_seed(0)
+    blocks = [
+        nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(inplace=True), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU())
+        for _ in range(3)
+    ]
+    model = nn.Sequential(*blocks, nn.Flatten(), nn.Linear(8 * 16 * 16, 10))
+    x, y = torch.randn(2, 8, 16, 16), torch.randint(0, 10, (2,))
+    loss_fn = lambda out: F.cross_entropy(out, y)  # noqa: E731
+    backend = remat.Local(binary)
+    layers = remat.export(model, (x,), loss_fn, regions=[m for b in blocks for m in b])
+    with pytest.raises(
+        remat.OverBudget, match="regions of several layers each: checkpointing these regions frees nothing"
+    ):
+        plan(layers, backend.solve(layers, 0.8, time_limit=2), backend)
+    grouped = remat.export(model, (x,), loss_fn, regions=blocks)
+    assert plan(grouped, backend.solve(grouped, 0.8, time_limit=2), backend).fits
+
+
 def test_a_model_returning_its_loss_holds_no_output(binary: str) -> None:
     """Exported without `loss_fn`, the model's output is the loss: there is no output for the
     caller to hold, so `plan`'s default predicts the step as it runs."""
