@@ -57,15 +57,17 @@ mod nested;
 mod options;
 mod transient;
 
+use crate::graph::Graph;
 use crate::schedule::sequence::from_computes;
 use crate::schedule::{simulate_polled, Schedule};
 use crate::solve::Footprint;
 use crate::solve::{
     internal, replayed_within_budget, Instance, Outcome, Scope, SolveError, SolveOptions, Solver,
-    SolverInfo, Stop,
+    SolverInfo, Stop, Stopped,
 };
 use blocks::{blocks, Block, NotBlocks};
 use options::TapeOption;
+use std::ops::ControlFlow;
 
 pub struct BlockRotor;
 
@@ -97,103 +99,152 @@ impl Solver for BlockRotor {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        let graph = instance.graph;
         let stop = Stop::start(options);
-        let declined = |reason: String| {
-            Ok(Outcome::Infeasible {
-                solver: "block-rotor",
-                proven: None,
-                reason,
-            })
+        let chain = match cut(instance.graph, &stop) {
+            ControlFlow::Continue(chain) => chain,
+            ControlFlow::Break(answer) => return answer,
         };
-        let chain = match blocks(graph, MAX_BLOCKS, &|| stop.poll()) {
-            Ok(chain) => chain,
-            Err(NotBlocks::Stopped(stopped)) => {
-                return stopped.outcome("block-rotor", "while cutting the graph into blocks");
-            }
-            Err(NotBlocks::NoCut) => {
-                return declined(
-                    "the graph has no forward/backward kinds or fewer than two articulation \
-                     points in its forward pass"
-                        .to_string(),
-                );
-            }
-            Err(NotBlocks::Crossing { node }) => {
-                return declined(format!(
-                    "backward op `{}` reads the backward pass of a later block than its own",
-                    graph.id(node)
-                ));
-            }
+        let mut fit = Fit {
+            lowest_peak: u64::MAX,
+            best: None,
         };
-        if let Err(stopped) = stop.poll() {
-            return stopped.outcome("block-rotor", "while cutting the graph into blocks");
-        }
-        let mut lowest_peak = u64::MAX;
-        // The cheapest schedule within the budget, and how many blocks of its plan run a
-        // nested option.
-        let mut best: Option<(f64, Schedule, usize)> = None;
         for model in [Model::Transient, Model::Rotor] {
-            let mut dp_budget = instance.budget.saturating_sub(graph.fixed_memory());
-            let mut tried = Vec::with_capacity(ATTEMPTS);
-            for _ in 0..ATTEMPTS {
-                if let Err(stopped) = stop.poll() {
-                    if best.is_some() {
-                        break;
-                    }
-                    return stopped.outcome("block-rotor", "while fitting the DP's budget");
-                }
-                if tried.contains(&dp_budget) {
-                    break;
-                }
-                tried.push(dp_budget);
-                let Some(plan) = Table::fill(&chain, dp_budget, model).sequence(&chain) else {
-                    break;
-                };
-                let schedule = from_computes(graph, &plan.computes);
-                let stats = match simulate_polled(graph, &schedule, || stop.poll()) {
-                    Ok(replayed) => replayed.map_err(|e| internal("block-rotor", e))?,
-                    Err(_) if best.is_some() => break,
-                    Err(stopped) => {
-                        return stopped.outcome("block-rotor", "while fitting the DP's budget")
-                    }
-                };
-                lowest_peak = lowest_peak.min(stats.peak_memory);
-                // Over the budget: lower the DP's by the excess; under: raise it by the slack.
-                if stats.peak_memory <= instance.budget {
-                    if best.as_ref().is_none_or(|(c, ..)| stats.total_cost < *c) {
-                        best = Some((stats.total_cost, schedule, plan.nested));
-                    }
-                    dp_budget = dp_budget.saturating_add((instance.budget - stats.peak_memory) / 2);
-                } else {
-                    dp_budget = dp_budget.saturating_sub(stats.peak_memory - instance.budget);
-                }
+            if let ControlFlow::Break(answer) = fit.search(instance, &chain, model, &stop) {
+                return answer;
             }
         }
-        // `best` was replayed within the budget above.
-        if let Some((_, schedule, nested)) = best {
+        fit.answer(instance, chain.len())
+    }
+}
+
+/// What [`BlockRotor`] answers: an outcome, or the error of a cancelled or broken solve.
+type Answer = Result<Outcome, SolveError>;
+
+/// The graph cut into its chain of blocks, or the answer where it cannot be: out of scope
+/// (no kinds or cuts, a backward op crossing blocks), or stopped.
+fn cut(graph: &Graph, stop: &Stop) -> ControlFlow<Answer, Vec<Block>> {
+    let declined = |reason: String| {
+        ControlFlow::Break(Ok(Outcome::Infeasible {
+            solver: "block-rotor",
+            proven: None,
+            reason,
+        }))
+    };
+    let during = "while cutting the graph into blocks";
+    let chain = match blocks(graph, MAX_BLOCKS, &|| stop.poll()) {
+        Ok(chain) => chain,
+        Err(NotBlocks::Stopped(stopped)) => {
+            return ControlFlow::Break(stopped.outcome("block-rotor", during))
+        }
+        Err(NotBlocks::NoCut) => {
+            return declined(
+                "the graph has no forward/backward kinds or fewer than two articulation \
+                 points in its forward pass"
+                    .to_string(),
+            );
+        }
+        Err(NotBlocks::Crossing { node }) => {
+            return declined(format!(
+                "backward op `{}` reads the backward pass of a later block than its own",
+                graph.id(node)
+            ));
+        }
+    };
+    match stop.poll() {
+        Ok(()) => ControlFlow::Continue(chain),
+        Err(stopped) => ControlFlow::Break(stopped.outcome("block-rotor", during)),
+    }
+}
+
+/// The search for the DP budget whose plan replays within the instance's budget: the
+/// lowest peak replayed, and the cheapest schedule within the budget with how many blocks of
+/// its plan run a nested option.
+struct Fit {
+    lowest_peak: u64,
+    best: Option<(f64, Schedule, usize)>,
+}
+
+impl Fit {
+    /// Up to [`ATTEMPTS`] DP budgets under `model`, from the instance's less `K`, each plan
+    /// replayed: over the budget, the next DP budget is lowered by the excess; under it,
+    /// raised by half the slack. `Break` holds the answer when the solve stops before any
+    /// schedule, or a replay fails.
+    fn search(
+        &mut self,
+        instance: &Instance,
+        chain: &[Block],
+        model: Model,
+        stop: &Stop,
+    ) -> ControlFlow<Answer> {
+        let graph = instance.graph;
+        let stopped = |s: Stopped| {
+            ControlFlow::Break(s.outcome("block-rotor", "while fitting the DP's budget"))
+        };
+        let mut dp_budget = instance.budget.saturating_sub(graph.fixed_memory());
+        let mut tried = Vec::with_capacity(ATTEMPTS);
+        for _ in 0..ATTEMPTS {
+            if let Err(s) = stop.poll() {
+                return if self.best.is_some() {
+                    ControlFlow::Continue(())
+                } else {
+                    stopped(s)
+                };
+            }
+            if tried.contains(&dp_budget) {
+                break;
+            }
+            tried.push(dp_budget);
+            let Some(plan) = Table::fill(chain, dp_budget, model).sequence(chain) else {
+                break;
+            };
+            let schedule = from_computes(graph, &plan.computes);
+            let stats = match simulate_polled(graph, &schedule, || stop.poll()) {
+                Ok(Ok(stats)) => stats,
+                Ok(Err(e)) => return ControlFlow::Break(Err(internal("block-rotor", e))),
+                Err(_) if self.best.is_some() => break,
+                Err(s) => return stopped(s),
+            };
+            self.lowest_peak = self.lowest_peak.min(stats.peak_memory);
+            if stats.peak_memory <= instance.budget {
+                if self
+                    .best
+                    .as_ref()
+                    .is_none_or(|(c, ..)| stats.total_cost < *c)
+                {
+                    self.best = Some((stats.total_cost, schedule, plan.nested));
+                }
+                dp_budget = dp_budget.saturating_add((instance.budget - stats.peak_memory) / 2);
+            } else {
+                dp_budget = dp_budget.saturating_sub(stats.peak_memory - instance.budget);
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// The best schedule (replayed within the budget by [`Fit::search`]), else why none.
+    fn answer(self, instance: &Instance, blocks: usize) -> Answer {
+        if let Some((_, schedule, nested)) = self.best {
             let mut outcome = replayed_within_budget("block-rotor", schedule, None);
             if let Outcome::Plan(plan) = &mut outcome {
                 plan.message = (nested > 0).then(|| {
                     format!(
-                        "{nested} of {} blocks run their backward rematerialized under a cap",
-                        chain.len()
+                        "{nested} of {blocks} blocks run their backward rematerialized under a cap"
                     )
                 });
             }
             return Ok(outcome);
         }
+        let lowest = if self.lowest_peak == u64::MAX {
+            "none: the DP found no plan".to_string()
+        } else {
+            format!("{} bytes", self.lowest_peak)
+        };
         Ok(Outcome::Infeasible {
             solver: "block-rotor",
             proven: None,
             reason: format!(
-                "no DP budget gave a schedule within {} bytes ({} blocks; the lowest peak replayed is {})",
+                "no DP budget gave a schedule within {} bytes ({blocks} blocks; the lowest peak replayed is {lowest})",
                 instance.budget,
-                chain.len(),
-                if lowest_peak == u64::MAX {
-                    "none: the DP found no plan".to_string()
-                } else {
-                    format!("{lowest_peak} bytes")
-                }
             ),
         })
     }

@@ -233,26 +233,7 @@ impl Table {
         // F_ck at L in the sub-problems that contain the turn.
         let at_turn = p.ck && b == n && sweep.k == c.l;
         Some(match opt {
-            // The loss: needs X_{L+1}; then the ends released at the turn are freed.
-            Opt::Base if b == n && self.nest.inner.is_none() => Def {
-                need: c.x(n),
-                cost: c.fw[n],
-                before: Some(Step::Forward(n)),
-                between: Some(Step::Release),
-                ..nothing
-            },
-            // G_j (after F_j when it reads x_j): D'_{j+1} + [reads x_j]·X_j + D_j.
-            Opt::Base if b < n => {
-                let j = b;
-                let reads = c.reads_output[j];
-                Def {
-                    need: c.held(j + 1) + if reads { c.x(j) } else { Mem::ZERO } + c.d(j),
-                    cost: if reads { c.fw[j] + c.bw[j] } else { c.bw[j] },
-                    before: reads.then_some(Step::Forward(j)),
-                    between: Some(Step::Backward { j, free_x: reads }),
-                    ..nothing
-                }
-            }
+            Opt::Base => return self.base(b, nothing),
             Opt::Join if b == n => Def {
                 first: join(self.nest.inner.as_ref()?, Mem::ZERO),
                 ..nothing
@@ -326,6 +307,33 @@ impl Table {
                 second: range(self, a, k - 1, h),
             },
             _ => return None,
+        })
+    }
+
+    /// Option `Base` at `(a, b)`: `G_b` while `b` is within the chain, the loss at its end
+    /// (unless an inner join owns it); `nothing` the definition they fill in.
+    fn base<'d>(&self, b: usize, nothing: Def<'d>) -> Option<Def<'d>> {
+        let c = &self.chain;
+        let n = c.l + 1;
+        if b < n {
+            // G_j (after F_j when it reads x_j): D'_{j+1} + [reads x_j]·X_j + D_j.
+            let j = b;
+            let reads = c.reads_output[j];
+            return Some(Def {
+                need: c.held(j + 1) + if reads { c.x(j) } else { Mem::ZERO } + c.d(j),
+                cost: if reads { c.fw[j] + c.bw[j] } else { c.bw[j] },
+                before: reads.then_some(Step::Forward(j)),
+                between: Some(Step::Backward { j, free_x: reads }),
+                ..nothing
+            });
+        }
+        // The loss: needs X_{L+1}; then the ends released at the turn are freed.
+        (b == n && self.nest.inner.is_none()).then_some(Def {
+            need: c.x(n),
+            cost: c.fw[n],
+            before: Some(Step::Forward(n)),
+            between: Some(Step::Release),
+            ..nothing
         })
     }
 }
