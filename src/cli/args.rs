@@ -8,6 +8,7 @@
 //! cannot ask for more memory than the machine has.
 
 use crate::front::options::MAX_THREADS;
+use crate::graph::generate::{TRANSFORMER_NODES_OUTSIDE, TRANSFORMER_NODES_PER_LAYER};
 use crate::graph::load::Format;
 use std::path::PathBuf;
 
@@ -30,6 +31,12 @@ fn threads(s: &str) -> Result<u32, String> {
 
 fn layers(s: &str) -> Result<usize, String> {
     in_range(s, 1, (MAX_GEN_NODES as u64 - 1) / 2).map(|n| n as usize)
+}
+
+/// A transformer's layers: `31 L + 8` nodes within `MAX_GEN_NODES`.
+fn transformer_layers(s: &str) -> Result<usize, String> {
+    let most = (MAX_GEN_NODES - TRANSFORMER_NODES_OUTSIDE) / TRANSFORMER_NODES_PER_LAYER;
+    in_range(s, 1, most as u64).map(|n| n as usize)
 }
 
 fn gen_nodes(s: &str) -> Result<usize, String> {
@@ -231,7 +238,7 @@ pub(super) enum GenKind {
 /// The dimensions of `remat gen transformer`.
 #[derive(clap::Args, Debug)]
 pub(super) struct TransformerFlags {
-    #[arg(long, default_value_t = 12)]
+    #[arg(long, default_value_t = 12, value_parser = transformer_layers)]
     layers: usize,
     #[arg(long, default_value_t = 1024)]
     hidden: u64,

@@ -33,7 +33,7 @@ use crate::solve::{self, Instance, SolveOptions, SolveResult, Status};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -110,6 +110,7 @@ fn plan(args: &BatchArgs) -> Result<Vec<Item>, CliError> {
             )));
         }
     }
+    refuse_out_among_graphs(&args.out, &files)?;
     let shard = args.shard.unwrap_or(Shard { k: 0, n: 1 });
     Ok(files
         .iter()
@@ -129,9 +130,79 @@ fn plan(args: &BatchArgs) -> Result<Vec<Item>, CliError> {
         .collect())
 }
 
-/// A result file from an earlier run, as a summary row; `None` if unreadable (redo it).
-fn finished(item: &Item) -> Option<Row> {
-    let value: Value = serde_json::from_slice(&std::fs::read(&item.output).ok()?).ok()?;
+/// Whether the stored result `value` (its JSON `text`) answers `item` as asked now: the
+/// solver asked for, the budget resolved on the graph as it is now, and, when it holds a
+/// schedule, the simulator's figures of that schedule on that graph (cost and peak).
+fn still_true(item: &Item, args: &BatchArgs, value: &Value, text: &str) -> bool {
+    let asked = value
+        .get("requested_solver")
+        .or_else(|| value.get("solver"))
+        .and_then(Value::as_str);
+    if asked != Some(args.solver.as_str()) {
+        return false;
+    }
+    let Ok(graph) = load_graph(&item.graph, args.format) else {
+        return false;
+    };
+    let budget = item
+        .budget
+        .parse::<Budget>()
+        .and_then(|b| b.resolve(&graph));
+    if budget.ok() != value.get("budget").and_then(Value::as_u64) {
+        return false;
+    }
+    let stats = value.get("stats");
+    if stats.is_none_or(Value::is_null) {
+        return value.get("schedule").is_none_or(Value::is_null);
+    }
+    let replayed = crate::front::simulate::read_schedule(text)
+        .ok()
+        .and_then(|s| s.resolve(&graph).ok())
+        .and_then(|s| crate::schedule::simulate(&graph, &s).ok());
+    let stated = |k: &str| stats.and_then(|s| s.get(k)).and_then(Value::as_f64);
+    replayed.is_some_and(|r| {
+        Some(r.total_cost) == stated("total_cost")
+            && Some(r.peak_memory as f64) == stated("peak_memory")
+    })
+}
+
+/// Refuses an `--out` directory that holds graph files: a result could be written over a
+/// graph of the same name, and the next run would read the results as graphs.
+fn refuse_out_among_graphs(out: &Path, files: &[PathBuf]) -> Result<(), CliError> {
+    let Ok(out_dir) = std::fs::canonicalize(out) else {
+        return Ok(()); // created by this run: it holds no graph yet
+    };
+    let dir_of = |f: &PathBuf| {
+        let parent = f.parent().filter(|p| !p.as_os_str().is_empty());
+        std::fs::canonicalize(parent.unwrap_or(Path::new("."))).ok()
+    };
+    match files.iter().find(|f| dir_of(f).as_ref() == Some(&out_dir)) {
+        Some(graph) => Err(bad(format!(
+            "--out {} holds the graph {}: results written there could replace a graph, and \
+             the next run would read them as graphs; give --out a directory of its own",
+            out.display(),
+            graph.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// A result file from an earlier run, as a summary row; `None` if unreadable or not this
+/// item's answer (redo it). Only a regular file is read, within `graph::load`'s file limit:
+/// a pipe or a device planted at a result's name is neither waited on nor read without end.
+/// It is this item's answer when its solver is the one asked for and the simulator replays
+/// its schedule on the graph as it is now, at the budget as it resolves now, to the figures
+/// it states ([`still_true`]): a changed graph, budget or solver is solved again.
+fn finished(item: &Item, args: &BatchArgs) -> Option<Row> {
+    let meta = std::fs::symlink_metadata(&item.output).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let text = crate::graph::load::read_text(&item.output).ok()?;
+    let value: Value = serde_json::from_str(&text).ok()?;
+    if !still_true(item, args, &value, &text) {
+        return None;
+    }
     let status: Status = serde_json::from_value(value.get("status")?.clone()).ok()?;
     let stats = value.get("stats");
     let num = |v: Option<&Value>, k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_f64);
@@ -194,6 +265,14 @@ fn empty_row(item: &Item, args: &BatchArgs) -> Row {
 
 fn solve_item(item: &Item, args: &BatchArgs, options: &SolveOptions) -> Option<Row> {
     let mut row = empty_row(item, args);
+    let planted = std::fs::symlink_metadata(&item.output).is_ok_and(|m| !m.is_file());
+    if planted {
+        row.message = Some(format!(
+            "{} exists and is not a regular file: results are written as regular files only",
+            item.output.display()
+        ));
+        return Some(row);
+    }
     let graph = match load_graph(&item.graph, args.format) {
         Ok(g) => g,
         Err(e) => {
@@ -257,7 +336,7 @@ fn fill(row: &mut Row, r: &SolveResult) {
 }
 
 fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
+    if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
@@ -311,8 +390,10 @@ fn watch_signals(cancel: Arc<AtomicBool>) -> Option<tokio::sync::oneshot::Sender
 
 pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
     solve::find(&args.solver)?;
-    let mut options = solve_options(&args.solver_flags, args.time_limit, args.jobs)?;
     let items = plan(&args)?;
+    // The solve memory is split among the solves that run at once: no more than the items.
+    let at_once = args.jobs.min(items.len()).max(1);
+    let mut options = solve_options(&args.solver_flags, args.time_limit, at_once)?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| bad(format!("cannot create {}: {e}", args.out.display())))?;
     remove_stale_temporaries(&items);
@@ -351,7 +432,7 @@ fn run_items(items: &[Item], args: &BatchArgs, options: &SolveOptions) -> Vec<Ro
                 }
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(item) = items.get(i) else { return };
-                let row = finished(item).or_else(|| run_item(item, args, options));
+                let row = finished(item, args).or_else(|| run_item(item, args, options));
                 if let Some(row) = &row {
                     bar.set_message(format!(
                         "{} @ {}: {}",
@@ -411,7 +492,7 @@ fn report(rows: &[Row], start: Instant) -> i32 {
         start.elapsed().as_secs_f64()
     );
     for r in &failed {
-        eprintln!(
+        let line = format!(
             "  {} @ {}: {}{}",
             r.graph,
             r.budget,
@@ -421,6 +502,7 @@ fn report(rows: &[Row], start: Instant) -> i32 {
                 .map(|m| format!(" ({m})"))
                 .unwrap_or_default()
         );
+        eprintln!("{}", super::printable(&line));
     }
     if failed.iter().any(|r| r.status == Status::Error) {
         4

@@ -26,6 +26,9 @@ impl From<MaxBatchError> for CliError {
 
 /// Searches, prints, writes; exit 0 when a batch fits, 1 when none does.
 pub(super) fn run(args: &MaxBatchArgs) -> Result<i32, CliError> {
+    if let Some(output) = &args.output {
+        super::output::check_output(output, &[&args.graph.graph])?;
+    }
     let g = load(&args.graph)?;
     let request = MaxBatchInput {
         memory: Some(

@@ -65,9 +65,18 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
-/// The start of the names of `name`'s temporary files.
+/// The longest part of a file's name kept in its temporary files' names: with the dot,
+/// `.tmp-` and 16 hex digits, a temporary name stays within the 255 bytes a name may have.
+const TEMPORARY_NAME_BYTES: usize = 200;
+
+/// The start of the names of `name`'s temporary files (`name` cut to
+/// [`TEMPORARY_NAME_BYTES`] on a character boundary).
 pub(super) fn temporary_prefix(name: &str) -> String {
-    format!(".{name}.tmp-")
+    let mut end = name.len().min(TEMPORARY_NAME_BYTES);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(".{}.tmp-", &name[..end])
 }
 
 /// A new temporary file in `dir` named `prefix` and a random suffix, locked: created
@@ -140,6 +149,35 @@ fn names(path: &Path, file: &File) -> bool {
         (Ok(at), Ok(open)) => at.dev() == open.dev() && at.ino() == open.ino(),
         _ => false,
     }
+}
+
+/// Refuses, before any work, an output that would destroy an input or cannot be written:
+/// `output` naming the same file as one of `inputs` (the graph, a schedule), or in a
+/// directory that does not exist.
+pub(super) fn check_output(output: &Path, inputs: &[&Path]) -> Result<(), super::CliError> {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(out) = std::fs::metadata(output) {
+        let same = |input: &&&Path| {
+            std::fs::metadata(input).is_ok_and(|i| (i.dev(), i.ino()) == (out.dev(), out.ino()))
+        };
+        if let Some(input) = inputs.iter().find(same) {
+            return Err(super::bad(format!(
+                "the output {} is the input {}: writing it would destroy the input; name \
+                 another file",
+                output.display(),
+                input.display()
+            )));
+        }
+    }
+    let dir = output.parent().filter(|d| !d.as_os_str().is_empty());
+    if let Some(dir) = dir.filter(|d| !d.is_dir()) {
+        return Err(super::bad(format!(
+            "cannot write {}: {} is not a directory",
+            output.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
 }
 
 /// [`write_atomic`], its failure a bad-input error naming the file.

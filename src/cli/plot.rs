@@ -15,6 +15,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 /// Draws and writes the picture; exit code 1 when a solve on the spot finds no schedule.
 pub(super) fn run(args: &PlotArgs) -> Result<i32, CliError> {
+    let inputs: Vec<&std::path::Path> = std::iter::once(args.graph.graph.as_path())
+        .chain(args.schedule.as_deref())
+        .collect();
+    super::output::check_output(&args.output, &inputs)?;
     let g = load(&args.graph)?;
     let options = solve_options(&args.solver_flags, args.time_limit, 1)?;
     let schedule = (args.schedule.as_deref())
@@ -72,7 +76,10 @@ fn schedule_error(args: &PlotArgs, e: impl std::fmt::Display) -> CliError {
 /// Writes the picture to `--output`.
 fn write(args: &PlotArgs, svg: &str) -> Result<i32, CliError> {
     write_file(&args.output, svg.as_bytes())?;
-    eprintln!("wrote {}", args.output.display());
+    eprintln!(
+        "wrote {}",
+        super::printable(&args.output.display().to_string())
+    );
     Ok(0)
 }
 

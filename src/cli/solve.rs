@@ -2,6 +2,7 @@
 //! written to a file.
 
 use super::args::SolveArgs;
+use super::output::check_output;
 use super::render::{bytes, num, print_tiers, unit};
 use super::{deliver, load_within, solve_options, CliError};
 use crate::budget::Budget;
@@ -20,6 +21,9 @@ use std::time::Duration;
 /// are not freed: the process exits right after, and freeing the millions of small
 /// allocations of a million-node graph one by one would take seconds past the limit.
 pub(super) fn run(args: &SolveArgs) -> Result<Status, CliError> {
+    if let Some(output) = &args.output {
+        check_output(output, &[&args.graph.graph])?;
+    }
     let mut options = solve_options(&args.solver_flags, args.time_limit, 1)?;
     let clock = Clock::start(options.time_limit);
     let limits = Limits {

@@ -160,6 +160,7 @@ impl PlotInput<'_> {
                     .unwrap_or_else(|| sweep::DEFAULT_SOLVERS.map(String::from).to_vec()),
                 budgets: sweep_budgets(graph, self.budgets, self.points)?,
                 options,
+                total: None,
             };
             // Refuse a bad sweep now rather than after it started.
             sweep::check(&request).map_err(PlotInputError::Sweep)?;

@@ -55,6 +55,10 @@ pub struct Request {
     pub budgets: Vec<u64>,
     /// The options of every solve; `time_limit` is per point.
     pub options: SolveOptions,
+    /// The whole sweep's time, when bounded: each solve's limit is cut to what is left of
+    /// it (a point solved after it is over gets no time: no schedule, or a constructive
+    /// solver's).
+    pub total: Option<Duration>,
 }
 
 /// One solve of the sweep, as drawn.
@@ -127,12 +131,23 @@ pub fn run(
     budgets.sort_unstable();
     budgets.dedup();
     let total = budgets.len() * request.solvers.len();
+    let end = request.total.map(|t| Instant::now() + t);
     let mut points = Vec::with_capacity(total);
     let mut bounds: Vec<Option<f64>> = vec![None; budgets.len()];
     for solver in &request.solvers {
         let mut best: Option<(f64, u64, u64)> = None; // cost, budget, peak
         for (k, &budget) in budgets.iter().enumerate() {
-            let result = solve::solve(&Instance { graph, budget }, solver, &request.options)?;
+            let options = match end {
+                Some(end) => {
+                    let left = end.saturating_duration_since(Instant::now());
+                    SolveOptions {
+                        time_limit: Some(request.options.time_limit.map_or(left, |t| t.min(left))),
+                        ..request.options.clone()
+                    }
+                }
+                None => request.options.clone(),
+            };
+            let result = solve::solve(&Instance { graph, budget }, solver, &options)?;
             if result.lower_bound_scope == Some(Scope::GlobalOptimum) {
                 if let Some(lb) = result.lower_bound {
                     bounds[k] = Some(bounds[k].map_or(lb, |b| b.max(lb)));

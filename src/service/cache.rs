@@ -2,8 +2,10 @@
 //! what determines a result: the validated graph in the native format (nodes in solver
 //! order, so two spellings of one graph share a key) and its storage tier, the budget resolved to bytes, the
 //! solver and every option that reaches it. The crate version is part of the key.
-//! Only deterministic answers are kept (`optimal`, `feasible`, `infeasible`); a time limit
-//! with no schedule, an error or a cancel is never cached. The cache holds at most
+//! Only answers with a verdict are kept (`optimal`, `optimal_in_scope`, `feasible`,
+//! `infeasible`), those a clock ended (`ended_by: time_limit`) too: the same request, time
+//! limit included, then gets the answer it already got. A time limit with no schedule, an
+//! error or a cancel is never cached. The cache holds at most
 //! `capacity` results and `max_bytes` of them, each weighed by the length of its JSON
 //! (counted without writing it; a 999-node result is about 2 MB, its structures in memory
 //! a few times that); a result heavier than `max_bytes` alone is not kept, and is known

@@ -71,9 +71,19 @@ pub struct Config {
     /// (640 MB at the default 1,000,000): one such graph fits beside two solves in 4 GiB.
     #[arg(long, env = "REMAT_MAX_NODES", default_value_t = DEFAULT_MAX_NODES, value_parser = parse_positive)]
     pub max_nodes: usize,
-    /// Largest graph accepted, in edges (inputs summed over the nodes).
+    /// Largest graph accepted, in edges (inputs summed over the nodes as listed, counted
+    /// while the body is read: an input named twice counts twice).
     #[arg(long, env = "REMAT_MAX_EDGES", default_value_t = DEFAULT_MAX_EDGES, value_parser = parse_positive)]
     pub max_edges: usize,
+    /// Connections open at once (never more than the process's file limit leaves room
+    /// for); more wait in the listener's backlog until one closes.
+    #[arg(long, env = "REMAT_MAX_CONNECTIONS", default_value_t = 256, value_parser = parse_positive)]
+    pub max_connections: usize,
+    /// Seconds a client may take to send a request's head (the wait for a kept-alive
+    /// connection's next request included: the connection is then closed) and, once its
+    /// turn to be read comes (`--readers`), its body (408).
+    #[arg(long, env = "REMAT_CLIENT_TIMEOUT", default_value_t = 30.0, value_parser = parse_seconds)]
+    pub client_timeout: f64,
     /// Log format.
     #[arg(long, env = "REMAT_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -116,6 +126,8 @@ impl Default for Config {
             solve_memory: None,
             max_nodes: DEFAULT_MAX_NODES,
             max_edges: DEFAULT_MAX_EDGES,
+            max_connections: 256,
+            client_timeout: 30.0,
             log_format: LogFormat::Text,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
@@ -132,6 +144,9 @@ impl Config {
     }
     pub fn job_ttl(&self) -> Duration {
         Duration::from_secs_f64(self.job_ttl)
+    }
+    pub fn client_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.client_timeout)
     }
     /// The bytes one solve may use: `--solve-memory` resolved against the container's
     /// memory and the workers.

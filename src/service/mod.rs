@@ -1,7 +1,8 @@
 //! `remat serve`: the HTTP/JSON service, a thin shell over `crate::solve`.
 //!
 //! ```text
-//! request ─ SetRequestId ─ Trace ─ PropagateRequestId ─ CatchPanic ─ metrics ─ guard ─ body limit ─ handler
+//! connection (conn: capped, head within --client-timeout)
+//! request ─ SetRequestId ─ Trace ─ PropagateRequestId ─ CatchPanic ─ identity ─ compression ─ metrics ─ guard ─ body limit ─ handler
 //!                                                                                │
 //!                       cache hit? ◄── key = blake3(graph, budget, solver, options)
 //!                                                                                │ miss
@@ -17,7 +18,8 @@
 //! poll its flag): the process exits within `--grace` plus one second. The server knows
 //! nothing of any solver's internals.
 //!
-//! Responses are gzip-compressed when the client sends `Accept-Encoding: gzip`. A request
+//! Responses are gzip-compressed when the client sends `Accept-Encoding: gzip`; a client that
+//! refuses `identity` and accepts no gzip gets them uncompressed all the same. A request
 //! target longer than [`MAX_URI`] gets a 414 problem document; hyper itself answers a bare
 //! 414, before the service sees the request, beyond 64 KiB.
 //!
@@ -30,6 +32,7 @@
 
 mod cache;
 mod config;
+mod conn;
 mod endpoints;
 mod guard;
 mod jobs;
@@ -49,7 +52,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
@@ -136,6 +139,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             record_metrics,
         ))
         .layer(CompressionLayer::new())
+        .layer(axum::middleware::map_request(identity_acceptable))
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(
@@ -156,7 +160,7 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// Counts every request by route and status, with its latency.
 async fn record_metrics(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let start = Instant::now();
-    let method = req.method().to_string();
+    let method = method_label(req.method());
     let route = req
         .extensions()
         .get::<MatchedPath>()
@@ -167,6 +171,68 @@ async fn record_metrics(State(state): State<Arc<AppState>>, req: Request, next: 
         .metrics
         .request(&method, &route, response.status().as_u16(), start.elapsed());
     response
+}
+
+/// The `method` label of a request's metrics: one of HTTP's methods, else `other`, so that
+/// made-up methods (any token) cannot grow the metrics without bound.
+fn method_label(method: &axum::http::Method) -> String {
+    use axum::http::Method;
+    let known = [
+        Method::GET,
+        Method::HEAD,
+        Method::POST,
+        Method::PUT,
+        Method::DELETE,
+        Method::OPTIONS,
+        Method::PATCH,
+        Method::TRACE,
+        Method::CONNECT,
+    ];
+    if known.contains(method) {
+        method.to_string()
+    } else {
+        "other".into()
+    }
+}
+
+/// Drops from `Accept-Encoding` the codings a client refuses with `q=0` when they are
+/// `identity` or `*`: the answer is then sent uncompressed where the client accepts no
+/// gzip (RFC 9110 lets a server disregard the header), rather than computed and then
+/// answered 406 by the compression layer.
+async fn identity_acceptable(mut req: Request) -> Request {
+    use axum::http::{header::ACCEPT_ENCODING, HeaderValue};
+    let refuses_identity = |coding: &str| {
+        let mut parts = coding.split(';').map(str::trim);
+        let name = parts.next().unwrap_or("");
+        let q = parts
+            .filter_map(|p| p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")))
+            .filter_map(|q| q.trim().parse::<f64>().ok())
+            .next_back();
+        (name == "*" || name.eq_ignore_ascii_case("identity")) && q == Some(0.0)
+    };
+    let codings: Vec<String> = req
+        .headers()
+        .get_all(ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|c| c.trim().to_string())
+        .collect();
+    if codings.iter().any(|c| refuses_identity(c)) {
+        let kept: Vec<&str> = codings
+            .iter()
+            .map(String::as_str)
+            .filter(|c| !refuses_identity(c) && !c.is_empty())
+            .collect();
+        let headers = req.headers_mut();
+        headers.remove(ACCEPT_ENCODING);
+        if let Ok(value) = HeaderValue::from_str(&kept.join(", ")) {
+            if !kept.is_empty() {
+                headers.insert(ACCEPT_ENCODING, value);
+            }
+        }
+    }
+    req
 }
 
 /// Refuses a request target longer than [`MAX_URI`] with a 414 problem document.
@@ -237,11 +303,9 @@ async fn serve_state(
             let _ = tx.send(());
         }
     };
-    let server = tokio::spawn(
-        axum::serve(listener, app)
-            .with_graceful_shutdown(signal)
-            .into_future(),
-    );
+    let connections = conn::cap(state.config.max_connections);
+    let timeout = state.config.client_timeout();
+    let server = tokio::spawn(conn::serve(listener, app, connections, timeout, signal));
     // Requests read off the runtime (bodies, inspect, simulate) free their memory into
     // their threads' arenas; give it back now and then.
     let trim = tokio::spawn(async {
@@ -274,7 +338,7 @@ async fn serve_state(
     }
     trim.abort();
     match server.await {
-        Ok(result) => result?,
+        Ok(()) => {}
         Err(e) if e.is_cancelled() => tracing::warn!(
             running = state.pool.running(),
             "stopped with work left: connections closed, solves not waited for"

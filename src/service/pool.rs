@@ -29,7 +29,12 @@ pub enum PoolError {
     Panicked(String),
     #[error("the worker pool is closed")]
     Closed,
+    #[error("cancelled while it waited for a worker")]
+    Cancelled,
 }
+
+/// How often a task waiting for a worker looks at its cancel flag.
+const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
 pub struct Pool {
     workers: usize,
@@ -122,9 +127,10 @@ impl Pool {
     }
 
     /// Runs `work` on a worker once one is free; `cancel` is the flag `work` polls. Refuses at once
-    /// when the queue is full. Dropping the returned future while it waits gives the
-    /// queue slot back; dropping it while `work` runs does not stop `work` (raise
-    /// `cancel` for that, see [`CancelOnDrop`]).
+    /// when the queue is full. Dropping the returned future while it waits, or raising
+    /// `cancel` then (a job deleted while queued), gives the queue slot back at once;
+    /// dropping the future while `work` runs does not stop `work` (raise `cancel` for that,
+    /// see [`CancelOnDrop`]).
     pub async fn run<T, F>(&self, cancel: Arc<AtomicBool>, work: F) -> Result<T, PoolError>
     where
         T: Send + 'static,
@@ -152,14 +158,20 @@ impl Pool {
             admitted: self.admitted.clone(),
             flags: self.flags.clone(),
         };
-        let permit = self
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| PoolError::Closed)?;
+        let cancelled = async {
+            while !cancel.load(Ordering::Relaxed) {
+                tokio::time::sleep(CANCEL_POLL).await;
+            }
+        };
+        let permit = tokio::select! {
+            permit = self.permits.clone().acquire_owned() => permit.map_err(|_| PoolError::Closed)?,
+            () = cancelled => return Err(PoolError::Cancelled),
+        };
         let running = self.running.clone();
+        // The request's span (its id) goes with the work: a solver's logs name the request.
+        let span = tracing::Span::current();
         let handle = tokio::task::spawn_blocking(move || {
+            let _span = span.enter();
             running.fetch_add(1, Ordering::SeqCst);
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
             release_free_memory();

@@ -23,6 +23,8 @@ pub enum Kind {
     /// The body, the graph or a solver's model is over the server's limits
     /// (`--max-body`, `--max-nodes`, `--max-edges`, `--solve-memory`) (413).
     TooLarge,
+    /// The body did not arrive within `--client-timeout` once its turn to be read came (408).
+    BodyTimeout,
     /// JSON of the wrong shape: a missing or mistyped field (422).
     InvalidRequest,
     /// The graph breaks a rule (422); `problems` lists each.
@@ -58,6 +60,7 @@ impl Kind {
         match self {
             Kind::BadJson => StatusCode::BAD_REQUEST,
             Kind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Kind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Kind::InvalidRequest
             | Kind::InvalidGraph
             | Kind::InvalidBudget
@@ -79,6 +82,7 @@ impl Kind {
         match self {
             Kind::BadJson => "bad-json",
             Kind::TooLarge => "too-large",
+            Kind::BodyTimeout => "request-timeout",
             Kind::InvalidRequest => "invalid-request",
             Kind::InvalidGraph => "invalid-graph",
             Kind::InvalidBudget => "invalid-budget",
@@ -100,6 +104,7 @@ impl Kind {
         match self {
             Kind::BadJson => "The request body is not valid JSON",
             Kind::TooLarge => "The request is too large for this server's limits",
+            Kind::BodyTimeout => "The request body did not arrive in time",
             Kind::InvalidRequest => "The request does not have the expected fields",
             Kind::InvalidGraph => "The graph is invalid",
             Kind::InvalidBudget => "The budget is invalid",

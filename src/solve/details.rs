@@ -120,13 +120,13 @@ pub struct CheckmateDetails {
     /// The rounding: the budget of the LP whose rounding fits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lp_budget: Option<u64>,
-    /// The rounding: the time of the LP at the full budget.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lp_time_s: Option<f64>,
     /// The rounding: how HiGHS ended the LP at the full budget ("optimal", "time limit",
     /// or a status without a verdict such as "Unknown"; the bound holds in every case).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lp_status: Option<String>,
+    /// The rounding: the time of the LP at the full budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lp_time_s: Option<f64>,
     /// The MILP: whether HiGHS took the start as its first incumbent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mip_start_accepted: Option<bool>,
@@ -276,14 +276,14 @@ pub struct AutoDetails {
     pub ended_by: crate::solve::EndedBy,
     /// Seconds from the start to the first verified schedule.
     pub first_found_s: Option<f64>,
+    /// The bound of the sequence of cuts, when it rose above the stage-cut bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<SequenceDetails>,
     /// The figures of the solver whose schedule is returned.
     pub solver_details: Option<Details>,
     /// The stage-cut bound, when it rose above `Σ_v c_v`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stage_cut: Option<StageCutDetails>,
-    /// The bound of the sequence of cuts, when it rose above the stage-cut bound.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sequence: Option<SequenceDetails>,
     /// Every candidate, in the order they ran.
     pub tried: Vec<Tried>,
 }
@@ -315,19 +315,19 @@ pub struct StageCutDetails {
 pub struct SequenceDetails {
     /// The bound on every schedule's cost.
     pub bound: f64,
-    /// The nodes whose first computations are its moments, in the order every schedule
-    /// computes them.
-    pub moments: Vec<String>,
-    /// Whether the bound is the window's integral program's (branch and bound), higher than
-    /// its LP.
-    pub integral: bool,
-    /// The windows of moments whose LP was solved.
-    pub windows: usize,
     /// Whether every window of the effort was solved within the bound's time share: if
     /// not, another machine may prove a different bound (never a different schedule).
     pub complete: bool,
+    /// Whether the bound is the window's integral program's (branch and bound), higher than
+    /// its LP.
+    pub integral: bool,
+    /// The nodes whose first computations are its moments, in the order every schedule
+    /// computes them.
+    pub moments: Vec<String>,
     /// Seconds it took.
     pub time_s: f64,
+    /// The windows of moments whose LP was solved.
+    pub windows: usize,
 }
 
 /// One candidate of the portfolio.
@@ -372,5 +372,34 @@ impl Verdict {
             Verdict::NoSolution => "no_solution",
             Verdict::Failed => "failed",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The module docs' rule, read from this file's source: every struct with named fields
+    /// declares them in alphabetical order.
+    #[test]
+    fn every_struct_declares_its_fields_in_alphabetical_order() {
+        let source = include_str!("details.rs");
+        let source = source.split("#[cfg(test)]").next().unwrap();
+        let mut checked = 0;
+        for block in source.split("pub struct ").skip(1) {
+            let (name, rest) = block.split_once(' ').unwrap();
+            let Some(body) = rest.strip_prefix('{') else {
+                continue;
+            };
+            let body = &body[..body.find("\n}").unwrap()];
+            let fields: Vec<&str> = body
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("pub "))
+                .filter_map(|l| l.split_once(':').map(|(field, _)| field))
+                .collect();
+            let mut sorted = fields.clone();
+            sorted.sort_unstable();
+            assert_eq!(fields, sorted, "{name}'s fields");
+            checked += 1;
+        }
+        assert!(checked >= 10, "{checked} structs read");
     }
 }

@@ -179,7 +179,7 @@ async fn the_served_document_is_the_yaml_contract_and_every_path_is_served() {
             );
         }
     }
-    assert_eq!(operations, 17);
+    assert_eq!(operations, 18);
     server.stop().await.unwrap();
 }
 
@@ -255,4 +255,73 @@ fn the_validator_rejects_what_the_contract_forbids() {
     assert!(check(&doc, request, &misspelt, "q")
         .unwrap_err()
         .contains("solvr"));
+}
+
+/// Every problem kind and schedule rule the code can answer is one the contract lists: a
+/// client generated from it with strict enums accepts every real answer. The matches are
+/// exhaustive, so a new kind or rule does not compile until it is added to the lists here.
+#[test]
+fn the_contract_lists_every_problem_kind_and_schedule_rule() {
+    use remat::graph::ProblemKind as K;
+    use remat::schedule::Rule as R;
+    let kinds = [
+        K::EmptyGraph,
+        K::DuplicateId,
+        K::UnknownInput,
+        K::SelfLoop,
+        K::Cycle,
+        K::InvalidCost,
+        K::InvalidMemory,
+        K::MissingField,
+        K::InvalidField,
+        K::UnknownField,
+    ];
+    let rules = [
+        R::UnknownNode,
+        R::MissingInput,
+        R::AlreadyResident,
+        R::FreeNotResident,
+        R::NeverComputed,
+        R::NoStorage,
+        R::StoreNotResident,
+        R::AlreadyStored,
+        R::LoadNotStored,
+    ];
+    for k in &kinds {
+        match k {
+            K::EmptyGraph | K::DuplicateId | K::UnknownInput | K::SelfLoop | K::Cycle => {}
+            K::InvalidCost | K::InvalidMemory | K::MissingField | K::InvalidField => {}
+            K::UnknownField => {}
+        }
+    }
+    for r in &rules {
+        match r {
+            R::UnknownNode | R::MissingInput | R::AlreadyResident | R::FreeNotResident => {}
+            R::NeverComputed | R::NoStorage | R::StoreNotResident | R::AlreadyStored => {}
+            R::LoadNotStored => {}
+        }
+    }
+    let doc = contract();
+    let listed = |schema: &str, field: &str| -> Vec<Value> {
+        doc["components"]["schemas"][schema]["properties"][field]["enum"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{schema}.{field} has no enum"))
+            .clone()
+    };
+    let (kinds_listed, rules_listed) = (
+        listed("GraphProblem", "kind"),
+        listed("ScheduleError", "rule"),
+    );
+    for value in kinds.iter().map(|k| serde_json::to_value(k).unwrap()) {
+        assert!(
+            kinds_listed.contains(&value),
+            "GraphProblem.kind lacks {value}"
+        );
+    }
+    for value in rules.iter().map(|r| serde_json::to_value(r).unwrap()) {
+        assert!(
+            rules_listed.contains(&value),
+            "ScheduleError.rule lacks {value}"
+        );
+    }
 }

@@ -358,3 +358,93 @@ fn runs_sharing_an_out_directory_do_not_disturb_each_other() {
     std::fs::remove_dir_all(&out).unwrap();
     std::fs::remove_dir_all(&inputs).unwrap();
 }
+
+/// `--out` among the graphs is refused (a result could replace a graph, the next run would
+/// read results as graphs); a pipe planted at a result's name is an error row, not a hang.
+#[test]
+fn out_among_the_graphs_is_refused_and_a_planted_pipe_does_not_hang() {
+    let dir = tempdir("out-among-graphs");
+    let linear = Path::new(env!("CARGO_MANIFEST_DIR")).join("graphs/linear-8.json");
+    std::fs::copy(linear, dir.join("a.json")).unwrap();
+    let d = dir.to_str().unwrap();
+    let o = remat()
+        .args(["batch", "--graphs", d, "--budgets", "90%", "--out", d])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("holds the graph"));
+
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let fifo = out.join("a--90pct.json");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("skipped the pipe: no mkfifo on this machine");
+        return;
+    }
+    let mut child = remat()
+        .args(["batch", "--graphs", dir.join("a.json").to_str().unwrap()])
+        .args(["--budgets", "90%", "--out", out.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            child.kill().unwrap();
+            panic!("batch hangs on a pipe planted at a result's name");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(4), "an error row");
+}
+
+/// A result from an earlier run is skipped only while it is still this item's answer: the
+/// same solver, and the simulator replaying its schedule on the graph as it is now. A
+/// changed graph or another solver is solved again, never reported with stale figures.
+#[test]
+fn a_stale_result_is_solved_again_not_skipped() {
+    let dir = tempdir("stale-result");
+    let graphs = dir.join("g");
+    std::fs::create_dir_all(&graphs).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(root.join("graphs/linear-8.json"), graphs.join("m.json")).unwrap();
+    let out = dir.join("out");
+    let run = |solver: &str| -> Value {
+        let o = remat()
+            .args([
+                "batch",
+                "--graphs",
+                graphs.to_str().unwrap(),
+                "--budgets",
+                "90%",
+            ])
+            .args(["--out", out.to_str().unwrap(), "--solver", solver])
+            .output()
+            .unwrap();
+        assert!(o.status.code().is_some_and(|c| c <= 1), "{o:?}");
+        let summary = std::fs::read_to_string(out.join("summary.json")).unwrap();
+        serde_json::from_str::<Value>(&summary).unwrap()["rows"][0].clone()
+    };
+    assert_eq!(run("auto")["skipped"], false);
+    assert_eq!(
+        run("auto")["skipped"],
+        true,
+        "the same run again is skipped"
+    );
+    assert_eq!(
+        run("checkpoint-all")["skipped"],
+        false,
+        "another solver is solved"
+    );
+    std::fs::copy(
+        root.join("graphs/tiny-residual.json"),
+        graphs.join("m.json"),
+    )
+    .unwrap();
+    let row = run("checkpoint-all");
+    assert_eq!(row["skipped"], false, "a changed graph is solved again");
+    assert_ne!(row["budget_bytes"], 9, "{row}");
+}

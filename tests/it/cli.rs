@@ -503,3 +503,71 @@ fn the_time_limit_counts_the_reading_of_the_graph() {
         stderr(&o)
     );
 }
+
+/// Outputs that would destroy an input or cannot be written are refused before any work,
+/// exit 2 naming them; the input is left as it was.
+#[test]
+fn an_output_that_is_an_input_or_has_no_directory_is_refused_first() {
+    let dir = temp_dir("output-is-input");
+    let graph = dir.join("g.json");
+    std::fs::copy("graphs/linear-8.json", &graph).unwrap();
+    let before = std::fs::read(&graph).unwrap();
+    let g = graph.to_str().unwrap();
+    for args in [
+        vec!["solve", g, "-b", "90%", "-o", g],
+        vec!["plot", "timeline", g, "-b", "90%", "-o", g],
+        vec!["max-batch", g, "--memory", "1GiB", "-o", g],
+    ] {
+        let o = remat(&args);
+        assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("is the input"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    assert_eq!(
+        std::fs::read(&graph).unwrap(),
+        before,
+        "the input is intact"
+    );
+    let missing = dir.join("no-such-dir/r.json");
+    let o = remat(&["solve", g, "-b", "90%", "-o", missing.to_str().unwrap()]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("is not a directory"), "{}", stderr(&o));
+    // A name of 245 bytes is a valid name: its temporary file's name must be one too.
+    let long = dir.join(format!("{}.json", "y".repeat(245)));
+    let o = remat(&["solve", g, "-b", "90%", "-o", long.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(long.is_file());
+}
+
+/// Standard output that cannot be written is an error (exit 2, the reason), not a panic.
+#[test]
+fn an_unwritable_standard_output_exits_2() {
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+    let Ok(full) = full else {
+        eprintln!("skipped: no /dev/full on this machine");
+        return;
+    };
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_remat"))
+        .args(["solvers", "--json"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot write standard output"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+}
+
+/// `gen transformer` keeps within the generators' million nodes: more layers is a flag error.
+#[test]
+fn gen_transformer_layers_are_capped() {
+    let o = remat(&["gen", "transformer", "--layers", "100000"]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("from 1 to 32257"), "{}", stderr(&o));
+}

@@ -16,6 +16,7 @@ mod body_limits;
 mod browser;
 mod chain_dp;
 mod cli;
+mod connections;
 mod determinism;
 mod docker;
 mod dp_vs_milp;

@@ -172,6 +172,7 @@ fn run_sweep(g: &Graph, solvers: &[&str], points: usize, limit: Duration) -> swe
             threads: Some(1),
             ..SolveOptions::default()
         },
+        total: None,
     };
     sweep::run(g, &request, &|_, _, _| ()).unwrap()
 }

@@ -372,6 +372,37 @@ async fn a_disconnect_cancels_the_solve_and_frees_the_worker_within_a_second() {
     server.stop().await.unwrap();
 }
 
+/// A job deleted while it waits for a worker gives its queue slot back at once: `/readyz`
+/// and new work see the room, not after the running solve ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_deleted_while_queued_frees_its_slot_at_once() {
+    let _turn = LONG_SOLVES.lock().await;
+    let server = Server::start(config(1, 1)).await;
+    let stream = start_long_solve(&server, 6_000).await;
+    let queued = server
+        .post("/v1/jobs", &json!({"graph": linear5(), "budget": "80%"}))
+        .await;
+    assert_eq!(queued.status, 202);
+    let id = queued.json()["id"].as_str().unwrap().to_string();
+    server
+        .wait_metric("remat_queue_depth", 1.0, Duration::from_secs(5))
+        .await;
+    server.get("/readyz").await.assert_problem(503, "busy");
+    let deleted = request(server.addr, "DELETE", &format!("/v1/jobs/{id}"), None).await;
+    assert_eq!(deleted.json()["status"], "cancelled");
+    server
+        .wait_metric("remat_queue_depth", 0.0, Duration::from_millis(500))
+        .await;
+    assert_eq!(server.get("/readyz").await.status, 200);
+    assert_eq!(
+        server.metric("remat_workers_busy").await,
+        1.0,
+        "the long solve still runs"
+    );
+    drop(stream);
+    server.stop().await.unwrap();
+}
+
 async fn wait_job(server: &Server, id: &str, status: &str) -> Value {
     let start = Instant::now();
     loop {

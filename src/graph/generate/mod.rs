@@ -12,7 +12,10 @@ use std::ops::RangeInclusive;
 
 mod transformer;
 
-pub use transformer::{transformer, ShapeError, TransformerShape};
+pub use transformer::{
+    transformer, ShapeError, TransformerShape, TRANSFORMER_NODES_OUTSIDE,
+    TRANSFORMER_NODES_PER_LAYER,
+};
 
 /// Checkmate's `gen_linear_graph(n)`: nodes `0..=2n` in order, unit costs and sizes,
 /// edges `i-1 -> i` for every `i >= 1` and `i -> 2n-i` for every `i < n`. Node `n` is the

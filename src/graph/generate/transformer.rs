@@ -45,10 +45,10 @@ pub enum ShapeError {
 }
 
 /// Nodes per transformer layer in [`transformer`] (14 forward, 17 backward).
-const TRANSFORMER_NODES_PER_LAYER: usize = 31;
+pub const TRANSFORMER_NODES_PER_LAYER: usize = 31;
 /// Nodes of [`transformer`] outside the layers: embedding, final layernorm, logits, loss
 /// and their backward ops.
-const TRANSFORMER_NODES_OUTSIDE: usize = 8;
+pub const TRANSFORMER_NODES_OUTSIDE: usize = 8;
 
 /// The joint forward + backward graph of one training step of a decoder-only transformer
 /// (pre-layernorm, GPT-style), `31 L + 8` nodes. Per layer, forward: `ln1`, the `q`, `k`,
@@ -71,59 +71,200 @@ const TRANSFORMER_NODES_OUTSIDE: usize = 8;
 /// weights and their gradients (`12 d² + 4 d` per layer, `V d` for the embedding tied to
 /// the logits; 4 bytes per parameter).
 pub fn transformer(shape: &TransformerShape) -> Result<Graph, ShapeError> {
+    check(shape)?;
+    let sizes = Sizes::of(shape)?;
+    let flops = Flops::of(shape);
+    let layers = shape.layers;
+    let mut g = Builder {
+        nodes: Vec::with_capacity(layers * TRANSFORMER_NODES_PER_LAYER + TRANSFORMER_NODES_OUTSIDE),
+        sizes,
+        flops,
+    };
+    g.node("embed".into(), "embedding", F, flops.add, sizes.act, &[]);
+    let mut x = "embed".to_string();
+    for l in 0..layers {
+        x = g.forward_layer(l, &x);
+    }
+    let mut dy = g.head(&x);
+    for l in (0..layers).rev() {
+        let input = if l == 0 {
+            "embed".to_string()
+        } else {
+            format!("L{}.res2", l - 1)
+        };
+        dy = g.backward_layer(l, &dy, &input);
+    }
+    g.node(
+        "embed.bwd".into(),
+        "embedding_backward",
+        B,
+        flops.add,
+        sizes.embedding,
+        &[&dy],
+    );
     let TransformerShape {
-        layers,
         hidden: d,
         seq: s,
         heads: h,
         batch: b,
         vocab: v,
+        ..
     } = *shape;
-    for (value, name) in [
+    Graph::new(GraphSpec {
+        name: Some(format!("transformer-l{layers}-d{d}-s{s}-h{h}-b{b}-v{v}")),
+        fixed_memory: sizes.fixed,
+        cost_unit: Some("FLOP".into()),
+        nodes: g.nodes,
+    })
+    .map_err(|e| ShapeError::Limits(e.to_string()))
+}
+
+/// Every dimension at least 1, and the hidden size a multiple of the heads.
+fn check(shape: &TransformerShape) -> Result<(), ShapeError> {
+    let TransformerShape {
+        layers,
+        hidden,
+        seq,
+        heads,
+        batch,
+        vocab,
+    } = *shape;
+    let dimensions = [
         (layers as u64, "layers"),
-        (d, "hidden"),
-        (s, "seq"),
-        (h, "heads"),
-        (b, "batch"),
-        (v, "vocab"),
-    ] {
-        if value == 0 {
-            return Err(ShapeError::Zero(name));
+        (hidden, "hidden"),
+        (seq, "seq"),
+        (heads, "heads"),
+        (batch, "batch"),
+        (vocab, "vocab"),
+    ];
+    if let Some(&(_, name)) = dimensions.iter().find(|&&(value, _)| value == 0) {
+        return Err(ShapeError::Zero(name));
+    }
+    if hidden % heads != 0 {
+        return Err(ShapeError::Heads { hidden, heads });
+    }
+    Ok(())
+}
+
+/// The tensors' bytes (16-bit values) and `fixed_memory` (4-byte weights and gradients),
+/// each checked against 2^64.
+#[derive(Clone, Copy)]
+struct Sizes {
+    /// `b s d`: a hidden state.
+    act: u64,
+    /// `4 b s d`: the MLP's inner activations.
+    mlp: u64,
+    /// `b h s²`: attention scores and probabilities.
+    att: u64,
+    /// `b s V`.
+    logits: u64,
+    /// `V d`: the embedding's gradient.
+    embedding: u64,
+    fixed: u64,
+}
+
+impl Sizes {
+    fn of(shape: &TransformerShape) -> Result<Sizes, ShapeError> {
+        let TransformerShape {
+            layers,
+            hidden: d,
+            seq: s,
+            heads: h,
+            batch: b,
+            vocab: v,
+        } = *shape;
+        let bytes = |what: &'static str, factors: &[u64]| {
+            factors
+                .iter()
+                .try_fold(2u64, |acc, &f| acc.checked_mul(f))
+                .ok_or(ShapeError::TooLarge(what))
+        };
+        let act = bytes("hidden state", &[b, s, d])?;
+        let mlp = bytes("MLP", &[4, b, s, d])?;
+        let att = bytes("attention", &[b, h, s, s])?;
+        let logits = bytes("logits", &[b, s, v])?;
+        let embedding = bytes("embedding", &[v, d])?;
+        let per_layer = 12 * (d as u128) * (d as u128) + 4 * d as u128;
+        let params = per_layer * layers as u128 + (v as u128) * (d as u128);
+        let fixed = u64::try_from(4 * params).map_err(|_| ShapeError::TooLarge("weights"))?;
+        Ok(Sizes {
+            act,
+            mlp,
+            att,
+            logits,
+            embedding,
+            fixed,
+        })
+    }
+}
+
+/// The ops' FLOP: `2 b s d²` a projection, `8 b s d²` an MLP matmul, `2 b s² d` scores and
+/// context, a few per element for layernorms, softmax and additions.
+#[derive(Clone, Copy)]
+struct Flops {
+    proj: f64,
+    mm: f64,
+    attn: f64,
+    norm: f64,
+    add: f64,
+    soft: f64,
+    /// `2 b s d V`: the logits' matmul.
+    logits: f64,
+    /// `5 b s V`: the cross-entropy and its backward.
+    xent: f64,
+    /// `d`, which the GELU's cost divides the MLP's by.
+    d: f64,
+}
+
+impl Flops {
+    fn of(shape: &TransformerShape) -> Flops {
+        let [b, s, d, h, v] = [
+            shape.batch,
+            shape.seq,
+            shape.hidden,
+            shape.heads,
+            shape.vocab,
+        ]
+        .map(|x| x as f64);
+        let tokens = b * s;
+        Flops {
+            proj: 2.0 * tokens * d * d,
+            mm: 8.0 * tokens * d * d,
+            attn: 2.0 * tokens * s * d,
+            norm: 8.0 * tokens * d,
+            add: tokens * d,
+            soft: 5.0 * b * h * s * s,
+            logits: 2.0 * tokens * d * v,
+            xent: 5.0 * tokens * v,
+            d,
         }
     }
-    if d % h != 0 {
-        return Err(ShapeError::Heads {
-            hidden: d,
-            heads: h,
-        });
-    }
-    let bytes = |what: &'static str, factors: &[u64]| {
-        factors
-            .iter()
-            .try_fold(2u64, |acc, &f| acc.checked_mul(f))
-            .ok_or(ShapeError::TooLarge(what))
-    };
-    let act = bytes("hidden state", &[b, s, d])?;
-    let mlp = bytes("MLP", &[4, b, s, d])?;
-    let att = bytes("attention", &[b, h, s, s])?;
-    let logits = bytes("logits", &[b, s, v])?;
-    let embedding = bytes("embedding", &[v, d])?;
-    let per_layer = 12 * (d as u128) * (d as u128) + 4 * d as u128;
-    let params = per_layer * layers as u128 + (v as u128) * (d as u128);
-    let fixed = u64::try_from(4 * params).map_err(|_| ShapeError::TooLarge("weights"))?;
-    let (bf, sf, df, hf, vf) = (b as f64, s as f64, d as f64, h as f64, v as f64);
-    let tokens = bf * sf;
-    let proj = 2.0 * tokens * df * df;
-    let mm = 8.0 * tokens * df * df;
-    let attn = 2.0 * tokens * sf * df;
-    let norm = 8.0 * tokens * df;
-    let add = tokens * df;
-    let soft = 5.0 * bf * hf * sf * sf;
+}
 
-    let mut nodes =
-        Vec::with_capacity(layers * TRANSFORMER_NODES_PER_LAYER + TRANSFORMER_NODES_OUTSIDE);
-    let mut node = |id: String, op: &str, kind, cost: f64, memory: u64, inputs: &[&str]| {
-        nodes.push(NodeSpec {
+use NodeKind::{Backward as B, Forward as F, Loss};
+
+/// One op of a layer: its name within the layer, op, cost, output bytes and inputs (names
+/// within the layer, or `^name` for a value from outside it).
+type Op<'a> = (&'a str, &'a str, f64, u64, &'a [&'a str]);
+
+/// The graph's nodes in the order they are added, with the shape's sizes and costs.
+struct Builder {
+    nodes: Vec<NodeSpec>,
+    sizes: Sizes,
+    flops: Flops,
+}
+
+impl Builder {
+    fn node(
+        &mut self,
+        id: String,
+        op: &str,
+        kind: NodeKind,
+        cost: f64,
+        memory: u64,
+        inputs: &[&str],
+    ) {
+        self.nodes.push(NodeSpec {
             id,
             cost,
             memory,
@@ -131,234 +272,111 @@ pub fn transformer(shape: &TransformerShape) -> Result<Graph, ShapeError> {
             kind: Some(kind),
             op: Some(op.into()),
         });
-    };
-    use NodeKind::{Backward as B, Forward as F, Loss};
-    node("embed".into(), "embedding", F, add, act, &[]);
-    let mut x = "embed".to_string();
-    for l in 0..layers {
-        let n = |op: &str| format!("L{l}.{op}");
-        let (ln1, q, k, vv, scores, softmax, ctx, prj, res1, ln2, fc1, gelu, fc2, res2) = (
-            n("ln1"),
-            n("q"),
-            n("k"),
-            n("v"),
-            n("scores"),
-            n("softmax"),
-            n("ctx"),
-            n("proj"),
-            n("res1"),
-            n("ln2"),
-            n("fc1"),
-            n("gelu"),
-            n("fc2"),
-            n("res2"),
-        );
-        node(ln1.clone(), "layernorm", F, norm, act, &[&x]);
-        for p in [&q, &k, &vv] {
-            node(p.clone(), "matmul", F, proj, act, &[&ln1]);
-        }
-        node(scores.clone(), "matmul", F, attn, att, &[&q, &k]);
-        node(softmax.clone(), "softmax", F, soft, att, &[&scores]);
-        node(ctx.clone(), "matmul", F, attn, act, &[&softmax, &vv]);
-        node(prj.clone(), "matmul", F, proj, act, &[&ctx]);
-        node(res1.clone(), "add", F, add, act, &[&x, &prj]);
-        node(ln2.clone(), "layernorm", F, norm, act, &[&res1]);
-        node(fc1.clone(), "matmul", F, mm, mlp, &[&ln2]);
-        node(gelu.clone(), "gelu", F, 2.0 * mm / df, mlp, &[&fc1]);
-        node(fc2.clone(), "matmul", F, mm, act, &[&gelu]);
-        node(res2.clone(), "add", F, add, act, &[&res1, &fc2]);
-        x = res2;
     }
-    node("lnf".into(), "layernorm", F, norm, act, &[&x]);
-    node(
-        "logits".into(),
-        "matmul",
-        F,
-        2.0 * tokens * df * vf,
-        logits,
-        &["lnf"],
-    );
-    let xent = 5.0 * tokens * vf;
-    node("loss".into(), "cross_entropy", Loss, xent, 4, &["logits"]);
-    node(
-        "loss.bwd".into(),
-        "cross_entropy_backward",
-        B,
-        xent,
-        logits,
-        &["loss", "logits"],
-    );
-    node(
-        "logits.bwd".into(),
-        "matmul_backward",
-        B,
-        4.0 * tokens * df * vf,
-        act,
-        &["loss.bwd", "lnf"],
-    );
-    node(
-        "lnf.bwd".into(),
-        "layernorm_backward",
-        B,
-        2.0 * norm,
-        act,
-        &["logits.bwd", &x],
-    );
-    let mut dy = "lnf.bwd".to_string();
-    for l in (0..layers).rev() {
-        let n = |op: &str| format!("L{l}.{op}");
-        let input = if l == 0 {
-            "embed".to_string()
-        } else {
-            format!("L{}.res2", l - 1)
+
+    /// Layer `l`'s 14 forward ops on the hidden state `x`; returns its output, `res2`.
+    fn forward_layer(&mut self, l: usize, x: &str) -> String {
+        let (Sizes { act, mlp, att, .. }, f) = (self.sizes, self.flops);
+        #[rustfmt::skip]
+        let ops: [Op; 14] = [
+            ("ln1", "layernorm", f.norm, act, &["^x"]),
+            ("q", "matmul", f.proj, act, &["ln1"]),
+            ("k", "matmul", f.proj, act, &["ln1"]),
+            ("v", "matmul", f.proj, act, &["ln1"]),
+            ("scores", "matmul", f.attn, att, &["q", "k"]),
+            ("softmax", "softmax", f.soft, att, &["scores"]),
+            ("ctx", "matmul", f.attn, act, &["softmax", "v"]),
+            ("proj", "matmul", f.proj, act, &["ctx"]),
+            ("res1", "add", f.add, act, &["^x", "proj"]),
+            ("ln2", "layernorm", f.norm, act, &["res1"]),
+            ("fc1", "matmul", f.mm, mlp, &["ln2"]),
+            ("gelu", "gelu", 2.0 * f.mm / f.d, mlp, &["fc1"]),
+            ("fc2", "matmul", f.mm, act, &["gelu"]),
+            ("res2", "add", f.add, act, &["res1", "fc2"]),
+        ];
+        self.layer(l, F, &ops, &[("^x", x)])
+    }
+
+    /// The final layernorm, the logits, the loss and their backward ops after the last
+    /// layer's output `x`; returns the gradient of `x`.
+    fn head(&mut self, x: &str) -> String {
+        let (Sizes { act, logits, .. }, f) = (self.sizes, self.flops);
+        self.node("lnf".into(), "layernorm", F, f.norm, act, &[x]);
+        self.node("logits".into(), "matmul", F, f.logits, logits, &["lnf"]);
+        self.node("loss".into(), "cross_entropy", Loss, f.xent, 4, &["logits"]);
+        let xent_bwd = "cross_entropy_backward";
+        self.node(
+            "loss.bwd".into(),
+            xent_bwd,
+            B,
+            f.xent,
+            logits,
+            &["loss", "logits"],
+        );
+        let inputs = ["loss.bwd", "lnf"];
+        self.node(
+            "logits.bwd".into(),
+            "matmul_backward",
+            B,
+            2.0 * f.logits,
+            act,
+            &inputs,
+        );
+        let inputs = ["logits.bwd", x];
+        self.node(
+            "lnf.bwd".into(),
+            "layernorm_backward",
+            B,
+            2.0 * f.norm,
+            act,
+            &inputs,
+        );
+        "lnf.bwd".into()
+    }
+
+    /// Layer `l`'s 17 backward ops, from the gradient `dy` of its output back to the
+    /// gradient of its input (`input`, which `ln1.bwd` reads), which it returns.
+    fn backward_layer(&mut self, l: usize, dy: &str, input: &str) -> String {
+        let (Sizes { act, mlp, att, .. }, f) = (self.sizes, self.flops);
+        let (mm, norm, soft) = ("matmul_backward", "layernorm_backward", "softmax_backward");
+        #[rustfmt::skip]
+        let ops: [Op; 17] = [
+            ("fc2.bwd", mm, 2.0 * f.mm, mlp, &["^dy", "gelu"]),
+            ("gelu.bwd", "gelu_backward", 4.0 * f.mm / f.d, mlp, &["fc2.bwd", "fc1"]),
+            ("fc1.bwd", mm, 2.0 * f.mm, act, &["gelu.bwd", "ln2"]),
+            ("ln2.bwd", norm, 2.0 * f.norm, act, &["fc1.bwd", "res1"]),
+            ("res1.grad", "add", f.add, act, &["^dy", "ln2.bwd"]),
+            ("proj.bwd", mm, 2.0 * f.proj, act, &["res1.grad", "ctx"]),
+            ("ctx.bwd_p", mm, f.attn, att, &["proj.bwd", "v"]),
+            ("ctx.bwd_v", mm, f.attn, act, &["proj.bwd", "softmax"]),
+            ("softmax.bwd", soft, f.soft, att, &["ctx.bwd_p", "softmax"]),
+            ("scores.bwd_q", mm, f.attn, act, &["softmax.bwd", "k"]),
+            ("scores.bwd_k", mm, f.attn, act, &["softmax.bwd", "q"]),
+            ("q.bwd", mm, 2.0 * f.proj, act, &["scores.bwd_q", "ln1"]),
+            ("k.bwd", mm, 2.0 * f.proj, act, &["scores.bwd_k", "ln1"]),
+            ("v.bwd", mm, 2.0 * f.proj, act, &["ctx.bwd_v", "ln1"]),
+            ("ln1.grad", "add", 2.0 * f.add, act, &["q.bwd", "k.bwd", "v.bwd"]),
+            ("ln1.bwd", norm, 2.0 * f.norm, act, &["ln1.grad", "^input"]),
+            ("in.grad", "add", f.add, act, &["res1.grad", "ln1.bwd"]),
+        ];
+        self.layer(l, B, &ops, &[("^dy", dy), ("^input", input)])
+    }
+
+    /// Adds layer `l`'s `ops` of `kind`, their ids and inputs prefixed `L{l}.` except the
+    /// values from outside the layer, named `^name` and given by `outside`; returns the last
+    /// op's id.
+    fn layer(&mut self, l: usize, kind: NodeKind, ops: &[Op], outside: &[(&str, &str)]) -> String {
+        let id = |op: &str| match outside.iter().find(|&&(name, _)| name == op) {
+            Some(&(_, value)) => value.to_string(),
+            None => format!("L{l}.{op}"),
         };
-        let g = |op: &str| format!("L{l}.{op}");
-        node(
-            g("fc2.bwd"),
-            "matmul_backward",
-            B,
-            2.0 * mm,
-            mlp,
-            &[&dy, &n("gelu")],
-        );
-        node(
-            g("gelu.bwd"),
-            "gelu_backward",
-            B,
-            4.0 * mm / df,
-            mlp,
-            &[&g("fc2.bwd"), &n("fc1")],
-        );
-        node(
-            g("fc1.bwd"),
-            "matmul_backward",
-            B,
-            2.0 * mm,
-            act,
-            &[&g("gelu.bwd"), &n("ln2")],
-        );
-        node(
-            g("ln2.bwd"),
-            "layernorm_backward",
-            B,
-            2.0 * norm,
-            act,
-            &[&g("fc1.bwd"), &n("res1")],
-        );
-        node(g("res1.grad"), "add", B, add, act, &[&dy, &g("ln2.bwd")]);
-        node(
-            g("proj.bwd"),
-            "matmul_backward",
-            B,
-            2.0 * proj,
-            act,
-            &[&g("res1.grad"), &n("ctx")],
-        );
-        node(
-            g("ctx.bwd_p"),
-            "matmul_backward",
-            B,
-            attn,
-            att,
-            &[&g("proj.bwd"), &n("v")],
-        );
-        node(
-            g("ctx.bwd_v"),
-            "matmul_backward",
-            B,
-            attn,
-            act,
-            &[&g("proj.bwd"), &n("softmax")],
-        );
-        node(
-            g("softmax.bwd"),
-            "softmax_backward",
-            B,
-            soft,
-            att,
-            &[&g("ctx.bwd_p"), &n("softmax")],
-        );
-        node(
-            g("scores.bwd_q"),
-            "matmul_backward",
-            B,
-            attn,
-            act,
-            &[&g("softmax.bwd"), &n("k")],
-        );
-        node(
-            g("scores.bwd_k"),
-            "matmul_backward",
-            B,
-            attn,
-            act,
-            &[&g("softmax.bwd"), &n("q")],
-        );
-        node(
-            g("q.bwd"),
-            "matmul_backward",
-            B,
-            2.0 * proj,
-            act,
-            &[&g("scores.bwd_q"), &n("ln1")],
-        );
-        node(
-            g("k.bwd"),
-            "matmul_backward",
-            B,
-            2.0 * proj,
-            act,
-            &[&g("scores.bwd_k"), &n("ln1")],
-        );
-        node(
-            g("v.bwd"),
-            "matmul_backward",
-            B,
-            2.0 * proj,
-            act,
-            &[&g("ctx.bwd_v"), &n("ln1")],
-        );
-        node(
-            g("ln1.grad"),
-            "add",
-            B,
-            2.0 * add,
-            act,
-            &[&g("q.bwd"), &g("k.bwd"), &g("v.bwd")],
-        );
-        node(
-            g("ln1.bwd"),
-            "layernorm_backward",
-            B,
-            2.0 * norm,
-            act,
-            &[&g("ln1.grad"), &input],
-        );
-        node(
-            g("in.grad"),
-            "add",
-            B,
-            add,
-            act,
-            &[&g("res1.grad"), &g("ln1.bwd")],
-        );
-        dy = g("in.grad");
+        for &(op, name, cost, memory, inputs) in ops {
+            let inputs: Vec<String> = inputs.iter().map(|&i| id(i)).collect();
+            let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+            self.node(id(op), name, kind, cost, memory, &inputs);
+        }
+        id(ops.last().expect("a layer has ops").0)
     }
-    node(
-        "embed.bwd".into(),
-        "embedding_backward",
-        B,
-        add,
-        embedding,
-        &[&dy],
-    );
-    Graph::new(GraphSpec {
-        name: Some(format!("transformer-l{layers}-d{d}-s{s}-h{h}-b{b}-v{v}")),
-        fixed_memory: fixed,
-        cost_unit: Some("FLOP".into()),
-        nodes,
-    })
-    .map_err(|e| ShapeError::Limits(e.to_string()))
 }
 
 #[cfg(test)]

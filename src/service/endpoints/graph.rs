@@ -5,23 +5,18 @@
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
 #![allow(clippy::result_large_err)]
 
-use super::{json_response, read_body, ApiResult, Shared};
+use super::{json_response, read_body, ApiResult, Posted, Shared};
 use crate::budget::Budget;
 use crate::front::{read_schedule, report, simulate_report};
 use crate::service::problem::{ApiProblem, Kind};
 use crate::service::request::Body;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 
 /// `POST /v1/simulate`: replays a schedule; 200 with its figures, 422 naming the event,
 /// node and rule it breaks.
-pub async fn simulate_schedule(
-    State(state): Shared,
-    bytes: Result<Bytes, BytesRejection>,
-) -> ApiResult {
-    read_body(&state, bytes, |state, bytes| {
+pub async fn simulate_schedule(State(state): Shared, body: Posted) -> ApiResult {
+    read_body(&state, body, |state, bytes| {
         let mut body = Body::parse(bytes)?;
         let graph = body.graph(&state.config)?;
         let raw = body.required_raw("schedule")?;
@@ -36,8 +31,8 @@ pub async fn simulate_schedule(
 }
 
 /// `POST /v1/inspect`: size, cost and memory bounds of a graph.
-pub async fn inspect(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    read_body(&state, bytes, |state, bytes| {
+pub async fn inspect(State(state): Shared, body: Posted) -> ApiResult {
+    read_body(&state, body, |state, bytes| {
         let mut body = Body::parse(bytes)?;
         let graph = body.graph(&state.config)?;
         body.finish()?;

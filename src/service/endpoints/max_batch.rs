@@ -7,7 +7,7 @@
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
 #![allow(clippy::result_large_err)]
 
-use super::{read_body, start_job, ApiResult, Shared};
+use super::{read_body, start_job, ApiResult, Posted, Shared};
 use crate::budget::Budget;
 use crate::front::max_batch::{search, Field, MaxBatchError, MaxBatchInput, MaxBatchRequest};
 use crate::graph::Graph;
@@ -15,8 +15,6 @@ use crate::service::jobs::JobResult;
 use crate::service::problem::{ApiProblem, Kind};
 use crate::service::request::{Body, Options};
 use crate::service::AppState;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 
 /// A max-batch request the caller got wrong names its field (422); a solve that failed is
@@ -45,8 +43,8 @@ impl From<MaxBatchError> for ApiProblem {
 }
 
 /// `POST /v1/max-batch`: 202 with the job's id and `Location`.
-pub async fn max_batch(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    let (graph, request, options) = read_body(&state, bytes, read).await?;
+pub async fn max_batch(State(state): Shared, body: Posted) -> ApiResult {
+    let (graph, request, options) = read_body(&state, body, read).await?;
     start_job(&state, move |job| async move {
         let mut solve_options = options.solve_options(job.cancel.clone());
         solve_options.progress = Some(job.progress());

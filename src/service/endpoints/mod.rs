@@ -31,8 +31,7 @@ use super::request::body_bytes;
 use super::AppState;
 use crate::solve::ProgressSink;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::State;
+use axum::extract::{FromRequest, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -40,6 +39,8 @@ use serde::Serialize;
 use std::future::Future;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::OwnedSemaphorePermit;
 
 type Shared = State<Arc<AppState>>;
 type ApiResult = Result<Response, ApiProblem>;
@@ -83,14 +84,52 @@ async fn json_off_runtime<T: Serialize + Send + Sync + 'static>(
     Ok((status, [(header::CONTENT_TYPE, json)], body).into_response())
 }
 
-/// Reads a request's body with `work` off the runtime ([`off_runtime`]).
+/// A request's body, collected once a reader's place is free (`--readers`) and within
+/// `--client-timeout` (else 408): at most `--readers` bodies are in memory at once, being
+/// collected or read; the others wait unread, in their connections' buffers. The place is
+/// held until [`read_body`] has read the body.
+pub struct Posted {
+    bytes: Bytes,
+    reader: OwnedSemaphorePermit,
+}
+
+impl FromRequest<Arc<AppState>> for Posted {
+    type Rejection = ApiProblem;
+
+    async fn from_request(req: Request, state: &Arc<AppState>) -> Result<Posted, ApiProblem> {
+        let reader = reader(state).await?;
+        let timeout = state.config.client_timeout();
+        match tokio::time::timeout(timeout, Bytes::from_request(req, state)).await {
+            Ok(bytes) => Ok(Posted {
+                bytes: body_bytes(bytes, state.config.max_body)?,
+                reader,
+            }),
+            Err(_) => Err(ApiProblem::new(
+                Kind::BodyTimeout,
+                format!(
+                    "the body did not arrive within {} s (--client-timeout)",
+                    state.config.client_timeout
+                ),
+            )),
+        }
+    }
+}
+
+/// Reads a request's body with `work` off the runtime ([`off_runtime`]), in the reader's
+/// place its collection took.
 async fn read_body<T: Send + 'static>(
     state: &Arc<AppState>,
-    bytes: Result<Bytes, BytesRejection>,
+    body: Posted,
     work: impl FnOnce(&AppState, &[u8]) -> Result<T, ApiProblem> + Send + 'static,
 ) -> Result<T, ApiProblem> {
-    let bytes = body_bytes(bytes, state.config.max_body)?;
-    off_runtime(state, move |state| work(state, &bytes)).await
+    let Posted { bytes, reader } = body;
+    off_runtime_in(state, reader, move |state| work(state, &bytes)).await
+}
+
+/// A reader's place (`--readers`), once one is free.
+async fn reader(state: &AppState) -> Result<OwnedSemaphorePermit, ApiProblem> {
+    let closed = |_| ApiProblem::new(Kind::Draining, "the server is shutting down").retry_after(1);
+    state.readers.clone().acquire_owned().await.map_err(closed)
 }
 
 /// Runs `work` (reading a body, building a graph, answering from it) on a blocking thread
@@ -102,13 +141,16 @@ async fn off_runtime<T: Send + 'static>(
     state: &Arc<AppState>,
     work: impl FnOnce(&AppState) -> Result<T, ApiProblem> + Send + 'static,
 ) -> Result<T, ApiProblem> {
-    let closed = |_| ApiProblem::new(Kind::Draining, "the server is shutting down").retry_after(1);
-    let permit = state
-        .readers
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(closed)?;
+    let permit = reader(state).await?;
+    off_runtime_in(state, permit, work).await
+}
+
+/// [`off_runtime`] in the reader's place `permit`.
+async fn off_runtime_in<T: Send + 'static>(
+    state: &Arc<AppState>,
+    permit: OwnedSemaphorePermit,
+    work: impl FnOnce(&AppState) -> Result<T, ApiProblem> + Send + 'static,
+) -> Result<T, ApiProblem> {
     let state = state.clone();
     let read = tokio::task::spawn_blocking(move || {
         let out = work(&state);
@@ -138,7 +180,10 @@ impl Job {
     /// A sink that shows the work's progress on the job.
     fn progress(&self) -> ProgressSink {
         let (state, id) = (self.state.clone(), self.id.clone());
-        Arc::new(move |p| state.jobs.progress(&id, p))
+        Arc::new(move |p| {
+            tracing::info!(job = %id, fraction = p.fraction, "{}", p.message);
+            state.jobs.progress(&id, p)
+        })
     }
 
     /// Marks the job running; called when a worker takes it.
@@ -181,10 +226,21 @@ where
         state: state.clone(),
     });
     let (jobs_state, job_id) = (state.clone(), id.clone());
-    tokio::spawn(async move {
+    tracing::info!(job = %id, "job queued");
+    let started = Instant::now();
+    // The request's span (its id) goes with the job, whose logs come after the answer.
+    let job = async move {
         let outcome = outcome.await;
+        let elapsed_s = started.elapsed().as_secs_f64();
+        match &outcome {
+            Ok(_) => tracing::info!(job = %job_id, elapsed_s, "job succeeded"),
+            Err(p) => {
+                tracing::info!(job = %job_id, elapsed_s, status = p.status, detail = %p.detail, "job failed")
+            }
+        }
         jobs_state.jobs.finish(&job_id, outcome);
-    });
+    };
+    tokio::spawn(tracing::Instrument::in_current_span(job));
     Ok(accepted(&id))
 }
 
@@ -211,5 +267,7 @@ fn pool_problem(state: &AppState, what: &str, e: PoolError) -> ApiProblem {
             ApiProblem::new(Kind::Internal, e.to_string())
         }
         PoolError::Closed => ApiProblem::new(Kind::Draining, e.to_string()).retry_after(1),
+        // A client gone or a job deleted reads nothing; else the shutdown cancelled it.
+        PoolError::Cancelled => ApiProblem::new(Kind::Draining, e.to_string()).retry_after(1),
     }
 }

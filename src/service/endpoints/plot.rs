@@ -12,7 +12,7 @@
 #![allow(clippy::result_large_err)]
 
 use super::solve::solve_in_request;
-use super::{off_runtime, read_body, start_job, ApiResult, Shared};
+use super::{off_runtime, read_body, start_job, ApiResult, Posted, Shared};
 use crate::graph::Graph;
 use crate::plot::request::{PlotInput, PlotInputError, PlotRequest};
 use crate::plot::{self, input, sweep, tradeoff, PlotError};
@@ -21,8 +21,7 @@ use crate::service::problem::{ApiProblem, Kind};
 use crate::service::request::{Body, Options, SolveRequest};
 use crate::service::AppState;
 use crate::solve::{self, Progress, SolveOptions};
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue};
 use axum::response::IntoResponse;
@@ -70,13 +69,13 @@ impl From<PlotInputError> for ApiProblem {
 pub async fn plot(
     State(state): Shared,
     kind: Result<Path<String>, PathRejection>,
-    bytes: Result<Bytes, BytesRejection>,
+    body: Posted,
 ) -> ApiResult {
     let kind: plot::Kind = kind
         .map_err(|e| e.body_text())
         .and_then(|Path(k)| k.parse())
         .map_err(|e| ApiProblem::new(Kind::NotFound, e).with_field("kind"))?;
-    let (graph, request, options) = read_body(&state, bytes, move |s, b| read(s, kind, b)).await?;
+    let (graph, request, options) = read_body(&state, body, move |s, b| read(s, kind, b)).await?;
     let drawn = match request {
         PlotRequest::Tradeoff(request) => return tradeoff_job(&state, graph, request),
         PlotRequest::Draw(drawn) => drawn,
@@ -138,8 +137,14 @@ fn read(
     Ok((graph, request, options))
 }
 
-/// Starts a trade-off sweep as a job: 202 with its id.
+/// How many times the server's `--time-limit` a trade-off sweep may take overall.
+const TRADEOFF_TIME_LIMITS: u32 = 10;
+
+/// Starts a trade-off sweep as a job: 202 with its id. The whole sweep runs within
+/// [`TRADEOFF_TIME_LIMITS`] times the server's time limit, so that one request cannot
+/// hold a worker for hours (8 solvers at 200 budgets).
 fn tradeoff_job(state: &Arc<AppState>, graph: Graph, mut request: sweep::Request) -> ApiResult {
+    request.total = Some(state.config.time_limit() * TRADEOFF_TIME_LIMITS);
     start_job(state, move |job| {
         request.options.cancel = job.cancel.clone();
         async move {

@@ -12,7 +12,7 @@
 
 use super::{
     json_off_runtime, json_response, off_runtime, pool_problem, read_body, start_job, ApiResult,
-    Shared,
+    Posted, Shared,
 };
 use crate::aside::free_aside;
 use crate::budget::Budget;
@@ -25,8 +25,7 @@ use crate::service::problem::{ApiProblem, Kind};
 use crate::service::request::{Body, Options, SolveRequest};
 use crate::service::AppState;
 use crate::solve::{self, Instance, SolveError, SolveResult, Status};
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::IntoResponse;
@@ -119,16 +118,26 @@ fn count_solve(
         Ok(r) => (r.solver.as_str(), r.status.as_str()),
     };
     state.metrics.solve(solver, status);
+    match result {
+        Ok(r) => tracing::info!(
+            solver,
+            status,
+            cost = r.stats.as_ref().map(|s| s.total_cost),
+            solve_time_s = r.solve_time_s,
+            "solve finished"
+        ),
+        Err(e) => tracing::info!(solver, status, error = %e, "solve finished"),
+    }
 }
 
 /// Reads a solve request off the async runtime, its graph within the request's time limit
 /// from `received` when given ([`SolveRequest::read`]).
 pub(super) async fn read_solve(
     state: &Arc<AppState>,
-    bytes: Result<Bytes, BytesRejection>,
+    body: Posted,
     received: Option<Instant>,
 ) -> Result<SolveRequest, ApiProblem> {
-    read_body(state, bytes, move |state, bytes| {
+    read_body(state, body, move |state, bytes| {
         SolveRequest::read(state, bytes, received)
     })
     .await
@@ -156,9 +165,9 @@ pub(super) async fn solve_in_request(
 }
 
 /// `POST /solve`, `POST /v1/solve` ([`solve_in_request`]).
-pub async fn solve(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
+pub async fn solve(State(state): Shared, body: Posted) -> ApiResult {
     let admitted = Instant::now();
-    let request = read_solve(&state, bytes, Some(admitted)).await?;
+    let request = read_solve(&state, body, Some(admitted)).await?;
     let events_only = request.options.events_only;
     let (result, hit) = solve_in_request(&state, request, Some(admitted)).await?;
     let result = Options::shape(events_only, result);
@@ -177,8 +186,8 @@ pub async fn solve(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -
 }
 
 /// `POST /v1/jobs`: 202 with the job's id and `Location`.
-pub async fn create_job(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    let request = read_solve(&state, bytes, None).await?;
+pub async fn create_job(State(state): Shared, body: Posted) -> ApiResult {
+    let request = read_solve(&state, body, None).await?;
     start_job(&state, move |job| async move {
         let events_only = request.options.events_only;
         let (progress, started) = (job.progress(), job.starter());
@@ -234,8 +243,8 @@ pub async fn delete_job(
 
 /// `POST /v1/sweep`: one result per budget, in the order given, solved one after the other
 /// on one worker within the server's time limit overall (`crate::plot::sweep::solve_each`).
-pub async fn sweep(State(state): Shared, bytes: Result<Bytes, BytesRejection>) -> ApiResult {
-    let (graph, budgets, options) = read_body(&state, bytes, read_sweep).await?;
+pub async fn sweep(State(state): Shared, body: Posted) -> ApiResult {
+    let (graph, budgets, options) = read_body(&state, body, read_sweep).await?;
     let total = state.config.time_limit();
     let cancel = Arc::new(AtomicBool::new(false));
     let guard = CancelOnDrop::new(cancel.clone());

@@ -27,8 +27,14 @@ pub async fn page() -> Response {
                 header::CONTENT_SECURITY_POLICY,
                 HeaderValue::from_static(
                     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
-                     img-src data: blob:; connect-src 'self'",
+                     img-src data: blob:; connect-src 'self'; frame-ancestors 'none'",
                 ),
+            ),
+            // No other site may frame the page (clickjacking), nor a browser sniff a type.
+            (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
             ),
         ],
         PAGE.as_str(),

@@ -26,15 +26,15 @@
 //! [`ModelSize::bytes`] is the peak resident memory of a `milp`, `lp-bound` or
 //! `lp-rounding` solve of the model: `BYTES_FIXED + BYTES_PER_NONZERO · nonzeros`.
 //! Columns and rows are not separate terms: on these models they are a fixed share of the
-//! nonzeros (0.13 and 0.20), so no measurement can tell their costs apart. What the
+//! nonzeros (0.14 and 0.39), so no measurement can tell their costs apart. What the
 //! figure covers: this crate's sparse rows ([`super::backend::Lp`], 16 B a nonzero) and
 //! column maps, the column-wise copy handed to HiGHS (12 B), and HiGHS's own copies
 //! (presolve, the row- and column-wise matrices of the simplex or the interior-point
 //! normal equations, the factor, branch and bound).
 //!
 //! The estimate is the affine upper envelope of peaks measured on random layered graphs of
-//! 299 to 999 nodes (147 B a nonzero, 235 MB fixed) with 10% on the slope; it includes the
-//! process's own baseline, about 20 MB. The calibration table is in `docs/performance.md`.
+//! 299 to 999 nodes (200 B a nonzero, 152 MB fixed) with 10% on the slope and the fixed part
+//! rounded up to 256 MiB; it includes the process's own baseline, about 20 MB. The calibration table is in `docs/performance.md`.
 
 use crate::graph::Graph;
 use std::fmt;
@@ -42,7 +42,7 @@ use std::fmt;
 /// Fixed bytes of a solve (see the module doc).
 pub const BYTES_FIXED: u64 = 256 << 20;
 /// Peak bytes per nonzero of the constraint matrix.
-pub const BYTES_PER_NONZERO: u64 = 165;
+pub const BYTES_PER_NONZERO: u64 = 220;
 
 /// The size of a Checkmate model: its counts and the bytes a solve of it needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

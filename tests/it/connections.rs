@@ -1,0 +1,135 @@
+//! What one client can hold of the server: connections (capped, closed when idle or
+//! stalled), bodies (read in a reader's place within the client timeout), metrics labels
+//! (made-up methods share one), and answers it refuses to decode (`identity;q=0`).
+
+use crate::server;
+
+use remat::service::Config;
+use serde_json::json;
+use server::{request_with, Server};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn quick(config: Config) -> Config {
+    Config {
+        client_timeout: 1.0,
+        ..config
+    }
+}
+
+/// Many connections that send nothing neither keep `/healthz` from answering nor stay open:
+/// at most `--max-connections` are accepted, and each is closed after `--client-timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_capped_and_closed() {
+    let server = Server::start(quick(Config {
+        max_connections: 8,
+        ..Config::default()
+    }))
+    .await;
+    let mut idle = Vec::new();
+    for _ in 0..40 {
+        idle.push(TcpStream::connect(server.addr).await.unwrap());
+    }
+    let start = Instant::now();
+    let health = tokio::time::timeout(Duration::from_secs(10), server.get("/healthz"))
+        .await
+        .expect("/healthz answers while 40 idle connections wait");
+    assert_eq!(health.status, 200);
+    println!("/healthz answered after {:?}", start.elapsed());
+    let mut buf = [0u8; 1];
+    let closed = tokio::time::timeout(Duration::from_secs(5), idle[0].read(&mut buf))
+        .await
+        .expect("an idle connection is closed by the server");
+    assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+    server.stop().await.unwrap();
+}
+
+/// A body that stalls holds the only reader's place for `--client-timeout`, then gets 408;
+/// the request behind it is read and answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_gets_408_and_the_next_request_is_read() {
+    let server = Server::start(quick(Config {
+        readers: 1,
+        ..Config::default()
+    }))
+    .await;
+    let mut stalled = TcpStream::connect(server.addr).await.unwrap();
+    let head = "POST /v1/inspect HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+                Connection: close\r\nContent-Length: 100000\r\n\r\n{\"graph\": ";
+    stalled.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let graph = serde_json::to_value(remat::graph::generate::linear(5).to_spec()).unwrap();
+    let body = json!({ "graph": graph }).to_string();
+    let start = Instant::now();
+    let headers = [("Host", "localhost"), ("Content-Type", "application/json")];
+    let next = request_with(
+        server.addr,
+        "POST",
+        "/v1/inspect",
+        &headers,
+        body.as_bytes(),
+    )
+    .await;
+    assert_eq!(next.status, 200, "{}", String::from_utf8_lossy(&next.body));
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    server::receive(&mut stalled)
+        .await
+        .assert_problem(408, "request-timeout");
+    server.stop().await.unwrap();
+}
+
+/// A method no one defined gets 405 and counts under `method="other"`: a client cannot grow
+/// `/metrics` with one series per method it makes up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_up_methods_share_one_metrics_label() {
+    let server = Server::start(Config::default()).await;
+    for i in 0..20 {
+        let reply = request_with(
+            server.addr,
+            &format!("MADEUP{i}"),
+            "/healthz",
+            &[("Host", "localhost")],
+            b"",
+        )
+        .await;
+        assert_eq!(reply.status, 405);
+    }
+    let metrics = String::from_utf8(server.get("/metrics").await.body).unwrap();
+    assert!(!metrics.contains("MADEUP"), "a label per made-up method");
+    assert!(metrics.contains("method=\"other\""), "{metrics}");
+    server.stop().await.unwrap();
+}
+
+/// `Accept-Encoding: identity;q=0` without gzip: the answer is sent uncompressed, not
+/// computed and then answered 406; and the page may not be framed by another site.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_identity_is_served_anyway_and_the_page_is_not_framed() {
+    let server = Server::start(Config::default()).await;
+    let refuse = [("Host", "localhost"), ("Accept-Encoding", "identity;q=0")];
+    assert_eq!(
+        request_with(server.addr, "GET", "/healthz", &refuse, b"")
+            .await
+            .status,
+        200
+    );
+    let star = [("Host", "localhost"), ("Accept-Encoding", "br, *;q=0")];
+    assert_eq!(
+        request_with(server.addr, "GET", "/healthz", &star, b"")
+            .await
+            .status,
+        200
+    );
+    let page = server.get("/").await;
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    assert!(page
+        .header("content-security-policy")
+        .unwrap()
+        .contains("frame-ancestors 'none'"));
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    server.stop().await.unwrap();
+}
