@@ -335,7 +335,7 @@ pub(super) struct BatchArgs {
     /// Solve only slice K of N (K from 0 to N-1), e.g. 0/4.
     #[arg(long, value_parser = parse_shard)]
     pub shard: Option<Shard>,
-    /// Input format of the graphs: auto, native or node-link.
+    /// Input format of the graphs: auto, native, node-link or chain.
     #[arg(long, default_value = "auto", value_parser = parse_format)]
     pub format: Format,
     #[command(flatten)]

@@ -24,7 +24,7 @@
 //! row); 2 for bad arguments (before any item runs); 130 when interrupted.
 
 use super::args::{BatchArgs, Shard};
-use super::output::{self, temporary_prefix};
+use super::output;
 use super::{bad, solve_options, write_atomic, write_file, CliError};
 use crate::budget::Budget;
 use crate::front::graph_files;
@@ -396,7 +396,7 @@ pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
     let mut options = solve_options(&args.solver_flags, args.time_limit, at_once)?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| bad(format!("cannot create {}: {e}", args.out.display())))?;
-    remove_stale_temporaries(&items);
+    remove_stale_temporaries(&args.out);
     let cancel = Arc::new(AtomicBool::new(false));
     let _signals = watch_signals(cancel.clone());
     options.cancel = cancel.clone();
@@ -410,8 +410,10 @@ pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
         );
         return Ok(130);
     }
-    write_summaries(&args, &rows)?;
-    Ok(report(&rows, start))
+    // The failures are listed even when the summaries cannot be written.
+    let written = write_summaries(&args, &rows);
+    let code = report(&rows, start);
+    written.map(|()| code)
 }
 
 /// Runs the items on `--jobs` threads with a progress bar, until they are done or the
@@ -513,21 +515,16 @@ fn report(rows: &[Row], start: Instant) -> i32 {
     }
 }
 
-/// Removes the temporary files a killed run left beside this run's result files; those
-/// another live run (on the same `--out`) is writing are left alone
-/// ([`output::remove_if_abandoned`]).
-fn remove_stale_temporaries(items: &[Item]) {
-    for item in items {
-        let (Some(dir), Some(name)) = (item.output.parent(), item.output.file_name()) else {
-            continue;
-        };
-        let prefix = temporary_prefix(&name.to_string_lossy());
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for e in entries.flatten() {
-                if e.file_name().to_string_lossy().starts_with(&prefix) {
-                    output::remove_if_abandoned(&e.path());
-                }
-            }
+/// Removes the temporary files killed runs left in `out`, of any result or summary, this
+/// run's budgets or others; those another live run (on the same `--out`) is writing are
+/// left alone ([`output::remove_if_abandoned`]).
+fn remove_stale_temporaries(out: &Path) {
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if output::is_temporary_name(&e.file_name().to_string_lossy()) {
+            output::remove_if_abandoned(&e.path());
         }
     }
 }

@@ -190,6 +190,14 @@ fn solve_options(
 }
 
 fn execute(command: Command) -> Result<i32, CliError> {
+    // Commands that write one file with `-o` and handle no signal themselves: Ctrl-C
+    // while it is written removes its temporary file (`batch` and `serve` have their own).
+    if matches!(
+        command,
+        Command::Solve(_) | Command::Gen { .. } | Command::MaxBatch(_) | Command::Plot(_)
+    ) {
+        output::remove_temporary_on_interrupt();
+    }
     match command {
         Command::Inspect(args) => inspect::run(&args),
         Command::Solve(args) => solve::run(&args).map(status_code),

@@ -17,12 +17,62 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Error, ErrorKind, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 /// Names drawn for a temporary file before giving up (each is taken only by a collision).
 const NAME_TRIES: usize = 16;
+
+/// The temporary file being written, for [`on_interrupt`] (null when none, or when no
+/// handler is installed); its name is leaked, so the handler never reads freed memory.
+static WRITING: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Whether [`remove_temporary_on_interrupt`] installed its handler.
+static ON_INTERRUPT: AtomicBool = AtomicBool::new(false);
+
+/// Installs, for SIGINT and SIGTERM, a handler that removes the temporary file being
+/// written ([`write_atomic`]), then dies of the signal as it would have (exit 130 or 143).
+/// For commands that handle no signal themselves.
+pub(super) fn remove_temporary_on_interrupt() {
+    // SAFETY: installs an async-signal-safe handler (an atomic load, unlink, signal, raise).
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_interrupt as *const () as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGTERM,
+            on_interrupt as *const () as libc::sighandler_t,
+        );
+    }
+    ON_INTERRUPT.store(true, Ordering::SeqCst);
+}
+
+extern "C" fn on_interrupt(signal: libc::c_int) {
+    let writing = WRITING.load(Ordering::SeqCst);
+    // SAFETY: `writing` is null or a leaked, NUL-terminated name; unlink, signal and raise
+    // are async-signal-safe.
+    unsafe {
+        if !writing.is_null() {
+            libc::unlink(writing);
+        }
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
+    }
+}
+
+/// Publishes `tmp` as the temporary file being written ([`on_interrupt`]); `None` clears it.
+fn writing(tmp: Option<&Path>) {
+    if !ON_INTERRUPT.load(Ordering::SeqCst) {
+        return;
+    }
+    let name = tmp.and_then(|t| std::ffi::CString::new(t.as_os_str().as_bytes()).ok());
+    let ptr = name.map_or(std::ptr::null_mut(), |n| n.into_raw());
+    WRITING.store(ptr, Ordering::SeqCst);
+}
 
 /// Writes `bytes` to `path` atomically (temporary file + rename in the same directory).
 ///
@@ -30,7 +80,8 @@ const NAME_TRIES: usize = 16;
 /// pipe) is written in place: renaming over it would replace the device with a regular
 /// file. A symbolic link is refused.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
+    let existing = std::fs::symlink_metadata(path).ok();
+    if let Some(meta) = &existing {
         if meta.file_type().is_symlink() {
             return Err(Error::new(
                 ErrorKind::InvalidInput,
@@ -39,11 +90,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             ));
         }
         if !meta.is_file() && !meta.is_dir() {
-            return OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(path)?
-                .write_all(bytes);
+            return write_in_place(path, bytes);
         }
     }
     let dir = match path.parent() {
@@ -54,11 +101,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .file_name()
         .ok_or_else(|| Error::new(ErrorKind::InvalidInput, "the path names no file"))?;
     let (tmp, mut file) = create_temporary(dir, &temporary_prefix(&name.to_string_lossy()))?;
+    writing(Some(&tmp));
     let result = (|| {
+        // A file written again keeps its permissions (a file made private stays so).
+        if let Some(meta) = existing.as_ref().filter(|m| m.is_file()) {
+            file.set_permissions(meta.permissions())?;
+        }
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
+    writing(None);
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
@@ -77,6 +130,38 @@ pub(super) fn temporary_prefix(name: &str) -> String {
         end -= 1;
     }
     format!(".{}.tmp-", &name[..end])
+}
+
+/// Writes `bytes` into the device or pipe at `path`. It is opened without waiting (a pipe
+/// no process reads is an error at once, not a wait without end), then written in the
+/// ordinary, blocking way.
+fn write_in_place(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) => Error::new(e.kind(), "it is a pipe that no process reads"),
+            _ => e,
+        })?;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl reads and sets the status flags of `fd`, which `file` owns.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
+            return Err(Error::last_os_error());
+        }
+    }
+    file.write_all(bytes)
+}
+
+/// Whether `name` is a temporary file's ([`temporary_prefix`] and 16 hex digits).
+pub(super) fn is_temporary_name(name: &str) -> bool {
+    let Some((start, suffix)) = name.rsplit_once(".tmp-") else {
+        return false;
+    };
+    start.starts_with('.') && suffix.len() == 16 && suffix.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// A new temporary file in `dir` named `prefix` and a random suffix, locked: created

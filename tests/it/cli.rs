@@ -571,3 +571,80 @@ fn gen_transformer_layers_are_capped() {
     assert_eq!(code(&o), 2);
     assert!(stderr(&o).contains("from 1 to 32257"), "{}", stderr(&o));
 }
+
+/// A graph read from a pipe whose writer stalls stops at the time limit, exit 2, instead of
+/// waiting on the pipe; `-o` naming a pipe no process reads is an error, not a wait.
+#[test]
+fn a_stalled_pipe_is_not_waited_on_past_the_time_limit() {
+    let dir = temp_dir("stalled-pipe");
+    let pipe = dir.join("graph.json");
+    let _ = std::fs::remove_file(&pipe);
+    let made = std::process::Command::new("mkfifo").arg(&pipe).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: no mkfifo on this machine");
+        return;
+    }
+    let writer = {
+        let pipe = pipe.clone();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut w = std::fs::OpenOptions::new().write(true).open(&pipe).unwrap();
+            w.write_all(b"{\"nodes\": [").unwrap();
+            std::thread::sleep(std::time::Duration::from_secs(6));
+        })
+    };
+    let start = std::time::Instant::now();
+    let p = pipe.to_str().unwrap();
+    let o = remat(&["solve", p, "-b", "90%", "--time-limit", "1"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("time limit"), "{}", stderr(&o));
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(4),
+        "{:?}",
+        start.elapsed()
+    );
+    writer.join().unwrap();
+    let o = remat(&["solve", "graphs/linear-8.json", "-b", "90%", "-o", p]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("no process reads"), "{}", stderr(&o));
+}
+
+/// Ctrl-C while `-o` is being written removes the temporary file: nothing is left behind.
+#[test]
+fn an_interrupt_while_writing_leaves_no_temporary_file() {
+    let dir = temp_dir("interrupt-write");
+    for _ in 0..5 {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_remat"))
+            .args(["gen", "transformer", "--layers", "30000", "-o", "tr.json"])
+            .current_dir(&dir)
+            .spawn()
+            .unwrap();
+        let temporary = || {
+            std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        };
+        while child.try_wait().unwrap().is_none() && !temporary() {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        if child.try_wait().unwrap().is_some() {
+            continue; // written before it was seen: try again
+        }
+        // SAFETY: sends SIGINT to the child this test started.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+        }
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert!(
+            status.signal() == Some(libc::SIGINT) || status.success(),
+            "{status:?}"
+        );
+        assert!(!temporary(), "a temporary file is left behind");
+        return;
+    }
+    eprintln!("skipped: the write was never caught in progress");
+}

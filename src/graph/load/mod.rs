@@ -50,6 +50,7 @@ use crate::aside::Aside;
 use serde_json::{Map, Value};
 use std::path::Path;
 use std::str::FromStr;
+use std::time::Instant;
 
 mod fields;
 mod native;
@@ -104,20 +105,31 @@ const FIRST_CHUNK: u64 = 1 << 16;
 /// JSON object or array once its first 64 KiB are read. Its memory is bounded
 /// whatever the path names.
 pub fn read_text(path: &Path) -> std::io::Result<String> {
+    read_text_by(path, None)
+}
+
+/// [`read_text`] that stops at `deadline` (`ErrorKind::TimedOut`) where the path is a pipe:
+/// one that no process writes to, or that stalls, is not waited on past it.
+pub fn read_text_by(path: &Path, deadline: Option<Instant>) -> std::io::Result<String> {
     use std::io::{Error, ErrorKind, Read};
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let too_large = || {
         Error::new(
             ErrorKind::InvalidData,
             format!("more than {MAX_FILE_BYTES} bytes (1 GiB), larger than remat reads"),
         )
     };
-    let file = std::fs::File::open(path)?;
+    let pipe = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo());
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(if pipe { libc::O_NONBLOCK } else { 0 })
+        .open(path)?;
     let size = file.metadata()?.len();
     if size > MAX_FILE_BYTES {
         return Err(too_large());
     }
     let mut bytes = Vec::with_capacity(size as usize);
-    let mut reader = file.take(MAX_FILE_BYTES + 1);
+    let mut reader = Timed { file, deadline }.take(MAX_FILE_BYTES + 1);
     reader.by_ref().take(FIRST_CHUNK).read_to_end(&mut bytes)?;
     let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
     if let Some(&first) = text.iter().find(|b| !b.is_ascii_whitespace()) {
@@ -135,6 +147,55 @@ pub fn read_text(path: &Path) -> std::io::Result<String> {
     String::from_utf8(bytes).map_err(|e| Error::new(ErrorKind::InvalidData, e))
 }
 
+/// A file read within a deadline: where it is opened without waiting (a pipe), a read
+/// that would wait polls for data until the deadline at most.
+struct Timed {
+    file: std::fs::File,
+    deadline: Option<Instant>,
+}
+
+impl std::io::Read for Timed {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::io::{Error, ErrorKind};
+        use std::os::fd::AsRawFd;
+        let late = || {
+            Error::new(
+                ErrorKind::TimedOut,
+                "the time limit passed while it was read",
+            )
+        };
+        loop {
+            match self.file.read(buf) {
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                done => return done,
+            }
+            let wait_ms = match self.deadline {
+                None => -1,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(late());
+                    }
+                    i32::try_from(left.as_millis().max(1)).unwrap_or(i32::MAX)
+                }
+            };
+            let mut wanted = libc::pollfd {
+                fd: self.file.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one pollfd, of the descriptor `self.file` owns.
+            match unsafe { libc::poll(&mut wanted, 1, wait_ms) } {
+                0 => return Err(late()),
+                n if n < 0 && Error::last_os_error().kind() != ErrorKind::Interrupted => {
+                    return Err(Error::last_os_error())
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
 /// Reads and validates a graph file.
 pub fn load_graph(path: &Path, format: Format) -> Result<Graph, GraphError> {
     load_graph_within(path, format, Limits::NONE)
@@ -144,10 +205,13 @@ pub fn load_graph(path: &Path, format: Format) -> Result<Graph, GraphError> {
 /// is freed aside (`crate::aside`): returning the pages of a large file is not on the
 /// path of the answer.
 pub fn load_graph_within(path: &Path, format: Format, limits: Limits) -> Result<Graph, GraphError> {
-    let text = Aside::new(read_text(path).map_err(|source| GraphError::Io {
-        path: path.display().to_string(),
-        source,
-    })?);
+    let text =
+        Aside::new(
+            read_text_by(path, limits.deadline).map_err(|source| GraphError::Io {
+                path: path.display().to_string(),
+                source,
+            })?,
+        );
     limits.check_time(0)?;
     read_graph(text.as_bytes(), format, limits)
 }
