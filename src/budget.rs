@@ -109,7 +109,7 @@ fn exact_bytes(bytes: u64) -> Result<u64, String> {
         Ok(bytes)
     } else {
         Err(format!(
-            "a budget is at most 2^53 = {MAX_BYTES} bytes (8 PiB), got {bytes}"
+            "a budget is at most 2^53 = {MAX_BYTES} bytes (8192 TiB), got {bytes}"
         ))
     }
 }
@@ -120,7 +120,7 @@ fn in_range(bytes: f64) -> Result<u64, String> {
         Ok(bytes.floor() as u64)
     } else {
         Err(format!(
-            "a budget is at most 2^53 = {MAX_BYTES} bytes (8 PiB), got {bytes}"
+            "a budget is at most 2^53 = {MAX_BYTES} bytes (8192 TiB), got {bytes}"
         ))
     }
 }

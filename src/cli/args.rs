@@ -430,11 +430,12 @@ pub(super) struct PlotArgs {
     /// otherwise): bytes, a size (6GiB) or a share of the checkpoint-all peak (80%).
     #[arg(short, long)]
     pub budget: Option<String>,
-    /// timeline, stages: the solver of a solve on the spot.
-    #[arg(short, long, default_value = "auto")]
-    pub solver: String,
-    /// tradeoff: the solvers swept, comma-separated (see `remat solvers`).
-    #[arg(long, value_delimiter = ',', default_values_t = crate::plot::sweep::DEFAULT_SOLVERS.map(String::from))]
+    /// timeline, stages: the solver of a solve on the spot [default: auto].
+    #[arg(short, long)]
+    pub solver: Option<String>,
+    /// tradeoff: the solvers swept, comma-separated (see `remat solvers`) [default:
+    /// auto,dtr,chen-greedy].
+    #[arg(long, value_delimiter = ',')]
     pub solvers: Vec<String>,
     /// tradeoff: the number of budgets, evenly spaced from the minimum feasible budget to
     /// the checkpoint-all peak (2 to 200) [default: 20].

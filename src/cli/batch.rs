@@ -111,10 +111,15 @@ fn plan(args: &BatchArgs) -> Result<Vec<Item>, CliError> {
         }
     }
     refuse_out_among_graphs(&args.out, &files)?;
+    // A budget given twice (`90%,90%`) is one item: both would write the same result file.
+    let mut labels = std::collections::HashSet::new();
+    let budgets: Vec<&String> = (args.budgets.iter())
+        .filter(|b| labels.insert(budget_label(b)))
+        .collect();
     let shard = args.shard.unwrap_or(Shard { k: 0, n: 1 });
     Ok(files
         .iter()
-        .flat_map(|g| args.budgets.iter().map(move |b| (g, b)))
+        .flat_map(|g| budgets.iter().map(move |&b| (g, b)))
         .enumerate()
         .filter(|(i, _)| i % shard.n == shard.k)
         .map(|(_, (graph, budget))| {
@@ -424,6 +429,15 @@ fn run_items(items: &[Item], args: &BatchArgs, options: &SolveOptions) -> Vec<Ro
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}")
             .expect("valid template"),
     );
+    // The clock and the running solves' reports (incumbent, bound) move while a solve runs.
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let progress_bar = bar.clone();
+    let options = &SolveOptions {
+        progress: Some(Arc::new(move |p: solve::Progress| {
+            progress_bar.set_message(super::printable(&p.message));
+        })),
+        ..options.clone()
+    };
     let rows: Mutex<Vec<Option<Row>>> = Mutex::new(vec![None; items.len()]);
     let next = AtomicUsize::new(0);
     std::thread::scope(|scope| {
@@ -436,12 +450,14 @@ fn run_items(items: &[Item], args: &BatchArgs, options: &SolveOptions) -> Vec<Ro
                 let Some(item) = items.get(i) else { return };
                 let row = finished(item, args).or_else(|| run_item(item, args, options));
                 if let Some(row) = &row {
-                    bar.set_message(format!(
+                    let stem = item.graph.file_stem().unwrap_or_default();
+                    let done = format!(
                         "{} @ {}: {}",
-                        item.graph.file_stem().unwrap_or_default().to_string_lossy(),
+                        stem.to_string_lossy(),
                         item.budget,
                         row.status
-                    ));
+                    );
+                    bar.set_message(super::printable(&done));
                     bar.inc(1);
                 }
                 rows.lock().expect("rows lock")[i] = row;

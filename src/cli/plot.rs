@@ -19,6 +19,7 @@ pub(super) fn run(args: &PlotArgs) -> Result<i32, CliError> {
         .chain(args.schedule.as_deref())
         .collect();
     super::output::check_output(&args.output, &inputs)?;
+    refuse_misplaced(args)?;
     let g = load(&args.graph)?;
     let options = solve_options(&args.solver_flags, args.time_limit, 1)?;
     let schedule = (args.schedule.as_deref())
@@ -29,7 +30,7 @@ pub(super) fn run(args: &PlotArgs) -> Result<i32, CliError> {
         kind: args.kind,
         schedule: schedule.as_deref(),
         budget: args.budget.as_deref().map(str::parse).transpose()?,
-        solvers: Some(args.solvers.clone()),
+        solvers: (!args.solvers.is_empty()).then(|| args.solvers.clone()),
         budgets: (!args.budgets.is_empty())
             .then(|| args.budgets.iter().map(|b| b.parse()).collect())
             .transpose()?,
@@ -43,7 +44,8 @@ pub(super) fn run(args: &PlotArgs) -> Result<i32, CliError> {
         PlotRequest::Tradeoff(request) => return write(args, &tradeoff(&g, &request)?),
         PlotRequest::Draw(drawn) => (drawn, schedule_name(args)),
         PlotRequest::Solve(budget) => {
-            let result = solve_with_progress(&g, budget, &args.solver, options)?;
+            let solver = args.solver.as_deref().unwrap_or("auto");
+            let result = solve_with_progress(&g, budget, solver, options)?;
             match input::from_result(&g, &result) {
                 Ok(drawn) => (drawn, String::new()),
                 Err(e) => {
@@ -55,6 +57,37 @@ pub(super) fn run(args: &PlotArgs) -> Result<i32, CliError> {
     };
     let svg = plot::draw(args.kind, &g, &drawn, &source).map_err(|e| schedule_error(args, e))?;
     write(args, &svg)
+}
+
+/// Refuses a flag the picture does not use (it was silently ignored): a trade-off sweeps
+/// budgets with its solvers, the other pictures draw one schedule.
+fn refuse_misplaced(args: &PlotArgs) -> Result<(), CliError> {
+    let tradeoff = args.kind == Kind::Tradeoff;
+    let given = if tradeoff {
+        [
+            ("--schedule", args.schedule.is_some()),
+            ("--budget", args.budget.is_some()),
+            ("--solver", args.solver.is_some()),
+        ]
+    } else {
+        [
+            ("--solvers", !args.solvers.is_empty()),
+            ("--points", args.points.is_some()),
+            ("--budgets", !args.budgets.is_empty()),
+        ]
+    };
+    match given.iter().find(|(_, given)| *given) {
+        Some((flag, _)) => Err(bad(format!(
+            "{flag} does not apply to a {} picture ({})",
+            args.kind.as_str(),
+            if tradeoff {
+                "a trade-off sweeps --budgets or --points with --solvers"
+            } else {
+                "it draws one schedule: --schedule, or a solve at --budget with --solver"
+            }
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The `--schedule` file's name, or nothing.

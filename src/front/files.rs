@@ -16,9 +16,15 @@ pub enum GraphFilesError {
     },
     #[error("{} holds no .json graph", .0.display())]
     Empty(PathBuf),
+    /// A pipe, a device or a socket: graph files are read again when a run resumes.
+    #[error("{} is not a regular file (a pipe or a device): name a graph file", .0.display())]
+    NotAFile(PathBuf),
 }
 
-/// The graph files named by `paths`, directories expanded, sorted, each once.
+/// The graph files named by `paths`, directories expanded, sorted, each once (one file
+/// named by two paths, `d/g.json` and `./d/g.json`, is read once). A `*.json` entry of a
+/// directory that is not a readable regular file (a broken link, a loop of links, a pipe)
+/// is an error naming it, not skipped unseen.
 pub fn graph_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, GraphFilesError> {
     let mut files = Vec::new();
     for path in paths {
@@ -28,27 +34,46 @@ pub fn graph_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, GraphFilesError> {
                 return Err(GraphFilesError::Empty(path.clone()));
             }
             files.extend(found);
-        } else if path.is_file() {
-            files.push(path.clone());
         } else {
-            return Err(GraphFilesError::Missing(path.clone()));
+            files.push(graph_file(path)?);
         }
     }
     files.sort();
     files.dedup();
+    let mut seen = std::collections::HashSet::new();
+    files.retain(|f| seen.insert(std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())));
     Ok(files)
 }
 
-/// The regular `*.json` files directly in `dir`.
+/// `path` when it is a regular file, else why it is not a graph file.
+fn graph_file(path: &Path) -> Result<PathBuf, GraphFilesError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => Ok(path.to_path_buf()),
+        Ok(_) => Err(GraphFilesError::NotAFile(path.to_path_buf())),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                && std::fs::symlink_metadata(path).is_err() =>
+        {
+            Err(GraphFilesError::Missing(path.to_path_buf()))
+        }
+        Err(source) => Err(GraphFilesError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// The `*.json` entries directly in `dir`, each a regular file ([`graph_file`]).
 fn json_files(dir: &Path) -> Result<Vec<PathBuf>, GraphFilesError> {
     let entries = std::fs::read_dir(dir).map_err(|source| GraphFilesError::Unreadable {
         path: dir.to_path_buf(),
         source,
     })?;
-    Ok(entries
+    entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
-        .collect())
+        .filter(|p| p.extension().is_some_and(|x| x == "json") && !p.is_dir())
+        .map(|p| graph_file(&p))
+        .collect()
 }
 
 #[cfg(test)]

@@ -448,3 +448,35 @@ fn a_stale_result_is_solved_again_not_skipped() {
     assert_eq!(row["skipped"], false, "a changed graph is solved again");
     assert_ne!(row["budget_bytes"], 9, "{row}");
 }
+
+/// A `*.json` entry that is no readable file (a broken link) is named, not skipped unseen;
+/// one file named by two paths, or one budget given twice, is one item.
+#[test]
+fn discovery_names_what_it_cannot_read_and_counts_each_item_once() {
+    let dir = tempdir("discovery");
+    let graphs = dir.join("g");
+    std::fs::create_dir_all(&graphs).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(root.join("graphs/linear-8.json"), graphs.join("a.json")).unwrap();
+    std::os::unix::fs::symlink("nowhere.json", graphs.join("broken.json")).unwrap();
+    let out = dir.join("out");
+    let batch = |paths: &[&Path], budgets: &str| {
+        let mut c = remat();
+        c.arg("batch").arg("--graphs").args(paths);
+        c.args(["--budgets", budgets, "--out", out.to_str().unwrap()]);
+        c.output().unwrap()
+    };
+    let o = batch(&[&graphs], "90%");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("broken.json"),
+        "{o:?}"
+    );
+    std::fs::remove_file(graphs.join("broken.json")).unwrap();
+    let twice = graphs.join(".").join("a.json");
+    let o = batch(&[&graphs.join("a.json"), &twice], "90%,90%");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["rows"].as_array().unwrap().len(), 1, "{summary}");
+}

@@ -648,3 +648,52 @@ fn an_interrupt_while_writing_leaves_no_temporary_file() {
     }
     eprintln!("skipped: the write was never caught in progress");
 }
+
+/// A flag the picture does not use is an error naming it (it was ignored, exit 0); the
+/// trade-off's default solvers are the sweep's own, as the help says.
+#[test]
+fn plot_refuses_flags_its_picture_does_not_use() {
+    let dir = temp_dir("plot-misplaced");
+    let out = dir.join("p.svg");
+    let out = out.to_str().unwrap();
+    let g = "graphs/linear-8.json";
+    for (args, flag) in [
+        (
+            vec!["plot", "tradeoff", g, "--schedule", "s.json", "-o", out],
+            "--schedule",
+        ),
+        (
+            vec!["plot", "tradeoff", g, "--budget", "50%", "-o", out],
+            "--budget",
+        ),
+        (
+            vec![
+                "plot",
+                "timeline",
+                g,
+                "-b",
+                "90%",
+                "--solvers",
+                "dtr",
+                "-o",
+                out,
+            ],
+            "--solvers",
+        ),
+        (
+            vec!["plot", "stages", g, "-b", "90%", "--points", "3", "-o", out],
+            "--points",
+        ),
+    ] {
+        let o = remat(&args);
+        assert_eq!(code(&o), 2, "{args:?}");
+        assert!(
+            stderr(&o).contains(&format!("{flag} does not apply")),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let help = String::from_utf8(remat(&["plot", "--help"]).stdout).unwrap();
+    let defaults = remat::plot::sweep::DEFAULT_SOLVERS.join(",");
+    assert!(help.contains(&format!("[default: {defaults}]")), "{help}");
+}
