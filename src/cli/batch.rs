@@ -34,7 +34,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -375,8 +375,13 @@ fn summary_csv(rows: &[Row]) -> String {
     out
 }
 
-/// Raises `cancel` on SIGINT or SIGTERM until the returned sender is dropped.
-fn watch_signals(cancel: Arc<AtomicBool>) -> Option<tokio::sync::oneshot::Sender<()>> {
+/// Raises `cancel` on SIGINT or SIGTERM until the returned sender is dropped, with the
+/// exit code the signal's (`128 + signo`: 130, 143) in `code`.
+fn watch_signals(
+    cancel: Arc<AtomicBool>,
+    code: Arc<AtomicI32>,
+) -> Option<tokio::sync::oneshot::Sender<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -384,10 +389,19 @@ fn watch_signals(cancel: Arc<AtomicBool>) -> Option<tokio::sync::oneshot::Sender
         .ok()?;
     std::thread::spawn(move || {
         runtime.block_on(async move {
-            tokio::select! {
-                _ = crate::service::shutdown_signal() => cancel.store(true, Ordering::SeqCst),
-                _ = rx => {}
-            }
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
+                return;
+            };
+            let signo = tokio::select! {
+                _ = int.recv() => libc::SIGINT,
+                _ = term.recv() => libc::SIGTERM,
+                _ = rx => return,
+            };
+            code.store(128 + signo, Ordering::SeqCst);
+            cancel.store(true, Ordering::SeqCst);
         })
     });
     Some(tx)
@@ -403,7 +417,8 @@ pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
         .map_err(|e| bad(format!("cannot create {}: {e}", args.out.display())))?;
     remove_stale_temporaries(&args.out);
     let cancel = Arc::new(AtomicBool::new(false));
-    let _signals = watch_signals(cancel.clone());
+    let signalled = Arc::new(AtomicI32::new(130));
+    let _signals = watch_signals(cancel.clone(), signalled.clone());
     options.cancel = cancel.clone();
     let start = Instant::now();
     let rows = run_items(&items, &args, &options);
@@ -413,7 +428,7 @@ pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
             rows.len(),
             items.len()
         );
-        return Ok(130);
+        return Ok(signalled.load(Ordering::SeqCst));
     }
     // The failures are listed even when the summaries cannot be written.
     let written = write_summaries(&args, &rows);

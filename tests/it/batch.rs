@@ -201,6 +201,13 @@ fn an_interrupted_or_killed_run_leaves_no_partial_file_and_resumes() {
 
     let mut child = start(&inputs, &out);
     std::thread::sleep(Duration::from_millis(500));
+    signal(&child, "-TERM");
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143), "SIGTERM exits 143");
+    assert_complete(&out);
+
+    let mut child = start(&inputs, &out);
+    std::thread::sleep(Duration::from_millis(500));
     signal(&child, "-KILL");
     child.wait().unwrap();
     assert_complete(&out);

@@ -177,6 +177,32 @@ fn run_sweep(g: &Graph, solvers: &[&str], points: usize, limit: Duration) -> swe
     sweep::run(g, &request, &|_, _, _| ()).unwrap()
 }
 
+/// A sweep with a total runs within it: FastSA under the time effort takes each point's
+/// whole limit (2 s, 8 s for four points), the total of 1 s cuts them short.
+#[test]
+fn a_sweep_runs_within_its_total() {
+    let g = common::load(&common::root().join("graphs/resnet18.json"));
+    let request = sweep::Request {
+        solvers: vec!["fastsa".into()],
+        budgets: sweep::default_budgets(&g, 4),
+        options: SolveOptions {
+            time_limit: Some(Duration::from_secs(2)),
+            effort: remat::solve::Effort::Time,
+            threads: Some(1),
+            ..SolveOptions::default()
+        },
+        total: Some(Duration::from_secs(1)),
+    };
+    let start = std::time::Instant::now();
+    let s = sweep::run(&g, &request, &|_, _, _| ()).unwrap();
+    assert_eq!(s.points.len(), 4);
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
 #[test]
 fn tradeoff_pictures_have_a_marker_per_point_and_the_lower_bound() {
     for (name, g) in graphs().into_iter().take(2) {
