@@ -274,7 +274,8 @@ def plan(
     limit = int(result["budget"]) if budget is None else _plan_budget(budget, graph, backend)
     per_block = _per_block(sac)
     plain: Saves = [None] * sac.regions
-    if sac.run(plain).peak <= limit:
+    plain_peak = sac.run(plain).peak
+    if plain_peak <= limit:
         filled = [plain, per_block]  # nothing to recompute
     else:
         # the projection of the schedule, else per-block checkpointing (which recomputes the most
@@ -310,7 +311,7 @@ def plan(
         overhead=runs[best].flops / max(sum(sac.cost), 1e-300),
     )
     if not p.fits:
-        _overrun(p, on_overrun, frees=p.per_block_peak < sac.run(plain).peak)
+        _overrun(p, on_overrun, frees=p.per_block_peak < plain_peak)
     return p
 
 

@@ -421,7 +421,7 @@ pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
     let _signals = watch_signals(cancel.clone(), signalled.clone());
     options.cancel = cancel.clone();
     let start = Instant::now();
-    let rows = run_items(&items, &args, &options);
+    let rows = run_items(&items, &args, &options, at_once);
     if cancel.load(Ordering::SeqCst) {
         eprintln!(
             "interrupted after {} of {} items; run the same command again to resume",
@@ -436,9 +436,9 @@ pub(super) fn run(args: BatchArgs) -> Result<i32, CliError> {
     written.map(|()| code)
 }
 
-/// Runs the items on `--jobs` threads with a progress bar, until they are done or the
+/// Runs the items on `threads` threads (`--jobs`, no more than the items) with a progress bar, until they are done or the
 /// options' cancel flag is raised; the rows of the items that ended, in item order.
-fn run_items(items: &[Item], args: &BatchArgs, options: &SolveOptions) -> Vec<Row> {
+fn run_items(items: &[Item], args: &BatchArgs, options: &SolveOptions, threads: usize) -> Vec<Row> {
     let bar = ProgressBar::new(items.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}")
@@ -456,7 +456,7 @@ fn run_items(items: &[Item], args: &BatchArgs, options: &SolveOptions) -> Vec<Ro
     let rows: Mutex<Vec<Option<Row>>> = Mutex::new(vec![None; items.len()]);
     let next = AtomicUsize::new(0);
     std::thread::scope(|scope| {
-        for _ in 0..args.jobs.clamp(1, items.len().max(1)) {
+        for _ in 0..threads {
             scope.spawn(|| loop {
                 if options.cancel.load(Ordering::SeqCst) {
                     return;

@@ -136,7 +136,6 @@ pub(super) fn temporary_prefix(name: &str) -> String {
 /// no process reads is an error at once, not a wait without end), then written in the
 /// ordinary, blocking way.
 fn write_in_place(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
     let mut file = OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -240,7 +239,6 @@ fn names(path: &Path, file: &File) -> bool {
 /// `output` naming the same file as one of `inputs` (the graph, a schedule), or in a
 /// directory that does not exist.
 pub(super) fn check_output(output: &Path, inputs: &[&Path]) -> Result<(), super::CliError> {
-    use std::os::unix::fs::MetadataExt;
     if let Ok(out) = std::fs::metadata(output) {
         let same = |input: &&&Path| {
             std::fs::metadata(input).is_ok_and(|i| (i.dev(), i.ino()) == (out.dev(), out.ino()))

@@ -39,7 +39,6 @@ pub fn graph_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, GraphFilesError> {
         }
     }
     files.sort();
-    files.dedup();
     let mut seen = std::collections::HashSet::new();
     files.retain(|f| seen.insert(std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())));
     Ok(files)

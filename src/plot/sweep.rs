@@ -138,13 +138,7 @@ pub fn run(
         let mut best: Option<(f64, u64, u64)> = None; // cost, budget, peak
         for (k, &budget) in budgets.iter().enumerate() {
             let options = match end {
-                Some(end) => {
-                    let left = end.saturating_duration_since(Instant::now());
-                    SolveOptions {
-                        time_limit: Some(request.options.time_limit.map_or(left, |t| t.min(left))),
-                        ..request.options.clone()
-                    }
-                }
+                Some(end) => until(&request.options, end),
                 None => request.options.clone(),
             };
             let result = solve::solve(&Instance { graph, budget }, solver, &options)?;
@@ -220,16 +214,20 @@ pub fn solve_each(
     budgets
         .iter()
         .map(|&budget| {
-            let left = end.saturating_duration_since(Instant::now());
-            let options = SolveOptions {
-                time_limit: Some(options.time_limit.map_or(left, |t| t.min(left))),
-                ..options.clone()
-            };
-            let result = solve::solve(&Instance { graph, budget }, solver, &options);
+            let result = solve::solve(&Instance { graph, budget }, solver, &until(options, end));
             each(&result);
             result
         })
         .collect()
+}
+
+/// `options` with the time limit cut to what is left before `end`.
+fn until(options: &SolveOptions, end: Instant) -> SolveOptions {
+    let left = end.saturating_duration_since(Instant::now());
+    SolveOptions {
+        time_limit: Some(options.time_limit.map_or(left, |t| t.min(left))),
+        ..options.clone()
+    }
 }
 
 fn overhead(cost: f64, base: f64) -> f64 {

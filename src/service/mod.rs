@@ -226,8 +226,8 @@ async fn identity_acceptable(mut req: Request) -> Request {
             .collect();
         let headers = req.headers_mut();
         headers.remove(ACCEPT_ENCODING);
-        if let Ok(value) = HeaderValue::from_str(&kept.join(", ")) {
-            if !kept.is_empty() {
+        if !kept.is_empty() {
+            if let Ok(value) = HeaderValue::from_str(&kept.join(", ")) {
                 headers.insert(ACCEPT_ENCODING, value);
             }
         }

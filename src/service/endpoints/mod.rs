@@ -266,8 +266,9 @@ fn pool_problem(state: &AppState, what: &str, e: PoolError) -> ApiProblem {
             tracing::error!(solver = what, error = %e, "a solve panicked");
             ApiProblem::new(Kind::Internal, e.to_string())
         }
-        PoolError::Closed => ApiProblem::new(Kind::Draining, e.to_string()).retry_after(1),
-        // A client gone or a job deleted reads nothing; else the shutdown cancelled it.
-        PoolError::Cancelled => ApiProblem::new(Kind::Draining, e.to_string()).retry_after(1),
+        // Cancelled: a client gone or a job deleted reads nothing; else the shutdown did it.
+        PoolError::Closed | PoolError::Cancelled => {
+            ApiProblem::new(Kind::Draining, e.to_string()).retry_after(1)
+        }
     }
 }
