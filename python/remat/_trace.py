@@ -18,11 +18,12 @@ ran each backward op (a dispatch mode around `autograd.grad`; `JointTrace.grad_f
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import operator
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -159,7 +160,8 @@ def trace_joint(
         return loss, leaves, list(grads)
 
     try:
-        gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(params, buffers, inputs)
+        with _momentum_as_constant(model):
+            gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(params, buffers, inputs)
     except ExportError:
         raise
     except Exception as e:  # any tracing failure: data-dependent control flow, unsupported op, ...
@@ -211,6 +213,24 @@ def trace_joint(
         region_of=region_of,
         region_spans=spans,
     )
+
+
+@contextlib.contextmanager
+def _momentum_as_constant(model: torch.nn.Module) -> Iterator[None]:
+    """BatchNorm with `momentum=None` (a cumulative average) in training divides by its step
+    counter as a Python number, which a FakeTensor has none of; any constant momentum traces the
+    same ops (the factor is a scalar argument of the same `batch_norm`), so one is set for the
+    trace and the modules are given back as they were."""
+    cumulative = [
+        m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.momentum is None
+    ]
+    for m in cumulative:
+        m.momentum = 0.0
+    try:
+        yield
+    finally:
+        for m in cumulative:
+            m.momentum = None
 
 
 def _check_regions(regions: Sequence[Any]) -> None:

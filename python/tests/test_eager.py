@@ -56,7 +56,23 @@ def densenet_setup(batch: int, resolution: int) -> Any:
     return families.as_setup(families.densenet121(batch, resolution, regions="layers"))
 
 
-@pytest.mark.parametrize("make", [resnet18_setup, densenet_setup], ids=["resnet18", "densenet121"])
+def cumulative_batchnorm_setup(batch: int, resolution: int) -> Any:
+    """Blocks of Linear, `BatchNorm1d(momentum=None)` (a cumulative average, which divides by its
+    step counter as a Python number) and ReLU."""
+    width = 4 * resolution
+    regions = [
+        nn.Sequential(nn.Linear(width, width), nn.BatchNorm1d(width, momentum=None), nn.ReLU()) for _ in range(6)
+    ]
+    model = nn.Sequential(*regions, nn.Linear(width, 1))
+    x, y = torch.randn(4 * batch, width), torch.randn(4 * batch, 1)
+    return model, regions, (x,), lambda out: F.mse_loss(out, y)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [resnet18_setup, densenet_setup, cumulative_batchnorm_setup],
+    ids=["resnet18", "densenet121", "cumulative-batchnorm"],
+)
 def test_batchnorm_buffers_are_updated_once(make: Any, binary: str) -> None:
     """After one step under the plan, every buffer (running statistics, num_batches_tracked)
     equals the plain step's, as do loss and gradients; torchvision's DenseNet-121 unmodified."""
