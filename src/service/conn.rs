@@ -1,32 +1,53 @@
 //! Connections: the accept loop (in place of `axum::serve`), so that no client holds the
 //! server's files or memory. At most `--max-connections` connections are open at once,
-//! never more than the process's file limit leaves room for ([`cap`]); further ones wait
-//! in the listener's backlog. A connection's request head must arrive within
-//! `--client-timeout`, the wait for a kept-alive connection's next request included, and
-//! fit in [`HEAD_BUFFER`] (else 431): an idle or stalled connection is closed. Bodies are
-//! read under `--readers` within the same timeout (`endpoints::Posted`). On shutdown the
-//! loop stops accepting and lets each connection finish its request in flight.
+//! never more than the process's file limit leaves room for ([`cap`]). A connection's
+//! request head must arrive within `--client-timeout`, the wait for a kept-alive
+//! connection's next request included, and fit in [`HEAD_BUFFER`] (else 431): an idle or
+//! stalled connection is closed. Bodies are read under `--readers` within the same timeout
+//! (`endpoints::Posted`).
+//!
+//! At the cap, a new connection is not left in the backlog behind idle ones (a client that
+//! opens connections and sends nothing would keep the probes out for the client timeout,
+//! long enough for Kubernetes to restart the pod): the oldest idle connection is closed to
+//! make room ([`Open::evict`]). Idle means no request in flight: none being answered and
+//! no answer being sent. Only when every connection is busy does the new one wait for a
+//! free place.
+//!
+//! On shutdown the loop stops accepting and lets each connection finish its request in
+//! flight.
 
+use axum::body::Body;
 use axum::Router;
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::service::Service;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
+use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::future::Future;
-use std::sync::Arc;
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tower::ServiceExt;
 
 /// The bytes a connection buffers while it reads: a request's head must fit.
 pub const HEAD_BUFFER: usize = 64 << 10;
 
 /// Files the process keeps for itself beside its connections (the listener, graph files,
-/// logs, the runtime's own).
+/// logs, the runtime's own, the one connection accepted while it waits for a place).
 const SPARE_FILES: usize = 64;
 
 /// The pause after a failed accept (the file limit reached by other files, a connection
 /// reset before it was accepted), so that the loop does not spin.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// How long a connection accepted at the cap waits for the place of the connection evicted
+/// for it before another idle one is asked to close (one that had begun its next request's
+/// head closes only at its end).
+const PLACE_WAIT: Duration = Duration::from_millis(100);
 
 /// `asked` connections, or fewer where the process's file limit (`RLIMIT_NOFILE`) leaves
 /// room for fewer beside [`SPARE_FILES`]; at least 1.
@@ -54,49 +75,214 @@ pub async fn serve(
     timeout: Duration,
     stop: impl Future<Output = ()>,
 ) {
-    let graceful = GracefulShutdown::new();
-    let slots = Arc::new(Semaphore::new(connections));
+    let places = u32::try_from(connections).unwrap_or(u32::MAX);
+    let slots = Arc::new(Semaphore::new(places as usize));
+    let open = Arc::new(Open::default());
+    let (stopping, stopped) = watch::channel(false);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(timeout)
         .max_buf_size(HEAD_BUFFER);
-    tokio::pin!(stop);
+    let mut stop = pin!(stop);
     loop {
         let accepted = tokio::select! {
             () = &mut stop => break,
-            accepted = next(&listener, &slots) => accepted,
+            accepted = next(&listener, &slots, &open) => accepted,
         };
         let Some((stream, slot)) = accepted else {
             continue;
         };
-        let service = TowerToHyperService::new(app.clone());
-        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        let conn = open.add();
+        let service = Tracked {
+            app: app.clone(),
+            conn: conn.clone(),
+        };
+        let connection = http.serve_connection(TokioIo::new(stream), service);
+        let (open, stopped) = (open.clone(), stopped.clone());
         tokio::spawn(async move {
-            let _ = connection.await;
+            run(connection, &conn, stopped).await;
+            open.remove(conn.id);
             drop(slot);
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    let _ = stopping.send(true);
+    // every connection gives its place back as it ends
+    let _ = slots.acquire_many(places).await;
 }
 
-/// The next connection, once a slot is free; `None` after a failed accept, logged, after
-/// [`ACCEPT_PAUSE`].
+/// One connection as hyper serves it.
+type Connection = hyper::server::conn::http1::Connection<TokioIo<TcpStream>, Tracked>;
+
+/// Drives one connection to its end. On shutdown, or when it is evicted after a request,
+/// hyper closes it once the request in flight is answered (at once when idle); evicted
+/// before its first request, it is dropped (nothing is in flight).
+async fn run(connection: Connection, conn: &Conn, mut stopped: watch::Receiver<bool>) {
+    let mut connection = pin!(connection);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            _ = connection.as_mut() => return,
+            _ = stopped.wait_for(|s| *s), if !closing => {},
+            () = conn.evict.notified(), if !closing => {
+                if !conn.served.load(Ordering::Acquire) {
+                    return;
+                }
+            },
+        }
+        closing = true;
+        connection.as_mut().graceful_shutdown();
+    }
+}
+
+/// The next connection and its place; `None` after a failed accept, logged, after
+/// [`ACCEPT_PAUSE`]. With no place free, the oldest idle connection is evicted and its
+/// place taken when it ends; with none idle, the first place freed.
 async fn next(
     listener: &TcpListener,
     slots: &Arc<Semaphore>,
+    open: &Open,
 ) -> Option<(TcpStream, OwnedSemaphorePermit)> {
-    let slot = slots
-        .clone()
-        .acquire_owned()
-        .await
-        .expect("the slots are never closed");
-    match listener.accept().await {
-        Ok((stream, _)) => Some((stream, slot)),
+    let stream = match listener.accept().await {
+        Ok((stream, _)) => stream,
         Err(e) => {
             tracing::warn!(error = %e, "accepting a connection failed");
             tokio::time::sleep(ACCEPT_PAUSE).await;
-            None
+            return None;
         }
+    };
+    let slot = loop {
+        if let Ok(slot) = slots.clone().try_acquire_owned() {
+            break slot;
+        }
+        open.evict();
+        if let Ok(slot) = tokio::time::timeout(PLACE_WAIT, slots.clone().acquire_owned()).await {
+            break slot.expect("the slots are never closed");
+        }
+    };
+    Some((stream, slot))
+}
+
+/// The open connections, oldest first.
+#[derive(Default)]
+struct Open {
+    next: AtomicU64,
+    conns: Mutex<BTreeMap<u64, Arc<Conn>>>,
+}
+
+/// One open connection, as the accept loop sees it.
+struct Conn {
+    id: u64,
+    /// Requests in flight: from the service's call until its answer's body is sent.
+    busy: AtomicUsize,
+    /// Whether a request has reached the service (a kept-alive connection, which hyper
+    /// closes gracefully).
+    served: AtomicBool,
+    /// Asked to close ([`Open::evict`]); set once.
+    evicting: AtomicBool,
+    evict: Notify,
+}
+
+impl Open {
+    fn add(&self) -> Arc<Conn> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let conn = Arc::new(Conn {
+            id,
+            busy: AtomicUsize::new(0),
+            served: AtomicBool::new(false),
+            evicting: AtomicBool::new(false),
+            evict: Notify::new(),
+        });
+        self.lock().insert(id, conn.clone());
+        conn
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// Asks the oldest idle connection not yet asked to close; none when every connection
+    /// is busy.
+    fn evict(&self) {
+        let conns = self.lock();
+        let idle = conns.values().find(|c| {
+            c.busy.load(Ordering::Acquire) == 0 && !c.evicting.swap(true, Ordering::AcqRel)
+        });
+        if let Some(conn) = idle {
+            tracing::debug!(
+                connection = conn.id,
+                "at the connection cap: closing the oldest idle one"
+            );
+            conn.evict.notify_one();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Conn>>> {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The router as one connection's service, counting its requests in flight.
+struct Tracked {
+    app: Router,
+    conn: Arc<Conn>,
+}
+
+impl Service<hyper::Request<Incoming>> for Tracked {
+    type Response = hyper::Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
+        let busy = Busy::enter(self.conn.clone());
+        let app = self.app.clone();
+        Box::pin(async move {
+            let response = app.oneshot(request).await?;
+            Ok(response.map(|body| Body::new(Sending { body, _busy: busy })))
+        })
+    }
+}
+
+/// One request in flight on its connection, until dropped.
+struct Busy(Arc<Conn>);
+
+impl Busy {
+    fn enter(conn: Arc<Conn>) -> Busy {
+        conn.served.store(true, Ordering::Release);
+        conn.busy.fetch_add(1, Ordering::AcqRel);
+        Busy(conn)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// An answer's body while hyper sends it: its request stays in flight until the body is
+/// done or dropped.
+struct Sending {
+    body: Body,
+    _busy: Busy,
+}
+
+impl hyper::body::Body for Sending {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }

@@ -1,12 +1,12 @@
 //! What one client can hold of the server: connections (capped, closed when idle or
-//! stalled), bodies (read in a reader's place within the client timeout), metrics labels
+//! stalled, the oldest idle one closed to make room at the cap), bodies (read in a reader's place within the client timeout), metrics labels
 //! (made-up methods share one), and answers it refuses to decode (`identity;q=0`).
 
 use crate::server;
 
 use remat::service::Config;
 use serde_json::json;
-use server::{request_with, Server};
+use server::{long_graph, receive, request_with, send, Server};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -42,6 +42,59 @@ async fn idle_connections_are_capped_and_closed() {
         .await
         .expect("an idle connection is closed by the server");
     assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+    server.stop().await.unwrap();
+}
+
+/// At the cap, a new connection gets the place of the oldest idle one, which is closed: with
+/// the default client timeout (30 s), connections that send nothing would otherwise keep
+/// `/healthz` waiting for that long, past any probe's timeout. A connection whose request is
+/// in flight is never the one closed: its answer arrives whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_cap_an_idle_connection_makes_room_and_a_busy_one_is_kept() {
+    let server = Server::start(Config {
+        max_connections: 4,
+        ..Config::default()
+    })
+    .await;
+    let solve = json!({"graph": long_graph(6_000), "budget": "70%", "solver": "chen-greedy", "time_limit_s": 2});
+    let mut busy = TcpStream::connect(server.addr).await.unwrap();
+    send(
+        &mut busy,
+        "POST",
+        "/v1/solve",
+        Some(solve.to_string().as_bytes()),
+    )
+    .await;
+    server
+        .wait_metric("remat_workers_busy", 1.0, Duration::from_secs(30))
+        .await;
+    let mut idle = Vec::new();
+    for _ in 0..20 {
+        idle.push(TcpStream::connect(server.addr).await.unwrap());
+    }
+    let start = Instant::now();
+    for _ in 0..5 {
+        let health = tokio::time::timeout(Duration::from_secs(5), server.get("/healthz"))
+            .await
+            .expect("/healthz answers at the cap while 20 idle connections are open");
+        assert_eq!(health.status, 200);
+    }
+    println!("5 × /healthz at the cap in {:?}", start.elapsed());
+    let mut buf = [0u8; 1];
+    let closed = tokio::time::timeout(Duration::from_secs(1), idle[0].read(&mut buf))
+        .await
+        .expect("the oldest idle connection was closed for a new one");
+    assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+    let answer = tokio::time::timeout(Duration::from_secs(30), receive(&mut busy))
+        .await
+        .expect("the solve answers");
+    assert_eq!(
+        answer.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+    assert!(answer.json()["status"].is_string(), "{}", answer.json());
     server.stop().await.unwrap();
 }
 
