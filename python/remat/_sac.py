@@ -97,7 +97,10 @@ class Sac:
             if not self.is_bwd[i] and meta.get("region") is not None:
                 self.region[i] = int(meta["region"])
                 self.key[i] = (str(n["op"]), int(meta["occurrence"]))
-        self.regions = 1 + max((r for r in self.region if r is not None), default=-1)
+        # the regions exported, those with no node of their own (a view) included
+        self.regions = max(
+            int(graph.get("meta", {}).get("regions", 0)), 1 + max((r for r in self.region if r is not None), default=-1)
+        )
         self.fwd_succ: list[list[int]] = [[] for _ in range(count)]
         self.n_bwd_succ = [0] * count
         for i, ins in enumerate(self.inputs):

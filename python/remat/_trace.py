@@ -55,6 +55,9 @@ class JointTrace:
     # fx node name -> index of the checkpoint region (a module of `regions`) it was traced in
     region_of: dict[str, int]
     region_spans: list[tuple[int, int]]
+    # region -> the first buffer a module inside it reassigns in its forward (`self.n = self.n + 1`):
+    # a replay would reassign it again
+    region_reassigns: dict[int, str] = dataclasses.field(default_factory=dict)
     # (op node name, saved node name): the tensors autograd saves for backward in the forward
     # and loss, by the op whose backward reads them
     saves: list[tuple[str, str]] = dataclasses.field(default_factory=list)
@@ -95,15 +98,18 @@ def trace_joint(
     _check_regions(regions)
     spans: list[tuple[int, int]] = [(-1, -1)] * len(regions)
     calls = [0] * len(regions)
+    inside: list[int] = []  # the region whose forward is running
     handles = []
     for r, mod in enumerate(regions):
 
         def pre(_m: Any, _a: Any, r: int = r) -> None:
             spans[r] = (_graph_len(), -1)
             calls[r] += 1
+            inside.append(r)
 
         def post(_m: Any, _a: Any, _o: Any, r: int = r) -> None:
             spans[r] = (spans[r][0], _graph_len())
+            inside.pop()
 
         handles.append(mod.register_forward_pre_hook(pre))
         handles.append(mod.register_forward_hook(post))
@@ -116,6 +122,15 @@ def trace_joint(
     def leave(_m: Any, _a: Any, _o: Any) -> None:
         running.pop()
 
+    path = {id(m): name for name, m in model.named_modules()}
+    reassigns: dict[int, str] = {}
+
+    def reassigned(m: torch.nn.Module, name: str, _value: Any) -> None:
+        if inside and inside[-1] not in reassigns:
+            where = path.get(id(m), type(m).__name__)
+            reassigns[inside[-1]] = f"module '{where}' reassigns its buffer '{name}' in its forward"
+
+    handles.append(torch.nn.modules.module.register_module_buffer_registration_hook(reassigned))
     for name, mod in model.named_modules():
         if name:
             handles.append(mod.register_forward_pre_hook(functools.partial(enter, name=name)))
@@ -212,6 +227,7 @@ def trace_joint(
         loss_end=loss_end,
         region_of=region_of,
         region_spans=spans,
+        region_reassigns=reassigns,
     )
 
 

@@ -20,27 +20,29 @@ often), so it is **projected** onto save sets, and the plan is chosen among what
    over these regions recomputes), filled when the projection does not fit. The cheapest that
    fits wins; when none fits, `plan` raises `OverBudget` (or warns, `on_overrun="warn"`).
 
-A region that writes in place into a value from outside it (`meta.region_writes_input`: an
-`nn.ReLU(inplace=True)` given as a region of its own) is never checkpointed, in any candidate: its
-replay would read the value as its forward wrote it.
+A region whose replay would not see what its forward saw (`meta.region_writes_input`: it writes in
+place into a value from outside it, as an `nn.ReLU(inplace=True)` given as a region of its own; it
+reads a value from outside it that the forward then writes in place, as a block that reads a buffer
+and then updates it; or it reassigns a buffer) is never checkpointed, in any candidate.
 
 What eager PyTorch runs under a plan is itself a schedule, simulated by `remat._sac` (its module
 doc): its peak is the plan's predicted peak (`Plan.predicted`).
 
-`applied` runs the plan: each checkpointed region's forward is wrapped in a non-reentrant
-`checkpoint` with the plan's SAC policy; the region's lists and dicts of inputs are copied at the
-call (DenseNet appends to the list its layers read), and its replay runs under `_KeptBuffers`,
-which drops writes into the region's buffers (BatchNorm's running statistics and counter), so
-one step updates them once, as the plain step does, without holding a copy of them.
+`applied` runs the plan: each checkpointed region's forward is `_Checkpointed`, a non-reentrant
+`checkpoint` with the plan's SAC policy. The forward gets the caller's arguments; each replay a
+copy of its lists and dicts as they were at the call (DenseNet appends to the list its layers
+read), under `_KeptBuffers`, which drops writes into the region's buffers (BatchNorm's running
+statistics and counter), so one step updates them once, as the plain step does, without holding
+a copy of them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
-import functools
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -135,7 +137,8 @@ def _fit(sac: Sac, saves: Saves, budget: int) -> Saves:
             r = sac.region[v]
             if r is not None and (table := saves[r]) is not None and sac.key[v] in table:
                 freed[(r, sac.key[v])] += sac.mem[v]
-        order = sorted(freed, key=lambda rk: -freed[rk] / (1.0 + sum(sac.cost[v] for v in sac.key_nodes[rk])))
+        # ties in the order of their (region, op, occurrence): the same plan in every process
+        order = sorted(freed, key=lambda rk: (-freed[rk] / (1.0 + sum(sac.cost[v] for v in sac.key_nodes[rk])), rk))
         improved = False
         for chunk in _chunks(order, freed, current.peak - budget):
             trial = _copy(saves)
@@ -188,7 +191,7 @@ def _fill(sac: Sac, saves: Saves, budget: int) -> Saves:
     saves = _grow(sac, saves, regions, lambda r: held_by[r], uncheck, budget)
     candidates = sorted(
         (rk for rk in sac.saveable if (t := saves[rk[0]]) is not None and rk[1] not in t and flops[rk] > 0),
-        key=lambda rk: -flops[rk] / (1 + memory[rk]),
+        key=lambda rk: (-flops[rk] / (1 + memory[rk]), rk),
     )
     return _grow(sac, saves, candidates, lambda rk: memory[rk], save, budget)
 
@@ -408,80 +411,144 @@ class _KeptBuffers(TorchDispatchMode):
         }
 
 
-def _context_fn(
-    table: dict[Key, CheckpointPolicy], calls: dict[str, int], misses: list[str], module: torch.nn.Module
-) -> Callable[[], Any]:
-    def make() -> Any:
-        # occurrences are counted apart in the forward and in the replay: torch 2.11 (not 2.15)
-        # asks the policy again as the replay runs each op (`ctx.is_recompute`) and takes a
-        # cached output only where it answers MUST_SAVE again (one counter made every replayed
-        # call a new occurrence: each cached op ran again, its cache held beside the copy)
-        seen: dict[tuple[bool, str], int] = defaultdict(int)
+class _Policy:
+    """A checkpointed region's SAC policy, by (op, occurrence), occurrences counted apart in the
+    forward and in each replay: torch 2.11 (not 2.15) asks the policy again as the replay runs
+    each op (`ctx.is_recompute`) and takes a cached output only where it answers MUST_SAVE again
+    (one counter made every replayed call a new occurrence: each cached op ran again, its cache
+    held beside the copy). A call the table does not know is recomputed and named in `misses`,
+    once."""
 
-        def policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
-            name, replay = str(op), bool(ctx.is_recompute)
-            k = seen[(replay, name)]
-            seen[(replay, name)] += 1
-            found = table.get((name, k))
-            if found is None:
-                # a call with no node of its own (an in-place write to a buffer) is expected
-                if k >= calls.get(name, 0) and not replay:
-                    misses.append(f"{name}#{k}")
-                return CheckpointPolicy.PREFER_RECOMPUTE
-            return found
+    def __init__(self, table: dict[Key, CheckpointPolicy], calls: dict[str, int], misses: list[str]) -> None:
+        self.table, self.calls, self.misses = table, calls, misses
+        self.seen: dict[tuple[bool, str], int] = defaultdict(int)
 
-        forward, recompute = create_selective_checkpoint_contexts(policy)
-        return forward, _restoring(module, recompute)
+    def replaying(self) -> None:
+        """A replay begins (one per backward that unpacks the region: `retain_graph` runs two)."""
+        for k in [k for k in self.seen if k[0]]:
+            del self.seen[k]
 
-    return make
+    def __call__(self, ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+        name, replay = str(op), bool(ctx.is_recompute)
+        k = self.seen[(replay, name)]
+        self.seen[(replay, name)] += 1
+        found = self.table.get((name, k))
+        if found is None:
+            # a call with no node of its own (an in-place write to a buffer) is expected
+            miss = f"{name}#{k}"
+            if k >= self.calls.get(name, 0) and not replay and miss not in self.misses:
+                self.misses.append(miss)
+            return CheckpointPolicy.PREFER_RECOMPUTE
+        return found
 
 
-@contextmanager
-def _restoring(module: torch.nn.Module, recompute: Any) -> Iterator[None]:
-    """SAC's recomputation context above `_KeptBuffers` (SAC's op counts see the ops as called)."""
-    with _KeptBuffers(module), recompute:
-        yield
+class _Replaying:
+    """SAC's recomputation context above `_KeptBuffers` (SAC's op counts see the ops as called);
+    entered once per replay."""
+
+    def __init__(self, module: torch.nn.Module, recompute: Any, policy: _Policy) -> None:
+        self.module, self.recompute, self.policy = module, recompute, policy
+        self.stacks: list[contextlib.ExitStack] = []
+
+    def __enter__(self) -> None:
+        self.policy.replaying()
+        stack = contextlib.ExitStack()
+        stack.enter_context(_KeptBuffers(self.module))
+        stack.enter_context(self.recompute)
+        self.stacks.append(stack)
+
+    def __exit__(self, *exc: Any) -> bool:
+        return bool(self.stacks.pop().__exit__(*exc))
 
 
 def _as_called(x: Any) -> Any:
-    """`x` with its lists, tuples and dicts copied (recursively), tensors shared: what a region's
-    replay must see is its input as it was at the call (DenseNet's blocks append to the list of
-    features a layer read)."""
-    if isinstance(x, list):
+    """`x` with its lists and dicts copied (recursively, through tuples), tensors shared: what a
+    region's replay must see is its input as it was at the call (DenseNet's blocks append to the
+    list of features a layer read). Subclasses of list and dict are copied as their own type
+    (`defaultdict`), one level; other tuples (`torch.Size`, named tuples) are kept."""
+    t = type(x)
+    if t is list:
         return [_as_called(y) for y in x]
-    if isinstance(x, tuple) and not hasattr(x, "_fields"):
+    if t is tuple:
         return tuple(_as_called(y) for y in x)
-    if isinstance(x, dict):
+    if t is dict:
         return {k: _as_called(y) for k, y in x.items()}
+    if isinstance(x, (list, dict)):
+        return copy.copy(x)
     return x
 
 
-@contextmanager
-def applied(regions: Sequence[torch.nn.Module], p: Plan) -> Iterator[Plan]:
+class _Checkpointed:
+    """A checkpointed region's `forward` while the plan is applied: its own forward in a
+    non-reentrant `checkpoint` with the plan's SAC policy. The forward gets the caller's
+    arguments (what it appends to a list it was given stays appended); each replay gets a copy
+    of them as they were at the call. Keyword arguments reach the forward, never `checkpoint`
+    (a region's `debug=` or `use_reentrant=` is its own). It refers to its module, not to a bound
+    method, so that a copy of the module (`copy.deepcopy`, `torch.save`) runs the copy."""
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        inner: Callable[..., Any] | None,
+        table: dict[Key, CheckpointPolicy],
+        calls: dict[str, int],
+        misses: list[str],
+    ) -> None:
+        self.module, self.inner = module, inner  # inner: a forward set on the instance before
+        self.table, self.calls, self.misses = table, calls, misses
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module = self.module
+        forward = self.inner if self.inner is not None else type(module).forward.__get__(module)
+        at_call = _as_called((args, kwargs))
+        ran = False
+
+        def region(*_tensors: Any) -> Any:
+            nonlocal ran
+            if not ran:
+                ran = True
+                return forward(*args, **kwargs)
+            a, k = _as_called(at_call)
+            return forward(*a, **k)
+
+        def contexts() -> Any:
+            policy = _Policy(self.table, self.calls, self.misses)
+            first, recompute = create_selective_checkpoint_contexts(policy)
+            return first, _Replaying(module, recompute, policy)
+
+        # the arguments go to checkpoint too (unused by `region`): it takes the devices whose
+        # random state a replay restores from them
+        return checkpoint(region, *args, kwargs, use_reentrant=False, context_fn=contexts)
+
+
+class applied:
     """Run `regions` (the modules given to `export(..., regions=...)`, same order) under the plan's
     SAC policies while the context is open. `p.misses` lists op calls the policy did not expect (a
-    graph exported from another model or shape): they are recomputed. A region's replay in
-    backward sees its inputs as they were at the call (lists and dicts copied) and leaves its
-    buffers as the forward left them (BatchNorm's statistics are updated once per step)."""
-    if len(regions) != len(p.policies):
-        raise ApplyError(f"the plan has {len(p.policies)} regions, {len(regions)} modules were given")
-    originals = []
-    for mod, table, calls in zip(regions, p.policies, p.calls, strict=True):
-        if table is None:
-            continue
-        forward = mod.forward
-        originals.append((mod, "forward" in mod.__dict__, forward))
-        ctx = _context_fn(table, calls, p.misses, mod)
+    graph exported from another model or shape), each once: they are recomputed. A region's
+    replay in backward sees its inputs as they were at the call (lists and dicts copied) and
+    leaves its buffers as the forward left them (BatchNorm's statistics are updated once per
+    step). The same object may be entered again, after it has exited."""
 
-        def wrapped(*args: Any, _f: Callable[..., Any] = forward, _c: Any = ctx, **kwargs: Any) -> Any:
-            return checkpoint(_f, *_as_called(args), use_reentrant=False, context_fn=_c, **_as_called(kwargs))
+    def __init__(self, regions: Iterable[torch.nn.Module], p: Plan) -> None:
+        self.regions, self.plan = list(regions), p
+        if len(self.regions) != len(p.policies):
+            raise ApplyError(f"the plan has {len(p.policies)} regions, {len(self.regions)} modules were given")
+        self.originals: list[list[tuple[torch.nn.Module, Any]]] = []
 
-        mod.forward = functools.update_wrapper(wrapped, forward)
-    try:
-        yield p
-    finally:
-        for mod, had, forward in originals:
-            if had:
-                mod.forward = forward
+    def __enter__(self) -> Plan:
+        p, originals = self.plan, []
+        for mod, table, calls in zip(self.regions, p.policies, p.calls, strict=True):
+            if table is None:
+                continue
+            own = mod.__dict__.get("forward")
+            originals.append((mod, own))
+            mod.forward = _Checkpointed(mod, own, table, calls, p.misses)
+        self.originals.append(originals)
+        return p
+
+    def __exit__(self, *exc: Any) -> None:
+        for mod, own in self.originals.pop():
+            if own is not None:
+                mod.forward = own
             else:
                 del mod.forward

@@ -141,10 +141,15 @@ class _Builder:
         # multi-output fx node -> per element: ("fresh", bytes) | ("alias", key) | None
         self.elements: dict[fx.Node, list[tuple[str, int] | None]] = {}
         self.fixed_bytes = 0
-        # storage keys of the model's inputs; per region, the first value outside it that it
-        # writes into in place (a model input, or a node another region or no region computed)
+        # storage keys of the model's inputs; per region whose replay would not see what its
+        # forward saw, the first cause: a value from outside it (a model input, a parameter or
+        # buffer, a node another region or no region computed) that it writes into in place, or
+        # that it reads and the forward writes into later (its replay reads it as written)
         self.input_keys: set[int] = set()
-        self.writes_input: dict[int, str] = {}
+        self.writes_input: dict[int, str] = dict(trace.region_reassigns)
+        # storage key -> (region, reading node) of the reads of its current version from outside
+        # the reading region, since its last in-place write
+        self.outside_reads: dict[int, list[tuple[int, str]]] = defaultdict(list)
         self.occurrence: dict[tuple[int, str], int] = defaultdict(int)
         pos = {n: i for i, n in enumerate(trace.gm.graph.nodes)}
         self.pos = pos
@@ -168,9 +173,17 @@ class _Builder:
 
     def note_write(self, n: fx.Node, k: int) -> None:
         """Records a region's in-place write `n` into the storage `k` when that storage's current
-        version was not computed in the region: its replay would read the value as written."""
+        version was not computed in the region: its replay would read the value as written. So
+        would the replay of every region that read that version from outside itself before `n`
+        (a buffer a block reads, then updates: a running shift, an EMA codebook)."""
+        if self.kind(n) == "backward":
+            return
+        for reader_region, reader in self.outside_reads.pop(k, []):
+            self.writes_input.setdefault(
+                reader_region, f"{reader} reads a value from outside the region that {n.name} ({n.target}) then writes"
+            )
         r = self.trace.region_of.get(n.name)
-        if r is None or r in self.writes_input or self.kind(n) == "backward":
+        if r is None or r in self.writes_input:
             return
         owner = self.current[k]
         if owner == _FIXED:
@@ -178,6 +191,23 @@ class _Builder:
                 self.writes_input[r] = f"{n.name} ({n.target}) writes into a model input"
         elif self.nodes[owner].meta.get("region") != r:
             self.writes_input[r] = f"{n.name} ({n.target}) writes into {owner}"
+
+    def note_reads(self, n: fx.Node) -> None:
+        """Records the forward reads of region node `n` (not a view or an in-place write: those
+        read nothing yet) of values from outside its region, for `note_write`."""
+        r = self.trace.region_of.get(n.name)
+        schema = getattr(n.target, "_schema", None)
+        if r is None or self.kind(n) == "backward" or schema is None:
+            return
+        if schema.returns and all(a.alias_info is not None for a in schema.returns):
+            return
+        for a in _tensor_args(n):
+            k = self.key.get(a)
+            if k is None:
+                continue
+            owner = self.current[k]
+            if owner == _FIXED or self.nodes[owner].meta.get("region") != r:
+                self.outside_reads[k].append((r, n.name))
 
     def inputs_of(self, n: fx.Node) -> list[str]:
         ids = [self.current[self.key[a]] for a in _tensor_args(n) if a in self.key]
@@ -306,6 +336,7 @@ class _Builder:
                 self.fixed(n)
             elif n.op == "call_function":
                 self.call(n)
+                self.note_reads(n)
         self.mark_saves()
         # gradient outputs live in the gradient buffers counted in fixed_memory
         for g in tr.grad_nodes:
@@ -414,8 +445,9 @@ def export(
         "regions": len(regions),
         # per region, the op calls selective checkpointing will see (also those with no node)
         "region_calls": b.region_calls,
-        # per region that writes in place into a value from outside it, the first such write:
-        # `remat.apply` never checkpoints it (its replay would read the value as written)
+        # per region whose replay would not see what its forward saw, the first cause (it writes in
+        # place into a value from outside it, reads one that is written later, or reassigns a
+        # buffer): `remat.apply` never checkpoints it
         "region_writes_input": {str(r): what for r, what in sorted(b.writes_input.items())},
         # the model returns the loss itself (no `loss_fn`): there is no output for the caller to hold
         "model_returns_loss": loss_fn is None,
