@@ -146,7 +146,15 @@ impl FromStr for Budget {
             }
             return Ok(Budget::OfPeak(v / 100.0));
         }
-        let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+        // a number in exponent notation (1e9) has no unit; else the unit starts at the
+        // first letter
+        let exponent = s.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+            && s.parse::<f64>().is_ok_and(f64::is_finite);
+        let split = if exponent {
+            s.len()
+        } else {
+            s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len())
+        };
         let (number, unit) = (s[..split].trim(), s[split..].trim().to_ascii_lowercase());
         let value: f64 = number
             .parse()
@@ -163,8 +171,19 @@ impl FromStr for Budget {
                 .map(|&(_, m)| m)
                 .ok_or_else(|| err("unknown unit: use B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024)"))?
         };
+        let digits = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit());
         let bytes = if let (1, Ok(b)) = (multiplier, number.parse::<u64>()) {
             exact_bytes(b)
+        } else if multiplier == 1 && digits {
+            Err(format!(
+                "a budget is at most 2^53 = {MAX_BYTES} bytes (8192 TiB), got {number}"
+            ))
+        } else if multiplier == 1 && value >= (MAX_BYTES / 2) as f64 {
+            // from 2^52 on a double holds no fraction: 9007199254740991.5 would read as 2^53
+            Err(format!(
+                "{number} is not an exact number of bytes: write a budget of 2^52 bytes or more \
+                 in digits only"
+            ))
         } else if multiplier == 1 {
             whole_bytes(value)
         } else {
@@ -304,6 +323,36 @@ mod tests {
             Budget::Bytes(1_500_000_000)
         );
         assert_eq!("80%".parse::<Budget>().unwrap(), Budget::OfPeak(0.8));
+        for exponent in ["1e3", "1E3", "1.5e3", " 1e3 "] {
+            assert_eq!(
+                exponent.parse::<Budget>().unwrap().to_string().len(),
+                4,
+                "{exponent}"
+            );
+        }
+    }
+
+    /// From 2^52 on a double has no fraction: a fractional or float-written budget there is
+    /// refused, not rounded; digits beyond u64 are echoed as written.
+    #[test]
+    fn large_budgets_are_read_exactly_or_refused() {
+        for inexact in [
+            "9007199254740991.5",
+            "9007199254740993.0",
+            "4503599627370496.5",
+        ] {
+            let e = inexact.parse::<Budget>().unwrap_err().to_string();
+            assert!(e.contains("digits only"), "{e}");
+        }
+        let e = "18446744073709551616"
+            .parse::<Budget>()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("got 18446744073709551616"), "{e}");
+        assert_eq!(
+            "9007199254740992".parse::<Budget>().unwrap(),
+            Budget::Bytes(1 << 53)
+        );
     }
 
     #[test]

@@ -63,9 +63,10 @@ pub struct SimStats {
     pub peak_memory: u64,
     /// Index of the first event at which the peak is reached.
     pub peak_event: usize,
-    /// Σ c_v over compute events.
+    /// Σ c_v over compute events: `Σ_v c_v + recompute_cost`.
     pub total_cost: f64,
-    /// `total_cost − Σ_v c_v`.
+    /// Σ c_v over the computations after each node's first, summed on its own: exact where
+    /// `total_cost − Σ_v c_v` would lose it to rounding (a loss of 1e16 beside ops of 0.5).
     pub recompute_cost: f64,
     /// `total_cost / Σ_v c_v` (1 when every cost is 0).
     pub overhead: f64,
@@ -121,7 +122,6 @@ struct Tape<'g> {
     memory: u64,
     peak: u64,
     peak_event: usize,
-    total_cost: f64,
     memory_after: Vec<u64>,
 }
 
@@ -137,7 +137,6 @@ impl<'g> Tape<'g> {
             memory,
             peak: memory,
             peak_event: 0,
-            total_cost: 0.0,
             memory_after: Vec::with_capacity(events),
         }
     }
@@ -206,7 +205,6 @@ impl<'g> Tape<'g> {
         self.resident[v] = true;
         self.computes[v] += 1;
         self.memory += graph.memory(v);
-        self.total_cost += graph.cost(v);
         self.raise_peak(index);
         Ok(())
     }
@@ -284,7 +282,6 @@ impl<'g> Tape<'g> {
             computes,
             mut peak,
             mut peak_event,
-            total_cost,
             memory_after,
             ..
         } = self;
@@ -297,11 +294,17 @@ impl<'g> Tape<'g> {
             _ => None,
         };
         let base = graph.total_cost();
+        let recompute_cost: f64 = computes
+            .iter()
+            .enumerate()
+            .map(|(v, &count)| graph.cost(v) * f64::from(count.saturating_sub(1)))
+            .sum();
+        let total_cost = base + recompute_cost;
         SimStats {
             peak_memory: peak,
             peak_event,
             total_cost,
-            recompute_cost: total_cost - base,
+            recompute_cost,
             overhead: if base > 0.0 { total_cost / base } else { 1.0 },
             computes,
             memory_after,

@@ -236,7 +236,10 @@ impl SolveResult {
                     && [Some(Bound::sum_of_costs(graph)), plan.lower_bound]
                         .into_iter()
                         .flatten()
-                        .any(|b| b.scope == Scope::GlobalOptimum && b.met_by(cost));
+                        .any(|b| {
+                            b.scope == Scope::GlobalOptimum
+                                && b.met_by(stats.recompute_cost, graph.total_cost())
+                        });
                 self.status = match plan.claim {
                     _ if meets_global_bound => {
                         self.scope = Some(Scope::GlobalOptimum);

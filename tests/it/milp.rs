@@ -381,3 +381,32 @@ fn models_over_the_memory_limit_are_refused_before_they_are_built() {
     .unwrap();
     assert_eq!(r.status, Status::OptimalInScope);
 }
+
+/// Sizes near 1e14 and 1e15 bytes (gcd 1) beside sizes of a few bytes: HiGHS's presolve died
+/// of an integer division (SIGFPE, the whole process) on the first, and refused the second
+/// ("HiGHS rejected the model"). The MILP's memory rows are now divided by a power of two
+/// that keeps them within 2^31 units: both solve, and the schedules fit.
+#[test]
+fn sizes_near_the_byte_limit_neither_crash_nor_break_the_milp() {
+    for (file, budget) in [
+        ("milp_sizes_near_1e14.json", 1_254_566_831_649_382),
+        ("milp_sizes_near_1e15.json", 6_192_449_487_634_432),
+    ] {
+        let g = common::load(&common::root().join("tests/fixtures").join(file));
+        let oracle = remat::solve::solve(
+            &Instance { graph: &g, budget },
+            "exhaustive",
+            &SolveOptions::default(),
+        )
+        .unwrap();
+        let optimum = oracle.stats.unwrap().total_cost;
+        for solver in ["milp", "auto"] {
+            let r = common::solve_on_one_thread(&g, budget, solver, Some(20));
+            let stats = r
+                .stats
+                .unwrap_or_else(|| panic!("{file} {solver}: {:?}", r.message));
+            assert!(stats.peak_memory <= budget, "{file} {solver}");
+            assert!(stats.total_cost >= optimum - 1e-9, "{file} {solver}");
+        }
+    }
+}

@@ -120,3 +120,67 @@ fn an_order_scoped_optimum_is_labelled_so_and_auto_looks_beyond_it() {
     assert_eq!(auto.status, Status::Optimal);
     assert_eq!(auto.scope, Some(Scope::GlobalOptimum));
 }
+
+/// A graph whose one cost dwarfs the rest (a loss of 1e12 beside ops of 1): a schedule that
+/// recomputes is not `optimal` however small its recomputation is next to `Σ_v c_v`
+/// (`optimal` was claimed within 1e-9 of `Σ_v c_v`: recompute-all's +10); and the exhaustive
+/// search tells a recomputation of 0.5 beside a cost of 1e16 from none.
+#[test]
+fn a_recomputation_is_never_rounded_into_an_optimum() {
+    let g = common::load(&common::root().join("tests/fixtures/a_loss_dwarfs_the_rest.json"));
+    let peak = checkpoint_all_peak(&g);
+    let oracle = run(&g, peak, "exhaustive");
+    assert_eq!(oracle.stats.as_ref().unwrap().recompute_cost, 0.0);
+    let r = run(&g, peak, "recompute-all");
+    let stats = r.stats.as_ref().unwrap();
+    assert!(stats.recompute_cost >= 10.0, "{stats:?}");
+    assert_ne!(r.status, Status::Optimal, "{:?}", r.message);
+    let g = common::load(&common::root().join("tests/fixtures/a_cost_of_1e16.json"));
+    let r = run(&g, checkpoint_all_peak(&g), "exhaustive");
+    assert_eq!(r.status, Status::Optimal);
+    assert_eq!(r.stats.unwrap().recompute_cost, 0.0);
+}
+
+/// HiGHS stops within its relative MIP gap (1e-4): a schedule it leaves 7.4e-5 above its bound
+/// is `feasible`, with a note that says so, not `optimal_in_scope`; with `mip_gap` 0 the
+/// optimum is cheaper and proven.
+#[test]
+fn the_milp_claims_an_optimum_only_where_the_gap_is_closed() {
+    let g = common::load(&common::root().join("tests/fixtures/milp_within_its_gap.json"));
+    let within = run(&g, 20, "milp");
+    assert_eq!(within.status, Status::Feasible, "{:?}", within.message);
+    assert!(
+        within.gap.is_some_and(|gap| gap > 0.0 && gap <= 1e-4),
+        "{:?}",
+        within.gap
+    );
+    assert!(
+        within
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("within the relative MIP gap")),
+        "{:?}",
+        within.message
+    );
+    let options = SolveOptions {
+        threads: Some(1),
+        mip_gap: Some(0.0),
+        ..SolveOptions::default()
+    };
+    let closed = solve::solve(
+        &Instance {
+            graph: &g,
+            budget: 20,
+        },
+        "milp",
+        &options,
+    )
+    .unwrap();
+    assert_eq!(
+        closed.status,
+        Status::OptimalInScope,
+        "{:?}",
+        closed.message
+    );
+    assert!(cost(&closed).unwrap() < cost(&within).unwrap());
+}

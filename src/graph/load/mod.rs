@@ -605,7 +605,8 @@ fn batch_of(v: &Value) -> Result<u64, String> {
 
 fn cost_of(v: &Value) -> Result<f64, String> {
     match v.as_f64() {
-        Some(c) if c.is_finite() && c >= 0.0 => Ok(c),
+        // `-0.0` is 0 (it would print as -0)
+        Some(c) if c.is_finite() && c >= 0.0 => Ok(c + 0.0),
         Some(c) => Err(format!("must be a finite number >= 0, got {c}")),
         None => Err(format!(
             "must be a finite number >= 0, got {}",

@@ -45,6 +45,8 @@ pub(super) struct Portfolio<'a> {
 struct Best {
     plan: Plan,
     cost: f64,
+    /// Its simulated `recompute_cost`.
+    recompute: f64,
     found_s: f64,
 }
 
@@ -240,7 +242,9 @@ impl<'a> Portfolio<'a> {
         self.proven_infeasible.is_some()
             || self.best.as_ref().is_some_and(|b| {
                 (b.plan.claim == Claim::Optimal && b.plan.scope == Scope::GlobalOptimum)
-                    || self.settled_bound().met_by(b.cost)
+                    || self
+                        .settled_bound()
+                        .met_by(b.recompute, self.instance.graph.total_cost())
             })
     }
 
@@ -439,6 +443,7 @@ impl<'a> Portfolio<'a> {
         self.best = Some(Best {
             plan,
             cost: stats.total_cost,
+            recompute: stats.recompute_cost,
             found_s,
         });
     }

@@ -3,14 +3,17 @@
 //!
 //! A state is `(resident, computed)`: the outputs in memory and the nodes computed at
 //! least once. From a state, `compute(v)` is allowed when `v` is not resident, all its
-//! inputs are, and `K + Σ_{u resident} s_u + s_v <= M` (the simulator's rules); it
-//! costs `c_v`. `free(v)` of a resident `v` costs nothing. The goal is `computed = V`.
-//! Execution order is free (not the solver order), so this is the global optimum of the
-//! unified model, against which every other solver is tested.
+//! inputs are, and `K + Σ_{u resident} s_u + s_v <= M` (the simulator's rules). `free(v)`
+//! of a resident `v` costs nothing. The goal is `computed = V`. Execution order is free
+//! (not the solver order), so this is the global optimum of the unified model, against
+//! which every other solver is tested.
 //!
-//! The heuristic `h = Σ_{v ∉ computed} c_v` is admissible (each such node is still to be
-//! computed once) and consistent (a first computation of `v` lowers it by exactly `c_v`),
-//! so the first goal popped is optimal. An empty frontier proves infeasibility.
+//! Every schedule pays `Σ_v c_v` for the first computations, so the search prices only the
+//! recomputations: `compute(v)` costs `c_v` when `v ∈ computed`, else nothing. That is
+//! A* on the whole cost with the heuristic `h = Σ_{v ∉ computed} c_v` (admissible and
+//! consistent: a first computation of `v` lowers it by exactly `c_v`), without adding
+//! `Σ_v c_v` to every figure, which would round a recomputation of 0.5 away beside a cost
+//! of 1e16. The first goal popped is optimal; an empty frontier proves infeasibility.
 
 use crate::schedule::{Event, Schedule};
 use crate::solve::details::{Details, ExhaustiveDetails};
@@ -32,8 +35,10 @@ const BITS: u32 = SEARCH_LIMIT as u32;
 
 #[derive(PartialEq)]
 struct Entry {
-    f: f64,
+    /// The recomputation cost so far.
     g: f64,
+    /// How many nodes are computed.
+    depth: u32,
     key: u32,
 }
 impl Eq for Entry {}
@@ -43,12 +48,12 @@ impl PartialOrd for Entry {
     }
 }
 impl Ord for Entry {
-    /// Smallest f first, then the deepest (largest g), then the key, for determinism.
+    /// Least g first, then the deepest, then the key, for determinism.
     fn cmp(&self, other: &Self) -> Ordering {
         other
-            .f
-            .total_cmp(&self.f)
-            .then(self.g.total_cmp(&other.g))
+            .g
+            .total_cmp(&self.g)
+            .then(self.depth.cmp(&other.depth))
             .then(other.key.cmp(&self.key))
     }
 }
@@ -109,12 +114,6 @@ fn search_within(
             .map(|v| graph.memory(v))
             .sum()
     };
-    let h = |computed: u32| -> f64 {
-        (0..n)
-            .filter(|&v| computed >> v & 1 == 0)
-            .map(|v| graph.cost(v))
-            .sum()
-    };
     let key = |resident: u32, computed: u32| resident | computed << BITS;
     let mask = (1u32 << BITS) - 1;
 
@@ -124,8 +123,8 @@ fn search_within(
     let start_key = key(0, 0);
     best.insert(start_key, 0.0);
     heap.push(Entry {
-        f: h(0),
         g: 0.0,
+        depth: 0,
         key: start_key,
     });
     let mut pops = 0u64;
@@ -141,7 +140,7 @@ fn search_within(
         }
         let (resident, computed) = (k & mask, k >> BITS);
         if computed == all {
-            return Ok(optimal_plan(&parent, k, g, pops));
+            return Ok(optimal_plan(&parent, k, graph.total_cost() + g, pops));
         }
         let in_use = graph.fixed_memory() + mem_of(resident);
         for (v, &needs) in preds.iter().enumerate() {
@@ -149,10 +148,15 @@ fn search_within(
             let (next, event, cost) = if resident & bit != 0 {
                 (key(resident & !bit, computed), Event::Free(v), 0.0)
             } else if needs & !resident == 0 && in_use + graph.memory(v) <= instance.budget {
+                let again = if computed & bit != 0 {
+                    graph.cost(v)
+                } else {
+                    0.0
+                };
                 (
                     key(resident | bit, computed | bit),
                     Event::Compute(v),
-                    graph.cost(v),
+                    again,
                 )
             } else {
                 continue;
@@ -162,8 +166,8 @@ fn search_within(
                 best.insert(next, g2);
                 parent.insert(next, (k, event));
                 heap.push(Entry {
-                    f: g2 + h(next >> BITS),
                     g: g2,
+                    depth: (next >> BITS).count_ones(),
                     key: next,
                 });
             }
@@ -179,7 +183,7 @@ fn search_within(
     })
 }
 
-/// The plan of the goal state `k`, reached at cost `g` after `pops` expansions: its
+/// The plan of the goal state `k`, reached at cost `g` (the whole cost) after `pops` expansions: its
 /// events read back along `parent`.
 fn optimal_plan(parent: &HashMap<u32, (u32, Event)>, k: u32, g: f64, pops: u64) -> Outcome {
     let mut events = Vec::new();

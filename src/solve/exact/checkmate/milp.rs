@@ -6,9 +6,10 @@
 //! percent of the optimum and much of HiGHS's time goes into finding a good incumbent, so
 //! this start matters more than any solver setting (measured in `docs/performance.md`).
 //!
-//! Outcomes: `optimal` when HiGHS closes the gap (to its relative tolerance, 1e-4 unless
-//! the caller asks for another); `feasible` with the dual bound as `lower_bound` when the
-//! time limit stops it with an incumbent; `infeasible` (proven, within the scope of
+//! Outcomes: `optimal` when the gap is closed (to the rounding of summed costs); `feasible`
+//! with the bound as `lower_bound` when HiGHS stops within its relative MIP gap (1e-4 unless
+//! the caller asks for another; a note says so) or the time limit stops it with an
+//! incumbent; `infeasible` (proven, within the scope of
 //! frontier-advancing stage schedules in solver order) when HiGHS proves it; no solution
 //! when the time runs out before any incumbent. When the relaxation itself does not finish
 //! in its half of the time, branch and bound is not started (its root is that same LP) and
@@ -376,13 +377,18 @@ const ROW_TOLERANCE: f64 = 1e-7;
 /// memory units: every binary within [`INTEGRALITY_TOLERANCE`] of integral moves `U[t,k]`
 /// by at most that times its coefficient (each size `m_i` in a stage's `S`, `R` and the
 /// FREE of each of its readers), and each of the `n` rows (e), (f) of a stage may be off
-/// by [`ROW_TOLERANCE`].
-fn tolerance_margin(graph: &crate::graph::Graph) -> u64 {
+/// by [`ROW_TOLERANCE`] of the rows' units, which are the budget's memory units divided by
+/// the model's divisor.
+fn tolerance_margin(instance: &Instance) -> u64 {
+    let graph = instance.graph;
     let g = super::memory_scale(graph);
     let coefficients: f64 = (0..graph.len())
         .map(|i| (graph.memory(i) / g) as f64 * (2 + graph.succs(i).len()) as f64)
         .sum();
-    (INTEGRALITY_TOLERANCE * coefficients + ROW_TOLERANCE * graph.len() as f64).ceil() as u64
+    let units = instance.budget.saturating_sub(graph.fixed_memory()) / g;
+    let divisor = super::model::memory_divisor(units, false);
+    (INTEGRALITY_TOLERANCE * coefficients + ROW_TOLERANCE * divisor * graph.len() as f64).ceil()
+        as u64
 }
 
 /// A MILP solution whose schedule peaked at `peak`, over the budget: HiGHS met the memory
@@ -401,7 +407,7 @@ fn repair(
     let graph = instance.graph;
     let g = super::memory_scale(graph);
     let over = peak - instance.budget;
-    let margin = tolerance_margin(graph).max(over.div_ceil(g));
+    let margin = tolerance_margin(instance).max(over.div_ceil(g));
     let what = format!(
         "HiGHS's solution peaked {over} bytes over the budget (its memory rows are met within \
          its tolerance); solved again with the budget rows {} bytes tighter",
@@ -474,8 +480,13 @@ fn relative_gap(cost: f64, bound: f64) -> f64 {
     }
 }
 
-/// The plan for `best`: optimal when the proven `lower_bound` is within `tolerance`,
-/// else feasible with `unproven` as the message.
+/// The relative gap below which a schedule is optimal: the rounding of costs summed in
+/// floating point, not a tolerance of the search.
+const CLOSED_GAP: f64 = 1e-9;
+
+/// The plan for `best`: optimal when the proven `lower_bound` meets it (within
+/// [`CLOSED_GAP`]); else feasible, with a message that says when the search stopped within
+/// the MIP gap `tolerance` and otherwise `unproven`.
 fn plan(
     best: Candidate,
     lower_bound: Option<Bound>,
@@ -483,7 +494,8 @@ fn plan(
     unproven: Option<String>,
     mut details: CheckmateDetails,
 ) -> Outcome {
-    let closed = lower_bound.is_some_and(|lb| relative_gap(best.cost, lb.cost) <= tolerance);
+    let gap = lower_bound.map(|lb| relative_gap(best.cost, lb.cost));
+    let closed = gap.is_some_and(|g| g <= CLOSED_GAP);
     details.source = Some(best.source.clone());
     let claim = if closed {
         Claim::Optimal
@@ -492,7 +504,14 @@ fn plan(
     };
     let mut plan = best.into_plan(NAME, claim, Scope::OptimalForOrder);
     plan.lower_bound = lower_bound;
-    plan.message = if closed { None } else { unproven };
+    plan.message = match gap {
+        _ if closed => None,
+        Some(g) if g <= tolerance => Some(format!(
+            "within the relative MIP gap of {tolerance} of its bound (gap {g:.1e}), not proven \
+             optimal: --mip-gap 0 closes it"
+        )),
+        _ => unproven,
+    };
     plan.details = Some(Details::Checkmate(Box::new(details)));
     Outcome::Plan(plan)
 }

@@ -447,7 +447,7 @@ mod tests {
                     .flatten()
                     .map(|&c| x[c as usize])
                     .fold(0.0, f64::max);
-                let budget = g.fixed_memory() + peak as u64 * roomy.mem_scale;
+                let budget = g.fixed_memory() + (peak * roomy.mem_div) as u64 * roomy.mem_scale;
                 let tight = model(budget).unwrap();
                 let x = tight.point(&g, &stages).expect("fits at its own peak");
                 let violated = tight.lp.violated_rows(&x, 1e-9);

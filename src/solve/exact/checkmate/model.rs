@@ -32,8 +32,8 @@ pub(crate) struct StageModel {
     pub(super) cost_scale: f64,
     /// Memory in units of `mem_scale` bytes.
     pub(super) mem_scale: u64,
-    /// What memory units are divided by in the rows: 1, or for a relaxation the power of
-    /// two nearest below the budget's units (exact in floating point).
+    /// What memory units are divided by in the rows ([`memory_divisor`]): a power of two,
+    /// so that the division is exact in floating point.
     pub(super) mem_div: f64,
     /// `⌊(B − K) / mem_scale⌋ / mem_div`.
     pub(super) budget_units: f64,
@@ -55,6 +55,25 @@ pub(super) fn horizons(graph: &Graph) -> Vec<usize> {
 /// The memory unit `g` of the model: the gcd of the sizes.
 pub(super) fn memory_scale(graph: &Graph) -> u64 {
     graph.nodes().iter().map(|v| v.memory).fold(0, gcd).max(1)
+}
+
+/// The most memory units the budget row of a MILP holds: HiGHS refuses a coefficient of
+/// 1e15 or more ("HiGHS rejected the model"), and its MIP presolve died of an integer
+/// division (SIGFPE) on rows with coefficients near 1e14 beside ones of a few units.
+const MILP_MAX_UNITS: u64 = 1 << 31;
+
+/// What a model divides memory units by, given the budget's `units` (every size that can
+/// be resident is at most that): for a relaxation the power of two nearest below `units`,
+/// so that the budget row reads `U <= [1, 2)`; for a MILP 1, or where `units` exceed
+/// [`MILP_MAX_UNITS`] the power of two that brings them within it. A power of two divides
+/// exactly; HiGHS's row tolerance then counts in the divided units, which the MILP's
+/// repair margin takes into account.
+pub(super) fn memory_divisor(units: u64, normalise: bool) -> f64 {
+    match units.checked_ilog2() {
+        Some(k) if normalise => f64::from(k).exp2(),
+        Some(k) if units > MILP_MAX_UNITS => f64::from(k - (MILP_MAX_UNITS.ilog2() - 1)).exp2(),
+        _ => 1.0,
+    }
 }
 
 pub(super) fn gcd(mut a: u64, mut b: u64) -> u64 {
@@ -128,10 +147,7 @@ impl StageModel {
         let mem_scale = memory_scale(graph);
         let units = (instance.budget.saturating_sub(graph.fixed_memory()) / mem_scale)
             .saturating_sub(margin);
-        let mem_div = match units.checked_ilog2() {
-            Some(k) if normalise => (k as f64).exp2(),
-            _ => 1.0,
-        };
+        let mem_div = memory_divisor(units, normalise);
         // A relaxation for the first-order method keeps the paper's rows: big-M rows for
         // (d) and no (k). PDLP solves the exported ResNet-18 b32 in 78 s with them, 259 s
         // with the rows of one factor each (284,455 rows instead of 258,025), 375 s with
