@@ -22,7 +22,10 @@ graph, which recomputes what was not saved. `Partitioner(budget, backend)` is on
 constants captured by a closure) and returns a step that runs forward, loss and backward under the
 partitioner: `loss = step(*inputs, target)`. What stays outside the graph: the gradients'
 accumulation into `.grad` (they are `fixed_memory`), the optimizer, and anything the step's caller
-keeps. `compiler="inductor"` plugs the same partitioner into Inductor (`remat.inductor`).
+keeps. `compiler="inductor"` plugs the same partitioner into Inductor (`remat.inductor`). The step
+is compiled whole (`fullgraph=True`: graphs budgeted apart would hold more than the budget
+together), once per shape of its arguments; a call torch.compile would run uncompiled (past
+Dynamo's recompile limit) is refused rather than run without a budget.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
+import types
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal
@@ -194,6 +199,7 @@ class Partitioner:
         self.on_overrun = on_overrun
         self.cache: dict[str, dict[str, Any]] = {}
         self.solves = 0  # solves run (cache misses)
+        self.partitions = 0  # joint graphs partitioned
         self.last: Partitioned | None = None
         # re-plans (`tighten`): per graph, the bytes solved below the budget, and the graphs whose
         # last tightening failed (their plan stands as it is)
@@ -273,6 +279,7 @@ class Partitioner:
         predicted = self.backend.simulate(prediction_graph(graph, ran), {"events": ran})
         saved = [str(n.name) for n in bw.graph.nodes if n.op == "placeholder" and "tangents" not in n.name]
         self.last = Partitioned(graph, result, saved, ran, predicted, real.deviations, cached, key, target)
+        self.partitions += 1
         self.check(self.last)
         return fw, bw
 
@@ -313,18 +320,32 @@ class Replan(RematError):
     partitioner solves the graph again tighter (`Partitioner.tighten`); `Step` compiles again."""
 
 
+def _with_loss(self: _WithLoss, *args: Any) -> torch.Tensor:
+    cut = len(args) - self.targets
+    return self.loss_fn(self.model(*args[:cut]), *args[cut:])
+
+
 class _WithLoss(nn.Module):
-    """`loss_fn(model(*inputs), *targets)` as one module (the last `targets` arguments are targets)."""
+    """`loss_fn(model(*inputs), *targets)` as one module (the last `targets` arguments are targets).
+    Each has a `forward` of its own code object: Dynamo counts compiles per code object
+    (`recompile_limit`, 8), and past it runs the frame uncompiled, so steps sharing one would stop
+    being partitioned from the ninth graph on, whatever step it belongs to."""
 
     def __init__(self, model: nn.Module, loss_fn: Callable[..., torch.Tensor], targets: int) -> None:
         super().__init__()
         self.model = model
         self.loss_fn = loss_fn
         self.targets = targets
+        code = _with_loss.__code__.replace()
+        self.forward = types.MethodType(types.FunctionType(code, _with_loss.__globals__, "forward"), self)
 
-    def forward(self, *args: Any) -> torch.Tensor:
-        cut = len(args) - self.targets
-        return self.loss_fn(self.model(*args[:cut]), *args[cut:])
+
+def _signature(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What `torch.compile(dynamic=False)` compiles a graph per: the arguments' shapes, dtypes and
+    devices (and the types of other arguments)."""
+    return tuple(
+        (tuple(a.shape), a.dtype, a.device, a.requires_grad) if isinstance(a, torch.Tensor) else type(a) for a in args
+    )
 
 
 class Step:
@@ -340,17 +361,58 @@ class Step:
         self.module = module
         self.partitioner = partitioner
         self.context = context  # entered around each call (where compiles happen)
+        self.plans: dict[tuple[Any, ...], Partitioned] = {}  # per argument signature, its partition
+        self.ran: Partitioned | None = None
 
     @property
     def last(self) -> Partitioned | None:
-        return self.partitioner.last
+        """The partition of the graph the last call ran (each shape of the arguments compiles a
+        graph of its own), or failed to compile (`OverBudget`)."""
+        return self.ran
 
     def __call__(self, *args: Any) -> torch.Tensor:
+        if not torch.is_grad_enabled():
+            raise ApplyError(
+                "the compiled step trains (forward, loss and backward) and needs gradients: call it outside "
+                "torch.no_grad(); to evaluate, call the model itself"
+            )
+        signature = _signature(args)
+        partitions = self.partitioner.partitions
+        try:
+            loss = self._run(args)
+        except RematError:
+            if self.partitioner.partitions != partitions:
+                self.ran = self.partitioner.last  # the partition that failed (OverBudget), to inspect
+            raise
+        if self.partitioner.partitions != partitions and self.partitioner.last is not None:
+            self.plans[signature] = self.partitioner.last
+        elif signature not in self.plans:
+            raise ApplyError(_recompile_limit(len(self.plans)))
+        self.ran = self.plans[signature]
+        loss.backward()
+        return loss.detach()
+
+    def _run(self, args: tuple[Any, ...]) -> torch.Tensor:
+        """The loss of one compiled forward, after as many compiles as it takes (re-plans)."""
         while True:
             try:
                 with self.context():
-                    loss = self.module(*args)
-                break
+                    return self.module(*args)
+            except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError) as e:
+                raised = re.search(r"raised exception (.+)", str(e))
+                if raised is not None:
+                    # not a graph break: the model or the loss raised while Dynamo traced them
+                    raise ApplyError(
+                        f"the step raised {raised.group(1).strip()} while torch.compile traced it (the "
+                        "model, the loss, or how many trailing arguments are targets)"
+                    ) from e
+                raise ApplyError(
+                    "remat.compiled budgets the step as one graph, and torch.compile breaks it here: "
+                    f"{_first_line(e)}. Remove the graph break (a print, .item(), data-dependent control "
+                    "flow) or apply the plan in eager mode (remat.apply)"
+                ) from e
+            except torch._dynamo.exc.FailOnRecompileLimitHit as e:
+                raise ApplyError(_recompile_limit(len(self.plans))) from e
             except torch._dynamo.exc.BackendCompilerFailed as e:
                 # a compile stopped before anything ran: Inductor's code would hold more than the
                 # budget (the partitioner solves again tighter)
@@ -360,8 +422,6 @@ class Step:
                 if isinstance(e.inner_exception, RematError):
                     raise e.inner_exception from None
                 raise
-        loss.backward()
-        return loss.detach()
 
 
 def compile(
@@ -380,7 +440,9 @@ def compile(
     """A training step of `model` with `loss_fn(output, *targets)` compiled in one joint graph and
     partitioned by remat at `budget` (see `remat.budget`). `targets`: how many trailing arguments
     of the step are the loss's targets. The graph is compiled (and solved) at the first call, again
-    when shapes change (`torch.compile`, `dynamic=False`)."""
+    when shapes change (`torch.compile`, `dynamic=False`), as one graph (`fullgraph=True`: a graph
+    break is an `ApplyError`, since graphs budgeted apart would together exceed the budget)."""
+    _check_compile_args(budget, backend, targets)
     part = Partitioner(budget, backend, solver=solver, time_limit=time_limit, seed=seed, on_overrun=on_overrun)
     wrapped = _WithLoss(model, loss_fn, targets)
     if compiler == "aot_eager":
@@ -395,10 +457,36 @@ def compile(
             keep_inference_input_mutations=True,
             decompositions=masked_backwards(),
         )
-        return Step(torch.compile(wrapped, backend=backend_fn, dynamic=False), part)
+        return Step(torch.compile(wrapped, backend=backend_fn, dynamic=False, fullgraph=True), part)
     if compiler == "inductor":
         from .inductor import checked_backend, partitioned
 
-        module = torch.compile(wrapped, backend=checked_backend(part), dynamic=False)
+        module = torch.compile(wrapped, backend=checked_backend(part), dynamic=False, fullgraph=True)
         return Step(module, part, partitioned)
     raise ApplyError(f"compiler must be 'aot_eager' or 'inductor', got {compiler!r}")
+
+
+def _check_compile_args(budget: _budget.Budget, backend: Backend, targets: int) -> None:
+    """What `compile` can check before the first call compiles: the budget's type and range, a
+    backend that solves and simulates, a count of targets."""
+    _budget.resolve(budget, lambda: {"fixed_memory": 0, "checkpoint_all_peak": 0})
+    if not all(callable(getattr(backend, m, None)) for m in ("solve", "inspect", "simulate")):
+        raise ApplyError(
+            f"backend is a {type(backend).__name__}: give remat.Local() or remat.Client(url), which solve and simulate"
+        )
+    if isinstance(targets, bool) or not isinstance(targets, int) or targets < 0:
+        raise ApplyError(f"targets is how many trailing arguments of the step are the loss's targets, got {targets!r}")
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _recompile_limit(shapes: int) -> str:
+    return (
+        "torch.compile will not compile this step again, so remat would partition nothing and the budget "
+        f"would not hold: Dynamo's recompile limit (torch._dynamo.config.recompile_limit = "
+        f"{torch._dynamo.config.recompile_limit}) is reached after {shapes} shapes of the arguments; give fewer "
+        "distinct shapes (pad the batch) or raise the limit"
+    )

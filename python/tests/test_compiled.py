@@ -403,3 +403,75 @@ def test_an_operators_own_allocations_are_its_scratch() -> None:
         )
     assert alloc.peak(scratch=False) == indices.untyped_storage().nbytes() == 4 * 64 * 16 * 16 * 8
     assert alloc.peak() > alloc.peak(scratch=False)
+
+
+def _mlp() -> torch.nn.Module:
+    layers = [m for _ in range(4) for m in (torch.nn.Linear(32, 32), torch.nn.GELU())]
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), *layers, torch.nn.Linear(32, 10))
+
+
+def test_every_step_of_a_process_is_partitioned(binary: str) -> None:
+    """Dynamo compiles a code object at most `recompile_limit` (8) times and then runs it
+    uncompiled: steps that shared one (`_WithLoss.forward`) stopped being partitioned from the ninth
+    on, holding twice the budget with nothing said. Each step now has a code object of its own."""
+    x, y = torch.randn(8, 16), torch.randint(0, 10, (8,))
+    for _ in range(10):
+        model = _mlp()
+        step = remat_compile(model, torch.nn.functional.cross_entropy, 0.6, backend=remat.Local(binary))
+        m = measure_compiled(step, (x, y), list(model.parameters()))
+        last = step.last
+        assert last is not None and last.fits
+        assert m.activations <= last.budget - int(last.graph["fixed_memory"]) + 4  # the loss's own bytes
+
+
+def test_shapes_past_the_recompile_limit_and_graph_breaks_are_errors(binary: str) -> None:
+    """A shape Dynamo will not compile again, and a step torch.compile splits into graphs (budgeted
+    apart, together over the budget) are `ApplyError`s that say so; `step.last` is the partition of
+    the shape the last call ran."""
+    loss_fn = torch.nn.functional.cross_entropy
+    model = _mlp()
+    step = remat_compile(model, loss_fn, 0.6, backend=remat.Local(binary))
+    with torch._dynamo.config.patch(recompile_limit=2):
+        keys = []
+        for batch in (8, 4, 8):
+            step(torch.randn(batch, 16), torch.randint(0, 10, (batch,)))
+            assert step.last is not None
+            keys.append(step.last.key)
+        assert keys[0] == keys[2] != keys[1]
+        with pytest.raises(remat.ApplyError, match="recompile limit"):
+            step(torch.randn(6, 16), torch.randint(0, 10, (6,)))
+
+    class Breaks(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(16, 32), torch.nn.Linear(32, 10)
+
+        def forward(self, x: torch.Tensor) -> Any:
+            h = torch.tanh(self.a(x))
+            if h.mean().item() > 100:  # data-dependent: a graph break
+                h = h * 2
+            return self.b(h)
+
+    step = remat_compile(Breaks(), loss_fn, 0.6, backend=remat.Local(binary))
+    with pytest.raises(remat.ApplyError, match="as one graph"):
+        step(torch.randn(8, 16), torch.randint(0, 10, (8,)))
+
+
+def test_compile_refuses_what_it_can_check_before_the_first_call(binary: str) -> None:
+    """A backend that is not one, a negative count of targets and a bad budget are refused by
+    `compile`; a step called without gradients, or whose model raises while traced, says why."""
+    loss_fn = torch.nn.functional.cross_entropy
+    model = _mlp()
+    with pytest.raises(remat.ApplyError, match="backend"):
+        remat_compile(model, loss_fn, 0.6, backend=None)  # type: ignore[arg-type]
+    with pytest.raises(remat.ApplyError, match="targets"):
+        remat_compile(model, loss_fn, 0.6, backend=remat.Local(binary), targets=-1)
+    with pytest.raises(remat.BudgetError):
+        remat_compile(model, loss_fn, 1.5, backend=remat.Local(binary))
+    x, y = torch.randn(8, 16), torch.randint(0, 10, (8,))
+    step = remat_compile(model, loss_fn, 0.6, backend=remat.Local(binary))
+    with torch.no_grad(), pytest.raises(remat.ApplyError, match="needs gradients"):
+        step(x, y)
+    step = remat_compile(model, loss_fn, 0.6, backend=remat.Local(binary), targets=2)
+    with pytest.raises(remat.ApplyError, match="raised TypeError"):
+        step(x, y)
