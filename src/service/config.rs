@@ -76,7 +76,7 @@ pub struct Config {
     #[arg(long, env = "REMAT_MAX_EDGES", default_value_t = DEFAULT_MAX_EDGES, value_parser = parse_positive)]
     pub max_edges: usize,
     /// Connections open at once (never more than the process's file limit leaves room
-    /// for). At the cap a new connection closes the oldest idle one (no request in flight)
+    /// for). At the cap a new connection closes the one idle the longest (no request in flight)
     /// and takes its place; when every one is busy, it waits until one closes.
     #[arg(long, env = "REMAT_MAX_CONNECTIONS", default_value_t = 256, value_parser = parse_positive)]
     pub max_connections: usize,

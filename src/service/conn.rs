@@ -8,8 +8,8 @@
 //!
 //! At the cap, a new connection is not left in the backlog behind idle ones (a client that
 //! opens connections and sends nothing would keep the probes out for the client timeout,
-//! long enough for Kubernetes to restart the pod): the oldest idle connection is closed to
-//! make room ([`Open::evict`]). Idle means no request in flight: none being answered and
+//! long enough for Kubernetes to restart the pod): the connection idle the longest is closed
+//! to make room ([`Open::evict`]). Idle means no request in flight: none being answered and
 //! no answer being sent. Only when every connection is busy does the new one wait for a
 //! free place.
 //!
@@ -136,7 +136,7 @@ async fn run(connection: Connection, conn: &Conn, mut stopped: watch::Receiver<b
 }
 
 /// The next connection and its place; `None` after a failed accept, logged, after
-/// [`ACCEPT_PAUSE`]. With no place free, the oldest idle connection is evicted and its
+/// [`ACCEPT_PAUSE`]. With no place free, the connection idle the longest is evicted and its
 /// place taken when it ends; with none idle, the first place freed.
 async fn next(
     listener: &TcpListener,
@@ -168,6 +168,8 @@ async fn next(
 struct Open {
     next: AtomicU64,
     conns: Mutex<BTreeMap<u64, Arc<Conn>>>,
+    /// A clock that ticks when a connection opens or ends a request: [`Conn::idle_since`].
+    clock: Arc<AtomicU64>,
 }
 
 /// One open connection, as the accept loop sees it.
@@ -181,6 +183,9 @@ struct Conn {
     /// Asked to close ([`Open::evict`]); set once.
     evicting: AtomicBool,
     evict: Notify,
+    /// [`Open::clock`] when it opened or its last request ended.
+    idle_since: AtomicU64,
+    clock: Arc<AtomicU64>,
 }
 
 impl Open {
@@ -192,6 +197,8 @@ impl Open {
             served: AtomicBool::new(false),
             evicting: AtomicBool::new(false),
             evict: Notify::new(),
+            idle_since: AtomicU64::new(self.clock.fetch_add(1, Ordering::Relaxed)),
+            clock: self.clock.clone(),
         });
         self.lock().insert(id, conn.clone());
         conn
@@ -201,17 +208,20 @@ impl Open {
         self.lock().remove(&id);
     }
 
-    /// Asks the oldest idle connection not yet asked to close; none when every connection
-    /// is busy.
+    /// Asks the connection idle the longest (no request in flight), not yet asked, to close;
+    /// none when every connection is busy. (A kept-alive client between its requests is idle
+    /// only since its last answer: connections opened and left silent go first.)
     fn evict(&self) {
         let conns = self.lock();
-        let idle = conns.values().find(|c| {
-            c.busy.load(Ordering::Acquire) == 0 && !c.evicting.swap(true, Ordering::AcqRel)
-        });
+        let idle = conns
+            .values()
+            .filter(|c| c.busy.load(Ordering::Acquire) == 0 && !c.evicting.load(Ordering::Acquire))
+            .min_by_key(|c| c.idle_since.load(Ordering::Acquire));
         if let Some(conn) = idle {
+            conn.evicting.store(true, Ordering::Release);
             tracing::debug!(
                 connection = conn.id,
-                "at the connection cap: closing the oldest idle one"
+                "at the connection cap: closing the one idle the longest"
             );
             conn.evict.notify_one();
         }
@@ -256,7 +266,10 @@ impl Busy {
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+        let conn = &self.0;
+        let now = conn.clock.fetch_add(1, Ordering::Relaxed);
+        conn.idle_since.store(now, Ordering::Release);
+        conn.busy.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

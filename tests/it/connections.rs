@@ -98,6 +98,60 @@ async fn at_the_cap_an_idle_connection_makes_room_and_a_busy_one_is_kept() {
     server.stop().await.unwrap();
 }
 
+/// At the cap the connection idle the longest is closed, not the one opened first: a kept-alive
+/// client that has just been answered keeps its connection while one that never spoke loses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_cap_the_connection_idle_the_longest_goes_first() {
+    let server = Server::start(Config {
+        max_connections: 3,
+        ..Config::default()
+    })
+    .await;
+    let mut kept = TcpStream::connect(server.addr).await.unwrap();
+    assert_eq!(kept_alive_get(&mut kept, "/healthz").await, 200);
+    let mut silent = TcpStream::connect(server.addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(kept_alive_get(&mut kept, "/healthz").await, 200);
+    let _other = TcpStream::connect(server.addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(server.get("/healthz").await.status, 200);
+    let mut buf = [0u8; 1];
+    let closed = tokio::time::timeout(Duration::from_secs(1), silent.read(&mut buf))
+        .await
+        .expect("the connection idle the longest was closed");
+    assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+    assert_eq!(kept_alive_get(&mut kept, "/healthz").await, 200);
+    server.stop().await.unwrap();
+}
+
+/// A GET on a kept-alive connection; its status, the answer read to its `Content-Length`.
+async fn kept_alive_get(stream: &mut TcpStream, path: &str) -> u16 {
+    let head = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&raw));
+        raw.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&raw).to_string();
+        let Some(end) = text.find("\r\n\r\n") else {
+            continue;
+        };
+        let length: usize = text[..end]
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse().unwrap())
+            })
+            .expect("a Content-Length");
+        if raw.len() >= end + 4 + length {
+            return text[9..12].parse().unwrap();
+        }
+    }
+}
+
 /// A body that stalls holds the only reader's place for `--client-timeout`, then gets 408;
 /// the request behind it is read and answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
