@@ -7,7 +7,9 @@ graph, which recomputes what was not saved. `Partitioner(budget, backend)` is on
 1. turns the joint graph into a remat graph by `remat.export`'s rules (`joint_graph`: views
    folded, tuple elements as nodes, FLOPs as cost; the joint's placeholders and the gradients are
    `fixed_memory`); random ops get a cost above the whole graph's, so that a schedule recomputes
-   them only where nothing else fits (their recomputation would draw other numbers);
+   them only where nothing else fits (their recomputation would draw other numbers), and so do
+   the nodes that read an input (a buffer) the forward then writes in place (`realize` never
+   recomputes them: after the write they would read the new value);
 2. solves it at `budget` with remat, once per distinct graph and budget (`cache`: keyed by a hash
    of the remat graph and the solve options, so a recompile of an unchanged graph does not solve
    again);
@@ -49,7 +51,15 @@ from ._trace import JointTrace
 from .client import Backend
 from .errors import ApplyError, OnOverrun, RematError, SolveError, overrun
 from .export import _Builder, _fx_costs_flops, graph_dict, tensor_bytes
-from .realize import is_random, prediction_graph, realize, realized_events, unread_args
+from .realize import (
+    is_random,
+    prediction_graph,
+    realize,
+    realized_events,
+    snapshot_written_inputs,
+    unread_args,
+    written_input_readers,
+)
 
 
 @dataclasses.dataclass
@@ -141,7 +151,9 @@ def _kernel_facts(b: _Builder) -> None:
 def solve_graph(graph: dict[str, Any], built: _Builder, num_fwd_outputs: int) -> dict[str, Any]:
     """The graph remat solves: the outputs the caller holds (the loss) are resident from the
     forward to the end of the step, so their bytes are fixed memory; random ops cost more than all
-    other nodes together (recomputing them would draw other numbers)."""
+    other nodes together (recomputing them would draw other numbers), and so do the nodes that
+    read an input the forward then writes in place (a buffer's EMA, a step counter: recomputed
+    after the write they would read the new value; `realize` never recomputes them)."""
     total = 1.0 + sum(float(n["cost"]) for n in graph["nodes"])
     joint = built.trace.gm.graph
     fx_nodes = {n.name: n for n in joint.nodes}
@@ -154,11 +166,12 @@ def solve_graph(graph: dict[str, Any], built: _Builder, num_fwd_outputs: int) ->
             owner = built.current.get(key) if key is not None else None
             if owner in built.nodes:
                 held.add(owner)
+    _, kept = written_input_readers(built.trace.gm, built)
     nodes = []
     fixed = int(graph["fixed_memory"])
     for n in graph["nodes"]:
         source = fx_nodes.get(built.nodes[n["id"]].source)
-        if source is not None and is_random(source):
+        if (source is not None and is_random(source)) or n["id"] in kept:
             n = {**n, "cost": total}
         if n["id"] in held:
             fixed += int(n["memory"])
@@ -258,6 +271,7 @@ class Partitioner:
         static_lifetime_input_indices: list[int] | None = None,
         **_: Any,
     ) -> tuple[fx.GraphModule, fx.GraphModule]:
+        snapshot_written_inputs(joint)
         graph, built = joint_graph(joint, num_fwd_outputs)
         solved = solve_graph(graph, built, num_fwd_outputs)
         key = graph_key(solved)

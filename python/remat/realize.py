@@ -22,8 +22,18 @@ What cannot be recomputed is not: random ops (tag `nondeterministic_seeded`: dro
 differ) and forward outputs (the caller holds them anyway) keep their first copy, which later
 reads share. BatchNorm in training (`_native_batch_norm_legit_functional`) recomputed is emitted as
 `_native_batch_norm_legit.no_stats`: the same output and batch statistics, without reading or
-producing running statistics, so buffers are updated once, by the forward. Any other op whose
-outputs are forward outputs (input mutations) is never recomputed either.
+producing running statistics, so buffers are updated once, by the forward; its new running
+statistics (elements 3 and 4) are taken from its first copy, with it, and never recomputed. Any
+other op whose outputs are forward outputs (input mutations) is never recomputed either.
+
+**Inputs written in place.** The forward's writes into inputs (the functionalized `copy_` of a
+buffer's new value) run in the forward as soon as what they write is resident and every node that
+reads the old value has been computed; the values written are kept until then. A recomputation
+after the write would read the new value (an EMA's `h - shift`, a step counter's `h + t`, recomputed
+in the backward), so `snapshot_written_inputs` first rewrites the joint graph: those reads take a
+`clone` of the input made before the first of them, a remat node the solver keeps or not like any
+other, while the nodes that still read the input itself (the clone, the values written) are never
+recomputed (`written_input_readers`; `solve_graph` prices them like random ops).
 
 `realized_events` reads the two graphs back as a remat schedule (each copy computed where it is,
 freed after the last use of it or of any view of it, outputs held): what PyTorch will run, which
@@ -40,6 +50,7 @@ from typing import Any
 
 import torch
 from torch import fx
+from torch._subclasses.fake_tensor import FakeTensor
 
 from .errors import ApplyError
 from .export import _FIXED, _Builder
@@ -48,6 +59,7 @@ from .export import _FIXED, _Builder
 NODE = "remat_node"  # the remat node id a copy computes
 ALIAS = "remat_alias"  # names of the copies whose storage a re-emitted view shares
 PHASE = "remat_phase"  # "forward" or "backward": the graph a copy runs in
+SNAPSHOT = "remat_snapshot"  # on the joint's clones of inputs the forward writes (`snapshot_written_inputs`)
 
 _BN_FUNCTIONAL = torch.ops.aten._native_batch_norm_legit_functional.default
 _BN_NO_STATS = torch.ops.aten._native_batch_norm_legit.no_stats
@@ -78,6 +90,142 @@ def is_random(n: fx.Node) -> bool:
             value = n.args[i] if i < len(n.args) else n.kwargs.get(arg.name, arg.default_value)
             return not (isinstance(value, (int, float)) and value == 0)
     return True
+
+
+def tangent_dependent(joint: fx.GraphModule) -> set[str]:
+    """The joint's nodes that read a tangent, directly or not (the backward proper)."""
+    dep: set[fx.Node] = set()
+    for n in joint.graph.nodes:
+        if is_tangent(n) or any(a in dep for a in n.all_input_nodes):
+            dep.add(n)
+    return {n.name for n in dep}
+
+
+def is_mutation(n: fx.Node, built: _Builder) -> bool:
+    """An in-place write into an input (no remat node: what it writes is fixed memory), such as
+    the functionalized `copy_` of a buffer's new value."""
+    schema = getattr(n.target, "_schema", None)
+    return n.op == "call_function" and schema is not None and schema.is_mutable and n.name not in built.nodes
+
+
+def _reads_running_stats_only(n: fx.Node, inputs: set[fx.Node]) -> bool:
+    """BatchNorm in training whose only arguments among `inputs` are its running statistics
+    (arguments 3 and 4): its recomputation (`_native_batch_norm_legit.no_stats`) reads none."""
+    if n.target is not _BN_FUNCTIONAL or len(n.args) < 6 or n.args[5] is not True:
+        return False
+    return not any(a in inputs for i, a in enumerate(n.args) if i not in (3, 4) and isinstance(a, fx.Node))
+
+
+def owner(built: _Builder, n: fx.Node) -> str | None:
+    """The remat node holding fx node `n`'s value (None: fixed memory or no tensor)."""
+    if n.name in built.nodes:
+        return n.name
+    key = built.key.get(n)
+    held = built.current.get(key) if key is not None else None
+    return None if held in (None, _FIXED) else held
+
+
+def written_input_readers(joint: fx.GraphModule, built: _Builder) -> tuple[dict[fx.Node, set[str]], set[str]]:
+    """Per in-place write into an input in the forward (a buffer's or an input's new value copied
+    into it), the remat nodes of the forward that read what it overwrites (the input, or a view of
+    it) before it in the joint graph: they read the old value, so they must run before the write.
+    And the nodes never recomputed (`realize` keeps their first copy, `solve_graph` prices them
+    like random ops): those of the readers whose recomputation would read the input again, after
+    the write, i.e. the new value (BatchNorm reading its running statistics is none of them:
+    recomputed, `no_stats`, it reads no running statistics), and the values written, kept until
+    the write (BatchNorm's new running statistics: only its first copy has them)."""
+    dependent = tangent_dependent(joint)
+    nodes = list(joint.graph.nodes)
+    pos = {n: i for i, n in enumerate(nodes)}
+    # storage key -> the forward remat nodes reading it
+    by_key: dict[int, list[fx.Node]] = defaultdict(list)
+    for n in nodes:
+        if n.name in built.nodes and n.name not in dependent:
+            for k in dict.fromkeys(built.key[a] for a in n.all_input_nodes if a in built.key):
+                by_key[k].append(n)
+    readers: dict[fx.Node, set[str]] = {}
+    kept: set[str] = set()
+    for m in nodes:
+        if not is_mutation(m, built) or m.name in dependent:
+            continue
+        schema = m.target._schema
+        written: set[int] = set()
+        for i, arg in enumerate(schema.arguments):
+            if arg.alias_info is None or not arg.alias_info.is_write:
+                continue
+            value = m.args[i] if i < len(m.args) else m.kwargs.get(arg.name)
+            if isinstance(value, fx.Node) and value in built.key:
+                written.add(built.key[value])
+        found: set[str] = set()
+        for n in (n for k in written for n in by_key.get(k, []) if pos[n] < pos[m]):
+            found.add(n.name)
+            if not _reads_running_stats_only(n, {a for a in n.all_input_nodes if built.key.get(a) in written}):
+                kept.add(n.name)
+        readers[m] = found
+        kept.update(o for o in (owner(built, a) for a in m.all_input_nodes) if o is not None)
+    return readers, kept
+
+
+def snapshot_written_inputs(joint: fx.GraphModule) -> list[fx.Node]:
+    """Rewrites `joint` in place so that the forward reads the old value of an input it writes (a
+    buffer's EMA, a step counter, an input scaled in place) from a copy: `clone(input)` before the
+    first such read, which those reads take instead of the input. A recomputation of a reader after
+    the write (in the backward) then reads the copy, which is never recomputed, rather than the
+    input, which by then holds the new value. The copy is a remat node like any other (the solver
+    keeps it or the readers). Not copied: reads by the values written themselves (kept until the
+    write, never recomputed) and BatchNorm's reads of its running statistics (recomputed, it reads
+    none). Returns the copies made (none where `joint` has them already)."""
+    graph = joint.graph
+    nodes = list(graph.nodes)
+    pos = {n: i for i, n in enumerate(nodes)}
+    dependent = tangent_dependent(joint)
+    first_write: dict[fx.Node, int] = {}
+    values: set[fx.Node] = set()
+    for m in nodes:
+        schema = getattr(m.target, "_schema", None)
+        if m.op != "call_function" or schema is None or not schema.is_mutable or m.name in dependent:
+            continue
+        for i, arg in enumerate(schema.arguments):
+            target = m.args[i] if i < len(m.args) else m.kwargs.get(arg.name)
+            if arg.alias_info is not None and arg.alias_info.is_write and isinstance(target, fx.Node):
+                if target.op == "placeholder":
+                    first_write.setdefault(target, pos[m])
+                values.update(a for a in m.all_input_nodes if a is not target)
+    made: list[fx.Node] = []
+    for p, at in first_write.items():
+        readers = [
+            u
+            for u in p.users
+            if pos[u] < at
+            and u.name not in dependent
+            and u not in values
+            and SNAPSHOT not in u.meta
+            and not _reads_running_stats_only(u, {p})
+        ]
+        if not readers:
+            continue
+        with graph.inserting_before(min(readers, key=pos.__getitem__)):
+            old = graph.call_function(torch.ops.aten.clone.default, (p,))
+        old.meta[SNAPSHOT] = p.name
+        val = p.meta.get("val")
+        if isinstance(val, FakeTensor):
+            with val.fake_mode:
+                old.meta["val"] = torch.ops.aten.clone.default(val)
+        elif isinstance(val, torch.Tensor):
+            old.meta["val"] = val.clone()
+        for u in readers:
+            u.replace_input_with(p, old)
+        made.append(old)
+    if made:
+        joint.recompile()
+    return made
+
+
+def bn_stats_element(n: fx.Node) -> bool:
+    """Element 3 or 4 of BatchNorm in training: the new running statistics, which only the
+    first (functional) copy produces."""
+    src = n.args[0] if n.target is operator.getitem and n.args else None
+    return isinstance(src, fx.Node) and src.target is _BN_FUNCTIONAL and n.args[1] in (3, 4)
 
 
 @dataclasses.dataclass
@@ -115,13 +263,18 @@ class _Rewriter:
         self.elements: dict[tuple[fx.Node, Any], fx.Node] = {}
         self.deviations: list[str] = []
         self.random: set[str] = set()
-        self.pinned = self._pinned(outputs)
-        self.tangent_dependent = self._tangent_dependent()
-        self.mutations = self._mutations()
+        self.seen: set[str] = set()
+        self.tangent_dependent = tangent_dependent(joint)
+        self.readers, self.kept = written_input_readers(joint, built)
+        self._mutations()
+        statistics = {n.name for n in self.nodes if n.name in built.nodes and bn_stats_element(n)}
+        self.pinned = self._pinned(outputs) | self.kept | statistics
 
     def _pinned(self, outputs: list[Any]) -> set[str]:
         """Nodes never recomputed: outputs (forward outputs, gradients), random ops, and ops
-        producing forward outputs (input mutations), BatchNorm excepted (recomputed as no_stats)."""
+        producing forward outputs (input mutations), BatchNorm excepted (recomputed as no_stats).
+        (`__init__` adds the nodes that read an input the forward then writes, the values written
+        into inputs, and BatchNorm's new running statistics: `take_statistics`.)"""
         owners = {self.owner(o) for o in self.fwd_outputs}
         pinned = {o for o in (self.owner(o) for o in outputs if isinstance(o, fx.Node)) if o is not None}
         self.random = set()
@@ -135,34 +288,23 @@ class _Rewriter:
                 pinned.add(name)
         return pinned | self.random
 
-    def _mutations(self) -> dict[str, list[fx.Node]]:
-        """In-place writes into inputs (a buffer's new running statistics, kept in the graph), by
-        the remat node they wait for: run in the forward as soon as what they write exists, so that
-        it is not held until the end of the forward."""
-        found: dict[str, list[fx.Node]] = defaultdict(list)
-        for n in self.nodes:
-            schema = getattr(n.target, "_schema", None)
-            if n.op != "call_function" or schema is None or not schema.is_mutable or n.name in self.built.nodes:
-                continue
-            if n.name not in self.tangent_dependent:
-                owners = [o for o in (self.owner(a) for a in n.all_input_nodes) if o is not None]
-                found[owners[-1] if owners else ""].append(n)
-        return found
+    def _mutations(self) -> None:
+        """In-place writes into inputs in the forward (a buffer's new running statistics, kept in
+        the graph), with what they wait for: the remat nodes holding their inputs (resident) and
+        those that read the old value (computed). They run in the forward as soon as both are
+        there, so that what they write is not held until the end of the forward, and never before
+        a read of the value they overwrite."""
+        self.pending: dict[fx.Node, tuple[set[str], set[str]]] = {}
+        self.waiting: dict[str, list[fx.Node]] = defaultdict(list)
+        for m, readers in self.readers.items():
+            inputs = {o for o in (self.owner(a) for a in m.all_input_nodes) if o is not None}
+            self.pending[m] = (inputs, readers)
+            for v in sorted(inputs | readers):
+                self.waiting[v].append(m)
 
     def owner(self, n: fx.Node) -> str | None:
         """The remat node holding fx node `n`'s value (None: fixed memory or no tensor)."""
-        if n.name in self.built.nodes:
-            return n.name
-        key = self.built.key.get(n)
-        held = self.built.current.get(key) if key is not None else None
-        return None if held in (None, _FIXED) else held
-
-    def _tangent_dependent(self) -> set[str]:
-        dep: set[fx.Node] = set()
-        for n in self.nodes:
-            if is_tangent(n) or any(a in dep for a in n.all_input_nodes):
-                dep.add(n)
-        return {n.name for n in dep}
+        return owner(self.built, n)
 
     def _storages(self, n: fx.Node) -> set[int]:
         """The storage keys `n`'s output holds (a tuple of views: those of its elements)."""
@@ -224,12 +366,31 @@ class _Rewriter:
         copy.meta[PHASE] = "forward" if copy in self.forward_set else self.phase
         copy.meta.pop(ALIAS, None)
         self.current[v] = copy
+        first = v not in self.seen
         self.seen.add(v)
         if n.target is not operator.getitem:
             self.take_elements(n, copy)
+        if first and n.target is _BN_FUNCTIONAL:
+            self.take_statistics(n, copy)
         if self.phase == "forward":
             self.flush_mutations(v)
         return copy
+
+    def take_statistics(self, n: fx.Node, copy: fx.Node) -> None:
+        """BatchNorm's new running statistics (elements 3 and 4) are computed with its first copy,
+        the functional one, and kept: a recomputation (`no_stats`) has no such elements, and the
+        in-place writes of the running statistics read them."""
+        for u in n.users:
+            if u.name not in self.built.nodes or not bn_stats_element(u) or u.name in self.seen:
+                continue
+            element = self.elements.get((copy, u.args[1]))
+            if element is not None:
+                element.meta[NODE] = u.name
+                element.meta[PHASE] = "forward" if copy in self.forward_set else self.phase
+                self.current[u.name] = element
+                self.seen.add(u.name)
+                if self.phase == "forward":
+                    self.flush_mutations(u.name)
 
     def take_elements(self, n: fx.Node, copy: fx.Node) -> None:
         """Take every element of a tuple copy right after it: a getitem emitted later, where the
@@ -244,11 +405,17 @@ class _Rewriter:
                 self.elements[(copy, index)] = self.graph.node_copy(u, lambda a: copy if a is n else self.value(a))
 
     def flush_mutations(self, v: str) -> None:
-        """Emit the in-place writes whose last-computed input is `v` once all their inputs exist."""
-        for m in list(self.mutations.get(v, [])):
-            if all(o is None or o in self.current for o in (self.owner(a) for a in m.all_input_nodes)):
-                self.graph.node_copy(m, self.value)
-                self.mutations[v].remove(m)
+        """Emit the in-place writes waiting for `v` whose inputs are resident and whose readers
+        (the nodes reading the value they overwrite) are computed."""
+        for m in self.waiting.pop(v, []):
+            if m in self.pending:
+                inputs, readers = self.pending[m]
+                if all(o in self.current for o in inputs) and readers <= self.seen:
+                    self.emit_mutation(m)
+
+    def emit_mutation(self, m: fx.Node) -> None:
+        del self.pending[m]
+        self.graph.node_copy(m, self.value)
 
     def element(self, n: fx.Node) -> fx.Node:
         """A copy of getitem `n` on the current copy of its tuple: one per tuple copy (the tuple holds
@@ -266,7 +433,7 @@ class _Rewriter:
         return self.elements[key]
 
     def run(self, events: Sequence[dict[str, str]]) -> tuple[fx.GraphModule, list[fx.Node], list[fx.Node]]:
-        self.seen: set[str] = set()
+        scheduled: set[str] = set()  # the nodes the schedule has computed so far
         for e in events:
             v = e["node"]
             if v not in self.built.nodes:
@@ -274,9 +441,13 @@ class _Rewriter:
             if e["op"] == "compute":
                 if self.phase == "forward" and v in self.tangent_dependent:
                     self.finish_forward()
+                again = v in scheduled
+                scheduled.add(v)
                 if v in self.pinned and v in self.current:
                     if v in self.random and self.current[v].meta.get(PHASE) != self.phase:
                         self.deviations.append(f"{v} (random) kept from the forward rather than recomputed")
+                    elif v in self.kept and again:
+                        self.deviations.append(f"{v} (reads an input the forward then writes) kept, not recomputed")
                     continue
                 self.compute(v)
             elif e["op"] == "free" and v not in self.pinned:
@@ -294,10 +465,15 @@ class _Rewriter:
 
     def finish_forward(self) -> None:
         self.forward_values = {o: self.value(o) for o in self.fwd_outputs}
-        for pending in self.mutations.values():
-            for m in pending:
-                self.graph.node_copy(m, self.value)
-        self.mutations.clear()
+        for m in list(self.pending):
+            if m not in self.pending:
+                continue  # emitted as a reader below was computed
+            for r in sorted(self.pending[m][1] - self.seen):
+                # the schedule computes it in the backward, after the write: it would read the new value
+                self.deviations.append(f"{r} reads an input {m.name} writes: computed in the forward, before the write")
+                self.compute(r)
+            if m in self.pending:
+                self.emit_mutation(m)
         self.forward_set.update(self.graph.nodes)
         self.phase = "backward"
 
