@@ -193,17 +193,25 @@ class _Builder:
             self.writes_input[r] = f"{n.name} ({n.target}) writes into {owner}"
 
     def note_reads(self, n: fx.Node) -> None:
-        """Records the forward reads of region node `n` (not a view or an in-place write: those
-        read nothing yet) of values from outside its region, for `note_write`."""
+        """Records the forward reads of region node `n` of values from outside its region, for
+        `note_write`: every tensor argument but those it writes in place (`out.add_(shift)` reads
+        `shift`); a view reads nothing yet."""
         r = self.trace.region_of.get(n.name)
         schema = getattr(n.target, "_schema", None)
         if r is None or self.kind(n) == "backward" or schema is None:
             return
-        if schema.returns and all(a.alias_info is not None for a in schema.returns):
+        written = {
+            self.key.get(a)
+            for i, arg in enumerate(schema.arguments)
+            if arg.alias_info is not None and arg.alias_info.is_write
+            for a in [n.args[i] if i < len(n.args) else n.kwargs.get(arg.name)]
+            if isinstance(a, fx.Node)
+        }
+        if not written and schema.returns and all(a.alias_info is not None for a in schema.returns):
             return
         for a in _tensor_args(n):
             k = self.key.get(a)
-            if k is None:
+            if k is None or k in written:
                 continue
             owner = self.current[k]
             if owner == _FIXED or self.nodes[owner].meta.get("region") != r:

@@ -127,6 +127,17 @@ class Shift(Block):
         return x + self.l2(a)
 
 
+class InplaceShift(Shift):
+    """Reads the buffer through an in-place op (`out.add_(shift)`), then updates it."""
+
+    def forward(self, x: torch.Tensor) -> Any:
+        a = self.l1(x)
+        a.add_(self.shift)
+        with torch.no_grad():
+            self.shift.mul_(0.9).add_(0.1)
+        return x + self.l2(torch.tanh(a))
+
+
 class Count(Block):
     """Reassigns a buffer (a counter) instead of writing into it."""
 
@@ -146,7 +157,7 @@ def test_regions_whose_replay_would_see_other_buffers_are_left_unchecked(binary:
     updating it would replay on the new value (other gradients), one that reassigns a buffer
     would count twice. Export names them; `plan` never checkpoints them; a plain block beside
     them still is."""
-    for kind in (Shift, Count):
+    for kind in (Shift, InplaceShift, Count):
         torch.manual_seed(0)
         model = Net([kind(), kind(), Block(), Block()])
         plain = copy.deepcopy(model)
