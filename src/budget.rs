@@ -84,6 +84,59 @@ pub fn between_min_and_peak(graph: &Graph, f: f64) -> u64 {
     min + ((peak - min) as f64 * f.clamp(0.0, 1.0)).floor() as u64
 }
 
+/// `s` split into its number and its unit (lower case, maybe empty): the unit is the longest
+/// known one it ends with where what comes before is a number (`1e3B`, `1.5e3MB`), else
+/// whatever starts at the first letter (for the message about an unknown unit).
+fn number_and_unit(s: &str) -> (&str, String) {
+    let lower = s.to_ascii_lowercase();
+    let is_number = |t: &str| {
+        t.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+            && t.parse::<f64>().is_ok_and(f64::is_finite)
+    };
+    if is_number(s) {
+        return (s, String::new());
+    }
+    let mut units: Vec<&str> = UNITS.iter().map(|&(u, _)| u).collect();
+    units.sort_by_key(|u| std::cmp::Reverse(u.len()));
+    for unit in units {
+        if let Some(number) = lower.strip_suffix(unit).map(|n| s[..n.len()].trim()) {
+            if is_number(number) {
+                return (number, unit.to_string());
+            }
+        }
+    }
+    let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+    (s[..split].trim(), s[split..].trim().to_ascii_lowercase())
+}
+
+/// The decimal `text` (digits, a point, an exponent) as an integer, exactly: `None` where
+/// digits are left past the point, or it is too large to hold.
+fn decimal_integer(text: &str) -> Option<u128> {
+    let (mantissa, exponent) = match text.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.parse::<i64>().ok()?),
+        None => (text, 0),
+    };
+    let (int, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits: String = int.chars().chain(fraction.chars()).collect();
+    let shift = i64::try_from(fraction.len()).ok()? - exponent;
+    let whole = if shift >= 0 {
+        let cut = digits.len().checked_sub(usize::try_from(shift).ok()?)?;
+        if !digits[cut..].bytes().all(|b| b == b'0') {
+            return None;
+        }
+        digits[..cut].to_string()
+    } else {
+        format!(
+            "{digits}{}",
+            "0".repeat(usize::try_from(-shift).ok().filter(|&z| z <= 40)?)
+        )
+    };
+    if whole.is_empty() {
+        return Some(0);
+    }
+    whole.parse().ok()
+}
+
 /// A number of bytes written without a unit, or `unit == "b"`: it must be an integer.
 fn whole_bytes(value: f64) -> Result<u64, String> {
     if value.fract() != 0.0 {
@@ -146,16 +199,7 @@ impl FromStr for Budget {
             }
             return Ok(Budget::OfPeak(v / 100.0));
         }
-        // a number in exponent notation (1e9) has no unit; else the unit starts at the
-        // first letter
-        let exponent = s.starts_with(|c: char| c.is_ascii_digit() || c == '.')
-            && s.parse::<f64>().is_ok_and(f64::is_finite);
-        let split = if exponent {
-            s.len()
-        } else {
-            s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len())
-        };
-        let (number, unit) = (s[..split].trim(), s[split..].trim().to_ascii_lowercase());
+        let (number, unit) = number_and_unit(s);
         let value: f64 = number
             .parse()
             .map_err(|_| err("expected a number of bytes, a size such as 6GiB or 512MB, or a percentage such as 80%"))?;
@@ -180,10 +224,18 @@ impl FromStr for Budget {
             ))
         } else if multiplier == 1 && value >= (MAX_BYTES / 2) as f64 {
             // from 2^52 on a double holds no fraction: 9007199254740991.5 would read as 2^53
-            Err(format!(
-                "{number} is not an exact number of bytes: write a budget of 2^52 bytes or more \
-                 in digits only"
-            ))
+            match decimal_integer(number) {
+                Some(whole) => u64::try_from(whole)
+                    .map_err(|_| String::new())
+                    .and_then(exact_bytes)
+                    .map_err(|_| {
+                        format!("a budget is at most 2^53 = {MAX_BYTES} bytes (8192 TiB), got {number}")
+                    }),
+                None => Err(format!(
+                    "{number} is not an exact number of bytes: write a budget of 2^52 bytes or more \
+                     in digits only"
+                )),
+            }
         } else if multiplier == 1 {
             whole_bytes(value)
         } else {
@@ -338,12 +390,31 @@ mod tests {
     fn large_budgets_are_read_exactly_or_refused() {
         for inexact in [
             "9007199254740991.5",
-            "9007199254740993.0",
             "4503599627370496.5",
+            "4.5035996273704965e15",
         ] {
             let e = inexact.parse::<Budget>().unwrap_err().to_string();
             assert!(e.contains("digits only"), "{e}");
         }
+        for (exact, bytes) in [
+            ("8e15", 8_000_000_000_000_000),
+            ("9007199254740992.0", 1 << 53),
+        ] {
+            assert_eq!(
+                exact.parse::<Budget>().unwrap(),
+                Budget::Bytes(bytes),
+                "{exact}"
+            );
+        }
+        for too_large in ["1e16", "9007199254740993.0"] {
+            let e = too_large.parse::<Budget>().unwrap_err().to_string();
+            assert!(e.contains("at most 2^53"), "{too_large}: {e}");
+        }
+        assert_eq!("1e3B".parse::<Budget>().unwrap(), Budget::Bytes(1000));
+        assert_eq!(
+            "1.5e3 MB".parse::<Budget>().unwrap(),
+            Budget::Bytes(1_500_000_000)
+        );
         let e = "18446744073709551616"
             .parse::<Budget>()
             .unwrap_err()

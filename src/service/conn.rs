@@ -45,8 +45,8 @@ const SPARE_FILES: usize = 64;
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// How long a connection accepted at the cap waits for the place of the connection evicted
-/// for it before another idle one is asked to close (one that had begun its next request's
-/// head closes only at its end).
+/// for it before another idle one is asked to close (one answering a request it had begun
+/// closes once the answer is sent).
 const PLACE_WAIT: Duration = Duration::from_millis(100);
 
 /// `asked` connections, or fewer where the process's file limit (`RLIMIT_NOFILE`) leaves
@@ -97,7 +97,11 @@ pub async fn serve(
             app: app.clone(),
             conn: conn.clone(),
         };
-        let connection = http.serve_connection(TokioIo::new(stream), service);
+        let watched = Watched {
+            stream,
+            conn: conn.clone(),
+        };
+        let connection = http.serve_connection(TokioIo::new(watched), service);
         let (open, stopped) = (open.clone(), stopped.clone());
         tokio::spawn(async move {
             run(connection, &conn, stopped).await;
@@ -112,11 +116,12 @@ pub async fn serve(
 }
 
 /// One connection as hyper serves it.
-type Connection = hyper::server::conn::http1::Connection<TokioIo<TcpStream>, Tracked>;
+type Connection = hyper::server::conn::http1::Connection<TokioIo<Watched>, Tracked>;
 
 /// Drives one connection to its end. On shutdown, or when it is evicted after a request,
-/// hyper closes it once the request in flight is answered (at once when idle); evicted
-/// before its first request, it is dropped (nothing is in flight).
+/// hyper closes it once the request in flight is answered (at once when idle); asked before
+/// its first request reached the service, it is dropped (nothing is in flight; a shutdown
+/// would otherwise wait for a head begun and never finished).
 async fn run(connection: Connection, conn: &Conn, mut stopped: watch::Receiver<bool>) {
     let mut connection = pin!(connection);
     let mut closing = false;
@@ -124,14 +129,53 @@ async fn run(connection: Connection, conn: &Conn, mut stopped: watch::Receiver<b
         tokio::select! {
             _ = connection.as_mut() => return,
             _ = stopped.wait_for(|s| *s), if !closing => {},
-            () = conn.evict.notified(), if !closing => {
-                if !conn.served.load(Ordering::Acquire) {
-                    return;
-                }
-            },
+            () = conn.evict.notified(), if !closing => {},
+        }
+        if !conn.served.load(Ordering::Acquire) {
+            return;
         }
         closing = true;
         connection.as_mut().graceful_shutdown();
+    }
+}
+
+/// A connection's stream, which marks the connection active whenever bytes arrive: one
+/// sending a request's head is not the one idle the longest.
+struct Watched {
+    stream: TcpStream,
+    conn: Arc<Conn>,
+}
+
+impl tokio::io::AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.conn.active();
+        }
+        polled
+    }
+}
+
+impl tokio::io::AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, data)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 
@@ -163,7 +207,7 @@ async fn next(
     Some((stream, slot))
 }
 
-/// The open connections, oldest first.
+/// The open connections, by the order they opened in.
 #[derive(Default)]
 struct Open {
     next: AtomicU64,
@@ -183,9 +227,17 @@ struct Conn {
     /// Asked to close ([`Open::evict`]); set once.
     evicting: AtomicBool,
     evict: Notify,
-    /// [`Open::clock`] when it opened or its last request ended.
+    /// [`Open::clock`] when it opened, last received bytes or last ended a request.
     idle_since: AtomicU64,
     clock: Arc<AtomicU64>,
+}
+
+impl Conn {
+    /// Marks the connection active now.
+    fn active(&self) {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        self.idle_since.store(now, Ordering::Release);
+    }
 }
 
 impl Open {
@@ -208,9 +260,10 @@ impl Open {
         self.lock().remove(&id);
     }
 
-    /// Asks the connection idle the longest (no request in flight), not yet asked, to close;
-    /// none when every connection is busy. (A kept-alive client between its requests is idle
-    /// only since its last answer: connections opened and left silent go first.)
+    /// Asks the connection idle the longest (no request in flight; idle since it last received
+    /// bytes or ended a request), not yet asked, to close; none when every connection is busy.
+    /// Connections opened and left silent go before a kept-alive client between requests or
+    /// one sending a request's head.
     fn evict(&self) {
         let conns = self.lock();
         let idle = conns
@@ -266,10 +319,8 @@ impl Busy {
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        let conn = &self.0;
-        let now = conn.clock.fetch_add(1, Ordering::Relaxed);
-        conn.idle_since.store(now, Ordering::Release);
-        conn.busy.fetch_sub(1, Ordering::AcqRel);
+        self.0.active();
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -22,6 +22,7 @@ use super::{
     backend, best_baseline, controls, extract, failed, precheck, solve_rounding, without_spurious,
     Candidate, StageModel,
 };
+use crate::graph::Graph;
 use crate::solve::details::{CheckmateDetails, Details};
 use crate::solve::Footprint;
 use crate::solve::{
@@ -71,10 +72,13 @@ pub(crate) fn solve_milp(
         return Ok(outcome);
     }
     let stop = Stop::start(options);
-    let (relaxed, start) = match relax(instance, options)? {
+    let (mut relaxed, start) = match relax(instance, options)? {
         Ok(relaxed) => relaxed,
         Err(proven) => return Ok(proven),
     };
+    relaxed.lp_bound = relaxed
+        .lp_bound
+        .map(|b| within_resolution(b, instance.graph));
     let tolerance = options.mip_gap.unwrap_or(DEFAULT_GAP).min(DEFAULT_GAP);
     let start = improve_start(instance, options, &stop, start, &relaxed, tolerance)?;
     let built = StageModel::build(instance, &stop);
@@ -86,7 +90,14 @@ pub(crate) fn solve_milp(
     let model = match built {
         Ok(model) => model,
         Err(stopped) => {
-            return stopped_building(stopped, start, relaxed.lp_bound, tolerance, details)
+            return stopped_building(
+                instance.graph,
+                stopped,
+                start,
+                relaxed.lp_bound,
+                tolerance,
+                details,
+            )
         }
     };
     if !relaxed.lp_solved {
@@ -101,7 +112,14 @@ pub(crate) fn solve_milp(
     }
     if let (true, Some(c)) = (relaxed.closes(&start, tolerance), &start) {
         details.solve_time_s = Some(0.0);
-        return Ok(plan(c.clone(), relaxed.lp_bound, tolerance, None, details));
+        return Ok(plan(
+            instance.graph,
+            c.clone(),
+            relaxed.lp_bound,
+            tolerance,
+            None,
+            details,
+        ));
     }
     let from = Start {
         candidate: start,
@@ -235,7 +253,14 @@ fn without_branch_and_bound(
          branch and bound, whose root is that LP, was not started; the bound is {which}",
         relaxed.lp_note
     );
-    plan(start, Some(bound), tolerance, Some(unproven), details)
+    plan(
+        graph,
+        start,
+        Some(bound),
+        tolerance,
+        Some(unproven),
+        details,
+    )
 }
 
 /// Where branch and bound starts: the verified start, the LP bound, the relative gap
@@ -277,10 +302,13 @@ fn branch_and_bound(
     )
     .map_err(|e| failed(NAME, e))?;
     details.solve_time_s = Some(run.time.as_secs_f64());
-    let branch_and_bound = run.bound.map(|b| Bound {
-        cost: model.cost(b),
-        scope: Scope::OptimalForOrder,
-        method: BoundMethod::BranchAndBound,
+    let branch_and_bound = run.bound.map(|b| {
+        let bound = Bound {
+            cost: model.cost(b),
+            scope: Scope::OptimalForOrder,
+            method: BoundMethod::BranchAndBound,
+        };
+        within_resolution(bound, graph)
     });
     let lower_bound = [branch_and_bound, start.lp_bound]
         .into_iter()
@@ -315,6 +343,7 @@ fn branch_and_bound(
     };
     let stopped = stopped_because(&run.status, options);
     Ok(plan(
+        graph,
         best,
         lower_bound,
         start.tolerance,
@@ -449,6 +478,7 @@ fn repair(
 /// The answer when the deadline or a cancel stopped the MILP's build: the start (the LP
 /// rounding or a baseline) with the LP bound when the time ran out and there is one.
 fn stopped_building(
+    graph: &Graph,
     stopped: Stopped,
     start: Option<Candidate>,
     lp_bound: Option<Bound>,
@@ -460,6 +490,7 @@ fn stopped_building(
             let unproven = "the time limit passed while building the MILP; returned its start \
                             with the LP bound";
             Ok(plan(
+                graph,
                 start,
                 lp_bound,
                 tolerance,
@@ -480,14 +511,36 @@ fn relative_gap(cost: f64, bound: f64) -> f64 {
     }
 }
 
-/// The relative gap below which a schedule is optimal: the rounding of costs summed in
-/// floating point, not a tolerance of the search.
-const CLOSED_GAP: f64 = 1e-9;
+/// How far HiGHS's objective may be off, relative to it (its tolerances on scaled costs):
+/// what a bound from it is lowered by, and the gap below which a schedule whose costs are not
+/// all integers is optimal. A graph whose costs span more than that (a loss of 1e12 beside
+/// ops of 1) is told apart only where its costs are integers.
+const RESOLUTION: f64 = 1e-9;
 
-/// The plan for `best`: optimal when the proven `lower_bound` meets it (within
-/// [`CLOSED_GAP`]); else feasible, with a message that says when the search stopped within
-/// the MIP gap `tolerance` and otherwise `unproven`.
+/// Whether every cost is an integer: then so is every schedule's cost, and a bound may be
+/// raised to the next integer.
+fn integral_costs(graph: &Graph) -> bool {
+    graph.nodes().iter().all(|n| n.cost.fract() == 0.0)
+}
+
+/// A bound from HiGHS's objective, lowered by its [`RESOLUTION`], raised to the next integer
+/// where every cost is one, and never below `Σ_v c_v` (which every schedule pays).
+fn within_resolution(bound: Bound, graph: &Graph) -> Bound {
+    let mut cost = bound.cost - RESOLUTION * bound.cost.abs();
+    if integral_costs(graph) {
+        cost = cost.ceil();
+    }
+    Bound {
+        cost: cost.max(graph.total_cost()),
+        ..bound
+    }
+}
+
+/// The plan for `best`: optimal when the proven `lower_bound` meets it (exactly where every
+/// cost is an integer, else within [`RESOLUTION`]); else feasible, with a message that says
+/// when the search stopped within the MIP gap `tolerance` and otherwise `unproven`.
 fn plan(
+    graph: &Graph,
     best: Candidate,
     lower_bound: Option<Bound>,
     tolerance: f64,
@@ -495,7 +548,13 @@ fn plan(
     mut details: CheckmateDetails,
 ) -> Outcome {
     let gap = lower_bound.map(|lb| relative_gap(best.cost, lb.cost));
-    let closed = gap.is_some_and(|g| g <= CLOSED_GAP);
+    let closed = lower_bound.is_some_and(|lb| {
+        if integral_costs(graph) {
+            best.cost <= lb.cost
+        } else {
+            relative_gap(best.cost, lb.cost) <= 2.0 * RESOLUTION
+        }
+    });
     details.source = Some(best.source.clone());
     let claim = if closed {
         Claim::Optimal
@@ -508,7 +567,7 @@ fn plan(
         _ if closed => None,
         Some(g) if g <= tolerance => Some(format!(
             "within the relative MIP gap of {tolerance} of its bound (gap {g:.1e}), not proven \
-             optimal: --mip-gap 0 closes it"
+             optimal: a MIP gap of 0 (--mip-gap 0, mip_gap: 0) closes it"
         )),
         _ => unproven,
     };
