@@ -124,9 +124,64 @@ async fn at_the_cap_the_connection_idle_the_longest_goes_first() {
     server.stop().await.unwrap();
 }
 
+/// A kept-alive client sending its next request's head is active: at the cap the silent
+/// connection opened after its last answer goes first, and its request is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_sending_its_head_is_not_the_one_evicted() {
+    let server = Server::start(Config {
+        max_connections: 2,
+        ..Config::default()
+    })
+    .await;
+    let mut kept = TcpStream::connect(server.addr).await.unwrap();
+    assert_eq!(kept_alive_get(&mut kept, "/healthz").await, 200);
+    let mut silent = TcpStream::connect(server.addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(server.get("/healthz").await.status, 200);
+    let mut buf = [0u8; 1];
+    let closed = tokio::time::timeout(Duration::from_secs(1), silent.read(&mut buf))
+        .await
+        .expect("the silent connection was closed");
+    assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+    assert_eq!(kept_alive_get(&mut kept, "").await, 200);
+    server.stop().await.unwrap();
+}
+
+/// A connection that sent half of its first request's head does not hold the drain: the
+/// server stops at once, not after `--grace`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_sent_first_head_does_not_hold_the_shutdown() {
+    let server = Server::start(Config {
+        grace: 8.0,
+        ..Config::default()
+    })
+    .await;
+    let mut half = TcpStream::connect(server.addr).await.unwrap();
+    half.write_all(b"GET /healthz HTTP/1.1\r\nHost: loc")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let start = Instant::now();
+    server.stop().await.unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
 /// A GET on a kept-alive connection; its status, the answer read to its `Content-Length`.
+/// An empty `path` ends a head begun before.
 async fn kept_alive_get(stream: &mut TcpStream, path: &str) -> u16 {
-    let head = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let head = if path.is_empty() {
+        "\r\n".to_string()
+    } else {
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    };
     stream.write_all(head.as_bytes()).await.unwrap();
     let mut raw = Vec::new();
     let mut buf = [0u8; 4096];
