@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import inspect
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -496,6 +497,11 @@ class _Checkpointed:
     ) -> None:
         self.module, self.inner = module, inner  # inner: a forward set on the instance before
         self.table, self.calls, self.misses = table, calls, misses
+        # what `inspect.signature(module.forward)` reads: the region's own parameters
+        try:
+            self.__signature__ = inspect.signature(inner if inner is not None else module.forward)
+        except (TypeError, ValueError):
+            pass
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         module = self.module

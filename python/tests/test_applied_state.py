@@ -5,6 +5,7 @@ passes, and plans that are the same in every process."""
 from __future__ import annotations
 
 import copy
+import inspect
 import io
 import json
 import os
@@ -211,7 +212,10 @@ def test_keyword_arguments_reach_the_region_whatever_their_name(binary: str) -> 
     model = FlagNet([Flags() for _ in range(3)])
     plain = copy.deepcopy(model)
     regions = list(model.blocks)
-    assert_same_step(model, plain, regions, every_region_recomputed(planned(model, regions, binary)))
+    p = every_region_recomputed(planned(model, regions, binary))
+    assert_same_step(model, plain, regions, p)
+    with applied(regions, p):  # tools that read the forward's parameters see the region's own
+        assert list(inspect.signature(regions[0].forward).parameters) == ["x", "debug", "early_stop"]
 
 
 def test_backward_twice_and_a_gradient_penalty_run_where_nothing_is_cached(binary: str) -> None:
