@@ -37,11 +37,12 @@ async fn idle_connections_are_capped_and_closed() {
         .expect("/healthz answers while 40 idle connections wait");
     assert_eq!(health.status, 200);
     println!("/healthz answered after {:?}", start.elapsed());
-    let mut buf = [0u8; 1];
-    let closed = tokio::time::timeout(Duration::from_secs(5), idle[0].read(&mut buf))
-        .await
-        .expect("an idle connection is closed by the server");
-    assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+    assert_closed(
+        &mut idle[0],
+        5,
+        "an idle connection is closed by the server",
+    )
+    .await;
     server.stop().await.unwrap();
 }
 
@@ -80,11 +81,12 @@ async fn at_the_cap_an_idle_connection_makes_room_and_a_busy_one_is_kept() {
         assert_eq!(health.status, 200);
     }
     println!("5 × /healthz at the cap in {:?}", start.elapsed());
-    let mut buf = [0u8; 1];
-    let closed = tokio::time::timeout(Duration::from_secs(1), idle[0].read(&mut buf))
-        .await
-        .expect("the oldest idle connection was closed for a new one");
-    assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+    assert_closed(
+        &mut idle[0],
+        1,
+        "the oldest idle connection was closed for a new one",
+    )
+    .await;
     let answer = tokio::time::timeout(Duration::from_secs(30), receive(&mut busy))
         .await
         .expect("the solve answers");
@@ -115,11 +117,7 @@ async fn at_the_cap_the_connection_idle_the_longest_goes_first() {
     let _other = TcpStream::connect(server.addr).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(server.get("/healthz").await.status, 200);
-    let mut buf = [0u8; 1];
-    let closed = tokio::time::timeout(Duration::from_secs(1), silent.read(&mut buf))
-        .await
-        .expect("the connection idle the longest was closed");
-    assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+    assert_closed(&mut silent, 1, "the connection idle the longest was closed").await;
     assert_eq!(kept_alive_get(&mut kept, "/healthz").await, 200);
     server.stop().await.unwrap();
 }
@@ -142,11 +140,7 @@ async fn a_connection_sending_its_head_is_not_the_one_evicted() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(server.get("/healthz").await.status, 200);
-    let mut buf = [0u8; 1];
-    let closed = tokio::time::timeout(Duration::from_secs(1), silent.read(&mut buf))
-        .await
-        .expect("the silent connection was closed");
-    assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+    assert_closed(&mut silent, 1, "the silent connection was closed").await;
     assert_eq!(kept_alive_get(&mut kept, "").await, 200);
     server.stop().await.unwrap();
 }
@@ -172,6 +166,15 @@ async fn a_half_sent_first_head_does_not_hold_the_shutdown() {
         "{:?}",
         start.elapsed()
     );
+}
+
+/// Asserts that the server closes `stream` within `secs` seconds (`what` says why it should).
+async fn assert_closed(stream: &mut TcpStream, secs: u64, what: &str) {
+    let mut buf = [0u8; 1];
+    let closed = tokio::time::timeout(Duration::from_secs(secs), stream.read(&mut buf))
+        .await
+        .expect(what);
+    assert!(matches!(closed, Ok(0) | Err(_)), "{what}: {closed:?}");
 }
 
 /// A GET on a kept-alive connection; its status, the answer read to its `Content-Length`.
