@@ -104,15 +104,7 @@ async fn at_the_cap_an_idle_connection_makes_room_and_a_busy_one_is_kept() {
 /// client that has just been answered keeps its connection while one that never spoke loses it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_cap_the_connection_idle_the_longest_goes_first() {
-    let server = Server::start(Config {
-        max_connections: 3,
-        ..Config::default()
-    })
-    .await;
-    let mut kept = TcpStream::connect(server.addr).await.unwrap();
-    assert_eq!(kept_alive_get(&mut kept, "/healthz").await, 200);
-    let mut silent = TcpStream::connect(server.addr).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (server, mut kept, mut silent) = answered_then_silent(3).await;
     assert_eq!(kept_alive_get(&mut kept, "/healthz").await, 200);
     let _other = TcpStream::connect(server.addr).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -126,15 +118,7 @@ async fn at_the_cap_the_connection_idle_the_longest_goes_first() {
 /// connection opened after its last answer goes first, and its request is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_sending_its_head_is_not_the_one_evicted() {
-    let server = Server::start(Config {
-        max_connections: 2,
-        ..Config::default()
-    })
-    .await;
-    let mut kept = TcpStream::connect(server.addr).await.unwrap();
-    assert_eq!(kept_alive_get(&mut kept, "/healthz").await, 200);
-    let mut silent = TcpStream::connect(server.addr).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (server, mut kept, mut silent) = answered_then_silent(2).await;
     kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
         .await
         .unwrap();
@@ -166,6 +150,21 @@ async fn a_half_sent_first_head_does_not_hold_the_shutdown() {
         "{:?}",
         start.elapsed()
     );
+}
+
+/// A server capped at `cap` connections, a kept-alive connection it has answered, and a
+/// connection opened after that answer and left silent.
+async fn answered_then_silent(cap: usize) -> (Server, TcpStream, TcpStream) {
+    let server = Server::start(Config {
+        max_connections: cap,
+        ..Config::default()
+    })
+    .await;
+    let mut kept = TcpStream::connect(server.addr).await.unwrap();
+    assert_eq!(kept_alive_get(&mut kept, "/healthz").await, 200);
+    let silent = TcpStream::connect(server.addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    (server, kept, silent)
 }
 
 /// Asserts that the server closes `stream` within `secs` seconds (`what` says why it should).
