@@ -102,6 +102,19 @@ def _sharing_arg(n: fx.Node, val: torch.Tensor) -> fx.Node | None:
     return None
 
 
+def _written_args(n: fx.Node) -> list[fx.Node]:
+    """The argument nodes `n` writes into in place, by its schema (`x.add_(y)`: `x`; `out=`)."""
+    schema = getattr(n.target, "_schema", None)
+    if schema is None:
+        return []
+    written = (
+        n.args[i] if i < len(n.args) else n.kwargs.get(arg.name)
+        for i, arg in enumerate(schema.arguments)
+        if arg.alias_info is not None and arg.alias_info.is_write
+    )
+    return [a for a in written if isinstance(a, fx.Node)]
+
+
 def _aliased_arg(op: Any, n: fx.Node, alias_set: Any) -> fx.Node | None:
     """The argument of `n` whose schema alias set is `alias_set` (a view's base, an in-place target)."""
     schema = op._schema
@@ -200,13 +213,7 @@ class _Builder:
         schema = getattr(n.target, "_schema", None)
         if r is None or self.kind(n) == "backward" or schema is None:
             return
-        written = {
-            self.key.get(a)
-            for i, arg in enumerate(schema.arguments)
-            if arg.alias_info is not None and arg.alias_info.is_write
-            for a in [n.args[i] if i < len(n.args) else n.kwargs.get(arg.name)]
-            if isinstance(a, fx.Node)
-        }
+        written = {self.key.get(a) for a in _written_args(n)}
         if not written and schema.returns and all(a.alias_info is not None for a in schema.returns):
             return
         for a in _tensor_args(n):

@@ -53,7 +53,7 @@ from torch import fx
 from torch._subclasses.fake_tensor import FakeTensor
 
 from .errors import ApplyError
-from .export import _FIXED, _Builder
+from .export import _FIXED, _Builder, _written_args
 
 # meta keys on the rewritten joint's nodes (copied into the forward and backward graphs)
 NODE = "remat_node"  # the remat node id a copy computes
@@ -148,14 +148,7 @@ def written_input_readers(joint: fx.GraphModule, built: _Builder) -> tuple[dict[
     for m in nodes:
         if not is_mutation(m, built) or m.name in dependent:
             continue
-        schema = m.target._schema
-        written: set[int] = set()
-        for i, arg in enumerate(schema.arguments):
-            if arg.alias_info is None or not arg.alias_info.is_write:
-                continue
-            value = m.args[i] if i < len(m.args) else m.kwargs.get(arg.name)
-            if isinstance(value, fx.Node) and value in built.key:
-                written.add(built.key[value])
+        written = {built.key[a] for a in _written_args(m) if a in built.key}
         found: set[str] = set()
         for n in (n for k in written for n in by_key.get(k, []) if pos[n] < pos[m]):
             found.add(n.name)
@@ -185,12 +178,10 @@ def snapshot_written_inputs(joint: fx.GraphModule) -> list[fx.Node]:
         schema = getattr(m.target, "_schema", None)
         if m.op != "call_function" or schema is None or not schema.is_mutable or m.name in dependent:
             continue
-        for i, arg in enumerate(schema.arguments):
-            target = m.args[i] if i < len(m.args) else m.kwargs.get(arg.name)
-            if arg.alias_info is not None and arg.alias_info.is_write and isinstance(target, fx.Node):
-                if target.op == "placeholder":
-                    first_write.setdefault(target, pos[m])
-                values.update(a for a in m.all_input_nodes if a is not target)
+        for target in _written_args(m):
+            if target.op == "placeholder":
+                first_write.setdefault(target, pos[m])
+            values.update(a for a in m.all_input_nodes if a is not target)
     made: list[fx.Node] = []
     for p, at in first_write.items():
         readers = [
