@@ -156,14 +156,17 @@ fn whole_bytes(value: f64) -> Result<u64, String> {
     in_range(value)
 }
 
+/// Why a budget of `got` bytes is refused: it is above `MAX_BYTES`.
+fn over_max(got: impl fmt::Display) -> String {
+    format!("a budget is at most 2^53 = {MAX_BYTES} bytes (8192 TiB), got {got}")
+}
+
 /// An integer number of bytes within `0..=MAX_BYTES`.
 fn exact_bytes(bytes: u64) -> Result<u64, String> {
     if bytes <= MAX_BYTES {
         Ok(bytes)
     } else {
-        Err(format!(
-            "a budget is at most 2^53 = {MAX_BYTES} bytes (8192 TiB), got {bytes}"
-        ))
+        Err(over_max(bytes))
     }
 }
 
@@ -172,9 +175,7 @@ fn in_range(bytes: f64) -> Result<u64, String> {
     if (0.0..=MAX_BYTES as f64).contains(&bytes) {
         Ok(bytes.floor() as u64)
     } else {
-        Err(format!(
-            "a budget is at most 2^53 = {MAX_BYTES} bytes (8192 TiB), got {bytes}"
-        ))
+        Err(over_max(bytes))
     }
 }
 
@@ -219,18 +220,12 @@ impl FromStr for Budget {
         let bytes = if let (1, Ok(b)) = (multiplier, number.parse::<u64>()) {
             exact_bytes(b)
         } else if multiplier == 1 && digits {
-            Err(format!(
-                "a budget is at most 2^53 = {MAX_BYTES} bytes (8192 TiB), got {number}"
-            ))
+            Err(over_max(number))
         } else if multiplier == 1 && value >= (MAX_BYTES / 2) as f64 {
             // from 2^52 on a double holds no fraction: 9007199254740991.5 would read as 2^53
             match decimal_integer(number) {
-                Some(whole) => u64::try_from(whole)
-                    .map_err(|_| String::new())
-                    .and_then(exact_bytes)
-                    .map_err(|_| {
-                        format!("a budget is at most 2^53 = {MAX_BYTES} bytes (8192 TiB), got {number}")
-                    }),
+                Some(whole) if whole <= u128::from(MAX_BYTES) => Ok(whole as u64),
+                Some(_) => Err(over_max(number)),
                 None => Err(format!(
                     "{number} is not an exact number of bytes: write a budget of 2^52 bytes or more \
                      in digits only"

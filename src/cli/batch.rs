@@ -381,7 +381,6 @@ fn watch_signals(
     cancel: Arc<AtomicBool>,
     code: Arc<AtomicI32>,
 ) -> Option<tokio::sync::oneshot::Sender<()>> {
-    use tokio::signal::unix::{signal, SignalKind};
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -389,15 +388,8 @@ fn watch_signals(
         .ok()?;
     std::thread::spawn(move || {
         runtime.block_on(async move {
-            let (Ok(mut int), Ok(mut term)) = (
-                signal(SignalKind::interrupt()),
-                signal(SignalKind::terminate()),
-            ) else {
-                return;
-            };
             let signo = tokio::select! {
-                _ = int.recv() => libc::SIGINT,
-                _ = term.recv() => libc::SIGTERM,
+                signo = crate::service::shutdown_signal() => signo,
                 _ = rx => return,
             };
             code.store(128 + signo, Ordering::SeqCst);

@@ -210,9 +210,9 @@ async fn next(
 /// The open connections, by the order they opened in.
 #[derive(Default)]
 struct Open {
-    next: AtomicU64,
     conns: Mutex<BTreeMap<u64, Arc<Conn>>>,
-    /// A clock that ticks when a connection opens or ends a request: [`Conn::idle_since`].
+    /// A clock that ticks when a connection opens, receives bytes or ends a request: its tick
+    /// at opening is a connection's id, its last tick [`Conn::idle_since`].
     clock: Arc<AtomicU64>,
 }
 
@@ -242,14 +242,14 @@ impl Conn {
 
 impl Open {
     fn add(&self) -> Arc<Conn> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let id = self.clock.fetch_add(1, Ordering::Relaxed);
         let conn = Arc::new(Conn {
             id,
             busy: AtomicUsize::new(0),
             served: AtomicBool::new(false),
             evicting: AtomicBool::new(false),
             evict: Notify::new(),
-            idle_since: AtomicU64::new(self.clock.fetch_add(1, Ordering::Relaxed)),
+            idle_since: AtomicU64::new(id),
             clock: self.clock.clone(),
         });
         self.lock().insert(id, conn.clone());

@@ -349,10 +349,13 @@ async fn serve_state(
     Ok(())
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
+/// Resolves on SIGTERM or Ctrl-C with the signal's number (`remat batch` exits 128 + it); a
+/// signal that cannot be watched is never awaited.
+pub async fn shutdown_signal() -> i32 {
     let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
     };
     #[cfg(unix)]
     let term = async {
@@ -366,8 +369,8 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+        () = ctrl_c => libc::SIGINT,
+        () = term => libc::SIGTERM,
     }
 }
 
@@ -399,7 +402,11 @@ pub fn run(config: Config) -> i32 {
         };
         let addr = listener.local_addr().map_or(config.addr, |a| a);
         tracing::info!(%addr, workers = config.workers, queue = config.queue, time_limit_s = config.time_limit, "remat serve listening");
-        match serve(config, listener, shutdown_signal()).await {
+        match serve(config, listener, async {
+            shutdown_signal().await;
+        })
+        .await
+        {
             Ok(()) => 0,
             Err(e) => {
                 tracing::error!(error = %e, "server error");

@@ -6,7 +6,8 @@
 //! percent of the optimum and much of HiGHS's time goes into finding a good incumbent, so
 //! this start matters more than any solver setting (measured in `docs/performance.md`).
 //!
-//! Outcomes: `optimal` when the gap is closed (to the rounding of summed costs); `feasible`
+//! Outcomes: `optimal` when the gap is closed (exactly where every cost is an integer, else to
+//! HiGHS's resolution, `RESOLUTION`); `feasible`
 //! with the bound as `lower_bound` when HiGHS stops within its relative MIP gap (1e-4 unless
 //! the caller asks for another; a note says so) or the time limit stops it with an
 //! incumbent; `infeasible` (proven, within the scope of
@@ -548,13 +549,11 @@ fn plan(
     mut details: CheckmateDetails,
 ) -> Outcome {
     let gap = lower_bound.map(|lb| relative_gap(best.cost, lb.cost));
-    let closed = lower_bound.is_some_and(|lb| {
-        if integral_costs(graph) {
-            best.cost <= lb.cost
-        } else {
-            relative_gap(best.cost, lb.cost) <= 2.0 * RESOLUTION
-        }
-    });
+    let closed = match (lower_bound, gap) {
+        (Some(lb), _) if integral_costs(graph) => best.cost <= lb.cost,
+        (_, Some(g)) => g <= 2.0 * RESOLUTION,
+        _ => false,
+    };
     details.source = Some(best.source.clone());
     let claim = if closed {
         Claim::Optimal
