@@ -176,6 +176,14 @@ struct State<'g> {
     unit: f64,
 }
 
+/// An op being materialised: its inputs that were not resident when it started, and how
+/// many of them have been made resident since.
+struct Materializing {
+    op: usize,
+    missing: Vec<usize>,
+    next: usize,
+}
+
 /// Why a run of DTR stopped without a schedule, at which op.
 #[derive(Debug)]
 enum Stuck {
@@ -252,32 +260,65 @@ fn run(graph: &Graph, budget: u64, stop: &Stop, ahead: Option<&Lookahead>) -> Re
 
 impl State<'_> {
     /// Makes `w` resident: its inputs first (each pinned once resident), then room for its
-    /// output, then the computation.
+    /// output, then the computation. Depth-first over the missing ancestors, on a stack of
+    /// its own: a chain evicted back to its start is rematerialised as deep as it is long.
     fn materialize(&mut self, w: usize) -> Result<(), Stuck> {
-        if self.resident[w] {
+        let Some(first) = self.enter(w)? else {
             return Ok(());
+        };
+        let mut pending = vec![first];
+        while let Some(top) = pending.last_mut() {
+            if let Some(&u) = top.missing.get(top.next) {
+                top.next += 1;
+                match self.enter(u)? {
+                    Some(frame) => pending.push(frame),
+                    None => self.pins[u] += 1,
+                }
+                continue;
+            }
+            let done = top.op;
+            pending.pop();
+            self.compute(done)?;
+            if !pending.is_empty() {
+                // an input of the op below on the stack: pinned until that op has run
+                self.pins[done] += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts materialising `w`: `None` when it is resident; else its resident inputs pinned
+    /// (so that rematerialising the others cannot evict them) and the others still to make
+    /// resident.
+    fn enter(&mut self, w: usize) -> Result<Option<Materializing>, Stuck> {
+        if self.resident[w] {
+            return Ok(None);
         }
         if self.events.len() > EVENTS_PER_NODE * self.graph.len() {
             return Err(Stuck::Thrashing(w));
         }
-        let graph = self.graph;
-        // The resident inputs are pinned first, so that rematerialising the others cannot
-        // evict them.
-        let missing: Vec<usize> = graph
-            .preds(w)
+        let preds = self.graph.preds(w);
+        let missing: Vec<usize> = preds
             .iter()
             .copied()
             .filter(|&u| !self.resident[u])
             .collect();
-        for &u in graph.preds(w) {
+        for &u in preds {
             if self.resident[u] {
                 self.pins[u] += 1;
             }
         }
-        for &u in &missing {
-            self.materialize(u)?;
-            self.pins[u] += 1;
-        }
+        Ok(Some(Materializing {
+            op: w,
+            missing,
+            next: 0,
+        }))
+    }
+
+    /// Computes `w`, whose inputs are resident and pinned: room for its output, the
+    /// computation, then its inputs unpinned (and freed when nothing else reads them).
+    fn compute(&mut self, w: usize) -> Result<(), Stuck> {
+        let graph = self.graph;
         for &u in graph.preds(w) {
             self.last_use[u] = self.clock;
         }
@@ -452,6 +493,29 @@ mod tests {
                 "linear-{layers}: {misses} budgets without a schedule"
             );
         }
+    }
+
+    /// A chain evicted back to its start is rematerialised as deep as it is long, on the
+    /// solve's own stack: here one of 64 KiB (the service's workers have 2 MiB) holds a
+    /// chain of 4,001 nodes whose backward rebuilds its forward from the start.
+    #[test]
+    fn a_chain_rematerialised_from_its_start_needs_no_deep_stack() {
+        let g = generate::linear(2000);
+        let budget = g.fixed_memory() + 64;
+        let run = std::thread::Builder::new()
+            .stack_size(64 << 10)
+            .spawn(move || {
+                let run = run(&g, budget, &never(), None).map_err(|e| format!("{e:?}"));
+                (g, run)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let (g, run) = run;
+        let run = run.unwrap();
+        let stats = simulate(&g, &Schedule::new(run.events)).unwrap();
+        assert!(stats.peak_memory <= budget);
+        assert!(stats.total_cost > g.total_cost(), "nothing was recomputed");
     }
 
     /// With the whole checkpoint-all peak, DTR never evicts and is checkpoint-all.
