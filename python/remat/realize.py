@@ -24,7 +24,17 @@ reads share. BatchNorm in training (`_native_batch_norm_legit_functional`) recom
 `_native_batch_norm_legit.no_stats`: the same output and batch statistics, without reading or
 producing running statistics, so buffers are updated once, by the forward; its new running
 statistics (elements 3 and 4) are taken from its first copy, with it, and never recomputed. Any
-other op whose outputs are forward outputs (input mutations) is never recomputed either.
+other tuple op one of whose elements is a forward output (an input mutation's new value) is never
+recomputed either. (What a forward output is computed from, such as the model's output that the
+loss reads, is recomputed where the schedule says.)
+
+**Recomputed tuple ops.** A copy of a multi-output op allocates its outputs at once; every
+element is taken right after it (`take_elements`). The elements that keep an earlier copy
+(gradients, which are outputs) are never read from a recomputation, and the graph counts a
+parameter's gradient once, in its buffer (`fixed_memory`: its node has no bytes). Where the op takes
+an output mask (convolution's and the norms' backward), a recomputation is told not to compute
+them (`output_mask`), so that it allocates what the schedule counts; without one it allocates
+them again, next to the first, which neither the schedule nor the prediction counts.
 
 **Inputs written in place.** The forward's writes into inputs (the functionalized `copy_` of a
 buffer's new value) run in the forward as soon as what they write is resident and every node that
@@ -72,6 +82,21 @@ def unread_args(n: fx.Node) -> tuple[int, ...]:
     if n.target is _BN_BACKWARD and len(n.args) > 7 and n.args[7] is True:
         return (3, 4)
     return ()
+
+
+def output_mask(n: fx.Node) -> int | None:
+    """Position of `n`'s argument that says which of its outputs the kernel computes, one flag per
+    output (`output_mask` of convolution's and the norms' backward, `grad_input_mask`), if it has
+    one among its positional arguments."""
+    schema = getattr(n.target, "_schema", None)
+    if schema is None:
+        return None
+    for i, arg in enumerate(schema.arguments):
+        if arg.name in ("output_mask", "grad_input_mask") and str(arg.type) == "List[bool]":
+            flags = n.args[i] if i < len(n.args) else None
+            ok = isinstance(flags, (list, tuple)) and len(flags) == len(schema.returns)
+            return i if ok else None
+    return None
 
 
 def is_tangent(n: fx.Node) -> bool:
@@ -262,8 +287,9 @@ class _Rewriter:
         self.pinned = self._pinned(outputs) | self.kept | statistics
 
     def _pinned(self, outputs: list[Any]) -> set[str]:
-        """Nodes never recomputed: outputs (forward outputs, gradients), random ops, and ops
-        producing forward outputs (input mutations), BatchNorm excepted (recomputed as no_stats).
+        """Nodes never recomputed: outputs (forward outputs, gradients), random ops, and tuple ops
+        one of whose elements is a forward output (input mutations), BatchNorm excepted (recomputed
+        as no_stats); not what a forward output is computed from (the loss's input).
         (`__init__` adds the nodes that read an input the forward then writes, the values written
         into inputs, and BatchNorm's new running statistics: `take_statistics`.)"""
         owners = {self.owner(o) for o in self.fwd_outputs}
@@ -275,7 +301,11 @@ class _Rewriter:
                 continue
             if is_random(fxn):
                 self.random.add(name)
-            elif nd.parent is None and fxn.target is not _BN_FUNCTIONAL and any(u.name in owners for u in fxn.users):
+            elif (
+                nd.parent is None
+                and fxn.target is not _BN_FUNCTIONAL
+                and any(u.target is operator.getitem and u.name in owners for u in fxn.users)
+            ):
                 pinned.add(name)
         return pinned | self.random
 
@@ -347,10 +377,17 @@ class _Rewriter:
             copy = self.element(n)
         else:
             unread = unread_args(n)
-            if unread:
-                args = tuple(None if i in unread else fx.node.map_arg(a, self.value) for i, a in enumerate(n.args))
-                copy = self.graph.call_function(n.target, args, fx.node.map_arg(n.kwargs, self.value))
+            reused = self.reused_elements(n) if v in self.seen else set()
+            mask = output_mask(n) if reused else None
+            if unread or mask is not None:
+                args = [None if i in unread else fx.node.map_arg(a, self.value) for i, a in enumerate(n.args)]
+                if mask is not None:
+                    args[mask] = [bool(f) and i not in reused for i, f in enumerate(n.args[mask])]
+                copy = self.graph.call_function(n.target, tuple(args), fx.node.map_arg(n.kwargs, self.value))
                 copy.meta = dict(n.meta)
+                val = n.meta.get("val")
+                if mask is not None and isinstance(val, (tuple, list)):
+                    copy.meta["val"] = tuple(None if i in reused else x for i, x in enumerate(val))
             else:
                 copy = self.graph.node_copy(n, self.value)
         copy.meta[NODE] = v
@@ -366,6 +403,21 @@ class _Rewriter:
         if self.phase == "forward":
             self.flush_mutations(v)
         return copy
+
+    def reused_elements(self, n: fx.Node) -> set[int]:
+        """The elements of tuple op `n` that keep a copy taken already (gradients, outputs): a
+        recomputation of `n` is never read for them. Where the op takes an output mask, its
+        recomputation computes none of them (`compute`): the graph counts their bytes once, in the
+        gradient buffers (`fixed_memory`), and a kernel told to compute them would allocate them
+        again, next to those."""
+        return {
+            u.args[1]
+            for u in n.users
+            if u.target is operator.getitem
+            and isinstance(u.args[1], int)
+            and u.name in self.pinned
+            and u.name in self.current
+        }
 
     def take_statistics(self, n: fx.Node, copy: fx.Node) -> None:
         """BatchNorm's new running statistics (elements 3 and 4) are computed with its first copy,
@@ -392,7 +444,12 @@ class _Rewriter:
             return
         for u in n.users:
             index = u.args[1] if u.target is operator.getitem else None
-            if isinstance(index, int) and index < len(val) and (copy, index) not in self.elements:
+            if (
+                isinstance(index, int)
+                and index < len(val)
+                and val[index] is not None
+                and (copy, index) not in self.elements
+            ):
                 self.elements[(copy, index)] = self.graph.node_copy(u, lambda a: copy if a is n else self.value(a))
 
     def flush_mutations(self, v: str) -> None:
@@ -525,13 +582,14 @@ def realized_events(
     """What the forward and backward graphs run, as a remat schedule: each copy computed where it
     is and freed after the last use of it or of a view of it; forward outputs held to the end. An
     op's outputs are all allocated by the op: each element of a tuple is computed right after it
-    (the graph's element node; an element no getitem takes lives as long as the tuple).
+    (the graph's element node; an element no getitem takes lives as long as the tuple), but for
+    those its output mask turned off (its `val` holds None there: `_Rewriter.compute`).
 
     A schedule may recompute a tuple while it still holds an element of an earlier copy; the new
-    copy's element is allocated too, taken or not, so two copies of that node are alive at once. The simulator holds
-    one copy per node: the second is the node `<id>@copy<k>` (`prediction_graph` adds it, with the
-    node's memory), and whichever copy dies first frees the `@copy` node, so the node itself stays
-    resident for its readers until its last copy dies."""
+    copy's element is allocated too, taken or not, so two copies of that node are alive at once.
+    The simulator holds one copy per node: the second is the node `<id>@copy<k>` (`prediction_graph`
+    adds it, with the node's memory), and whichever copy dies first frees the `@copy` node, so the
+    node itself stays resident for its readers until its last copy dies."""
     elements = _elements(graph)
     events: list[dict[str, str]] = []
     node_of: dict[str, str] = {}
@@ -568,11 +626,12 @@ def realized_events(
                 v = str(n.meta[NODE])
                 compute(n.name, v)
                 taken = {str(u.meta.get(NODE)): u for u in n.users if NODE in u.meta}
-                count = len(n.meta["val"]) if isinstance(n.meta.get("val"), (tuple, list)) else 0
+                val = n.meta.get("val")
+                made = [x is not None for x in val] if isinstance(val, (tuple, list)) else []
                 for index, c in sorted(elements.get(v, [])):
                     if c in taken:
                         compute(taken[c].name, c)
-                    elif index < count:
+                    elif index < len(made) and made[index]:
                         compute(f"{n.name}#{c}", c)
                         untaken[n.name].append(f"{n.name}#{c}")
             for h in sorted(h for h, at in last.items() if at == i):
