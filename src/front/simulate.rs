@@ -21,7 +21,7 @@ pub enum ScheduleInputError {
     #[error(
         "not a schedule ({0}); expected {{\"events\": [{{\"op\": \"compute\"|\"free\"|\"store\"|\"load\", \"node\": ID}}, ...]}}"
     )]
-    NotASchedule(serde_json::Error),
+    NotASchedule(String),
 }
 
 /// Reads a schedule in any of the accepted shapes from its JSON text, without building
@@ -38,14 +38,19 @@ pub fn read_schedule(text: &str) -> Result<ScheduleJson, ScheduleInputError> {
                 events,
                 stages: None,
             })
-            .map_err(ScheduleInputError::NotASchedule);
+            .map_err(not_a_schedule);
     }
     if let Ok(Ok(fields)) = raw::fields(text.as_bytes()) {
         if let Some(inner) = fields.get("schedule") {
             return read_schedule(inner.get());
         }
     }
-    serde_json::from_str(text).map_err(ScheduleInputError::NotASchedule)
+    serde_json::from_str(text).map_err(not_a_schedule)
+}
+
+/// The reader's error, its quotes of the input [`elide`](crate::graph::load::elide)d.
+fn not_a_schedule(e: serde_json::Error) -> ScheduleInputError {
+    ScheduleInputError::NotASchedule(crate::graph::load::elide(&e.to_string(), 100).into_owned())
 }
 
 /// What a valid schedule does on a graph (fields in the order the service has always

@@ -51,10 +51,11 @@ impl Problem {
             message: message.into(),
         }
     }
+    /// The problem of node `id` (its [`excerpt`](super::load::excerpt)).
     pub fn node(kind: ProblemKind, id: &str, field: &str, message: impl Into<String>) -> Problem {
         Problem {
             kind,
-            node: Some(id.into()),
+            node: Some(super::load::excerpt(id).into_owned()),
             index: None,
             field: field.into(),
             message: message.into(),

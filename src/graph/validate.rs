@@ -16,8 +16,9 @@ use std::time::Instant;
 pub(super) fn unprintable(what: &str, text: &str) -> Option<String> {
     let c = text.chars().find(|c| c.is_control())?;
     Some(format!(
-        "the {what} {text:?} holds the control character {c:?}: it is printed, and a terminal \
-         would run it"
+        "the {what} {:?} holds the control character {c:?}: it is printed, and a terminal \
+         would run it",
+        load::excerpt(text)
     ))
 }
 
@@ -69,7 +70,10 @@ pub(super) fn positions(
                 ProblemKind::DuplicateId,
                 &node.id,
                 "id",
-                format!("id '{}' is used by more than one node", node.id),
+                format!(
+                    "id '{}' is used by more than one node",
+                    load::excerpt(&node.id)
+                ),
             ));
         }
         if !node.cost.is_finite() || node.cost < 0.0 {
@@ -106,7 +110,10 @@ pub(super) fn edges(
                     ProblemKind::SelfLoop,
                     &node.id,
                     "inputs",
-                    format!("node '{}' lists itself as an input", node.id),
+                    format!(
+                        "node '{}' lists itself as an input",
+                        load::excerpt(&node.id)
+                    ),
                 ));
                 continue;
             }
@@ -116,7 +123,10 @@ pub(super) fn edges(
                     ProblemKind::UnknownInput,
                     &node.id,
                     "inputs",
-                    format!("input '{input}' is not a node of the graph"),
+                    format!(
+                        "input '{}' is not a node of the graph",
+                        load::excerpt(input)
+                    ),
                 )),
             }
         }

@@ -21,6 +21,7 @@ pub use simulate::{simulate, simulate_polled, Rule, SimError, SimStats};
 pub use stages::Stages;
 pub use timeline::{Stall, TierStats};
 
+use crate::graph::load::excerpt;
 use crate::graph::Graph;
 use serde::{Deserialize, Serialize};
 
@@ -139,11 +140,14 @@ impl ScheduleJson {
                 EventJson::Store { node } => (node, Event::Store),
                 EventJson::Load { node } => (node, Event::Load),
             };
-            let v = graph.index_of(id).ok_or_else(|| SimError {
-                event: Some(index),
-                node: Some(id.to_string()),
-                rule: Rule::UnknownNode,
-                message: format!("event {index} names node '{id}', which is not in the graph"),
+            let v = graph.index_of(id).ok_or_else(|| {
+                let id = excerpt(id);
+                SimError {
+                    event: Some(index),
+                    node: Some(id.to_string()),
+                    rule: Rule::UnknownNode,
+                    message: format!("event {index} names node '{id}', which is not in the graph"),
+                }
             })?;
             events.push(make(v));
         }

@@ -219,7 +219,7 @@ impl<'a> Body<'a> {
                 Kind::InvalidRequest,
                 crate::graph::load::unknown_field_message(k, &self.asked),
             )
-            .with_field(k.clone())),
+            .with_field(crate::graph::load::excerpt(k))),
         }
     }
 

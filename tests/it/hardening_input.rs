@@ -181,6 +181,53 @@ fn misspelt_fields_are_refused_with_a_hint_and_meta_is_allowed() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A name of 100,000 characters from the input (an input id, a field, a node or an op of a
+/// schedule) is quoted by its ends and its length: the message stays a few lines long.
+#[test]
+fn long_names_from_the_input_are_quoted_by_their_ends() {
+    let dir = temp_dir("long-names");
+    let long = "z".repeat(100_000);
+    let assert_short = |o: &Output, case: &str| {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{case}: {}",
+            &err[..err.len().min(300)]
+        );
+        assert!(err.len() < 1_000, "{case}: {} bytes of message", err.len());
+        assert!(err.contains(" bytes]..."), "{case}: {err}");
+    };
+    let unknown_input = json!({"nodes": [{"id": "a", "cost": 1, "memory": 1, "inputs": [long]}]});
+    assert_short(
+        &solve_file(&dir, "input", &unknown_input, &[]),
+        "unknown input",
+    );
+    let mut node = json!({"id": "a", "cost": 1, "memory": 1});
+    node[long.as_str()] = json!(1);
+    let unknown_field = json!({"nodes": [node]});
+    assert_short(
+        &solve_file(&dir, "field", &unknown_field, &[]),
+        "unknown field",
+    );
+    let graph = dir.join("graph.json");
+    std::fs::write(&graph, linear(2).to_string()).unwrap();
+    for (case, event) in [
+        ("schedule node", json!({"op": "compute", "node": long})),
+        ("schedule op", json!({"op": long, "node": "0"})),
+    ] {
+        let schedule = dir.join("schedule.json");
+        std::fs::write(&schedule, json!({"events": [event]}).to_string()).unwrap();
+        let o = remat(&[
+            "simulate",
+            graph.to_str().unwrap(),
+            schedule.to_str().unwrap(),
+        ]);
+        assert_short(&o, case);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn budgets_and_numeric_flags_out_of_range_exit_2_naming_the_flag() {
     let g = "graphs/linear-8.json";
@@ -459,6 +506,24 @@ async fn http_numeric_fields_and_budgets_out_of_range_are_4xx_naming_the_field()
     .await;
     let p = assert_problem(&r, 422, "2^53", "sweep");
     assert_eq!(p["field"], "budgets");
+}
+
+/// An unknown field of 100,000 characters, in the request or in a node, is named by its
+/// ends in a problem document of a few hundred bytes.
+#[tokio::test]
+async fn long_unknown_fields_are_named_by_their_ends() {
+    let app = app();
+    let long = "q".repeat(100_000);
+    let mut in_request = json!({"graph": linear(2), "budget": "90%"});
+    in_request[long.as_str()] = json!(1);
+    let mut in_node = json!({"graph": {"nodes": [{"id": "a", "cost": 1, "memory": 1}]},
+        "budget": "90%"});
+    in_node["graph"]["nodes"][0][long.as_str()] = json!(1);
+    for (case, body) in [("request", in_request), ("node", in_node)] {
+        let r = post(&app, "/v1/solve", &body).await;
+        assert_problem(&r, 422, "[99940 bytes]", case);
+        assert!(r.body.len() < 2_000, "{case}: {} bytes", r.body.len());
+    }
 }
 
 #[tokio::test]

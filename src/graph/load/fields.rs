@@ -3,6 +3,7 @@
 
 use super::At;
 use crate::graph::{Problem, ProblemKind, Problems};
+use std::borrow::Cow;
 
 /// The graph-level fields of each format (`meta` is free-form metadata, read by nothing).
 pub(super) const NATIVE_GRAPH_FIELDS: &[&str] = &[
@@ -112,9 +113,40 @@ pub(crate) fn unknown_field_message(field: &str, known: &[&'static str]) -> Stri
         .map(|k| format!("did you mean `{k}`? "))
         .unwrap_or_default();
     format!(
-        "unknown field `{field}`; {hint}accepted: {}",
+        "unknown field `{}`; {hint}accepted: {}",
+        excerpt(field),
         known.join(", ")
     )
+}
+
+/// The characters at each end of a text from the input that a message quotes: a message
+/// names what it is about, it does not echo megabytes of it.
+const EXCERPT_ENDS: usize = 30;
+
+/// `text` (an id, a field's name or value from the input) for a message: [`elide`]d to
+/// its first and last [`EXCERPT_ENDS`] characters.
+pub(crate) fn excerpt(text: &str) -> Cow<'_, str> {
+    elide(text, EXCERPT_ENDS)
+}
+
+/// `text` whole when it has at most `2 * ends` characters, else its first and last `ends`
+/// characters around the count of bytes left out.
+pub(crate) fn elide(text: &str, ends: usize) -> Cow<'_, str> {
+    let chars = text.chars().count();
+    if chars <= 2 * ends {
+        return Cow::Borrowed(text);
+    }
+    let head = text.char_indices().nth(ends).map_or(text.len(), |(i, _)| i);
+    let tail = text
+        .char_indices()
+        .nth(chars - ends)
+        .map_or(text.len(), |(i, _)| i);
+    Cow::Owned(format!(
+        "{}...[{} bytes]...{}",
+        &text[..head],
+        tail - head,
+        &text[tail..]
+    ))
 }
 
 /// Records every field among `fields` outside `known`, at the graph level (`at` is
@@ -131,8 +163,8 @@ pub(super) fn unknown_fields<'k>(
             unknown_field_message(field, known)
         );
         problems.push(match at {
-            Some(at) => at.problem(ProblemKind::UnknownField, field, message),
-            None => Problem::graph(ProblemKind::UnknownField, field, message),
+            Some(at) => at.problem(ProblemKind::UnknownField, &excerpt(field), message),
+            None => Problem::graph(ProblemKind::UnknownField, &excerpt(field), message),
         });
     }
 }

@@ -58,7 +58,7 @@ mod node_link;
 pub(crate) mod raw;
 mod typed;
 
-pub(crate) use fields::{suggest, unknown_field_message};
+pub(crate) use fields::{elide, excerpt, suggest, unknown_field_message};
 use fields::{unknown_fields, CHAIN_FIELDS, NATIVE_GRAPH_FIELDS, NODE_LINK_GRAPH_FIELDS};
 use native::native_spec;
 use node_link::{infer_batch, node_link_spec};
@@ -413,13 +413,9 @@ fn chain_spec(root: &RawFields, limits: Limits) -> Result<ChainSpec, GraphError>
     }
 }
 
-/// A value for a message, cut to 60 characters.
+/// A value for a message, its [`excerpt`].
 fn short(v: &Value) -> String {
-    let text = v.to_string();
-    match text.char_indices().nth(60) {
-        Some((i, _)) => format!("{}...", &text[..i]),
-        None => text,
-    }
+    excerpt(&v.to_string()).into_owned()
 }
 
 fn type_name(v: &Value) -> &'static str {
