@@ -90,8 +90,7 @@ pub fn between_min_and_peak(graph: &Graph, f: f64) -> u64 {
 fn number_and_unit(s: &str) -> (&str, String) {
     let lower = s.to_ascii_lowercase();
     let is_number = |t: &str| {
-        t.starts_with(|c: char| c.is_ascii_digit() || c == '.')
-            && t.parse::<f64>().is_ok_and(f64::is_finite)
+        t.starts_with(|c: char| c.is_ascii_digit() || c == '.') && t.parse::<f64>().is_ok()
     };
     if is_number(s) {
         return (s, String::new());
@@ -204,7 +203,11 @@ impl FromStr for Budget {
         let value: f64 = number
             .parse()
             .map_err(|_| err("expected a number of bytes, a size such as 6GiB or 512MB, or a percentage such as 80%"))?;
-        if !value.is_finite() || value < 0.0 {
+        if value.is_infinite() {
+            // digits past the largest double (`1e400`)
+            return Err(err(&over_max(number)));
+        }
+        if value.is_nan() || value < 0.0 {
             return Err(err("a budget must be a non-negative number"));
         }
         let multiplier = if unit.is_empty() {

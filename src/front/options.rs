@@ -56,12 +56,17 @@ pub fn seconds(value: f64) -> Result<Duration, String> {
     } else {
         Err(format!(
             "must be a number of seconds greater than 0 and at most {MAX_SECONDS:e}, got {}",
-            if value.abs() >= 1e15 {
-                format!("{value:e}")
-            } else {
-                value.to_string()
-            }
+            compact(value)
         ))
+    }
+}
+
+/// A number for a message: in exponent notation from 1e15 on (`1e300`, not its 301 digits).
+fn compact(value: f64) -> String {
+    if value.abs() >= 1e15 {
+        format!("{value:e}")
+    } else {
+        value.to_string()
     }
 }
 
@@ -128,13 +133,22 @@ impl InvalidOption {
             OptionName::TimeLimit => {
                 format!("{name} {}", seconds(value).expect_err("an invalid option"))
             }
-            OptionName::MipGap => format!("{name} must be a finite number >= 0, got {value}"),
+            OptionName::MipGap => {
+                format!(
+                    "{name} must be a finite number >= 0, got {}",
+                    compact(value)
+                )
+            }
             OptionName::Threads => {
-                format!("{name} must be an integer from 1 to {MAX_THREADS}, got {value}")
+                format!(
+                    "{name} must be an integer from 1 to {MAX_THREADS}, got {}",
+                    compact(value)
+                )
             }
             OptionName::Effort => format!(
                 "{name} must be 'time' or a number greater than 0 and at most {MAX_EFFORT:e}, \
-                 got {value}"
+                 got {}",
+                compact(value)
             ),
         }
     }

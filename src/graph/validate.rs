@@ -190,12 +190,17 @@ pub(super) fn totals(spec: &GraphSpec, problems: &mut Problems) {
     let total_cost: f64 = spec.nodes.iter().map(|n| n.cost).sum();
     // Costs are finite and >= 0, so the sum is a number (possibly +inf), never NaN.
     if costs_ok && total_cost > MAX_TOTAL_COST {
+        let got = if total_cost.is_finite() {
+            format!("{total_cost:e}")
+        } else {
+            format!("more than the largest float, {:e}", f64::MAX)
+        };
         problems.push(Problem::graph(
             ProblemKind::InvalidCost,
             "cost",
             format!(
                 "the sum of every node's cost must be at most {MAX_TOTAL_COST:e} (room for \
-                 recomputation below the largest float), got {total_cost:e}"
+                 recomputation below the largest float), got {got}"
             ),
         ));
     }

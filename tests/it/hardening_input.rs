@@ -238,6 +238,12 @@ fn budgets_and_numeric_flags_out_of_range_exit_2_naming_the_flag() {
         ),
         (vec!["--budget", "1e308%"], vec!["invalid budget", "2^53"]),
         (vec!["--budget", "18446744073709551615"], vec!["2^53"]),
+        (vec!["--budget", "1e400"], vec!["2^53", "got 1e400"]),
+        (vec!["--budget", "1e400GiB"], vec!["2^53", "got 1e400"]),
+        (
+            vec!["--budget", "90%", "--effort", "1e300"],
+            vec!["--effort", "got 1e300"],
+        ),
         (
             vec!["--budget", "90%", "--time-limit", "1e19"],
             vec!["--time-limit", "1e6"],

@@ -140,9 +140,9 @@ impl Structure {
                 format!("chain of {} stages (loss '{}')", c.len(), graph.id(c.loss))
             }
             Structure::Join(j) => format!(
-                "join graph of {} branches of lengths {:?} (loss '{}')",
+                "join graph of {} branches of lengths {} (loss '{}')",
                 j.branches.len(),
-                j.branches.iter().map(Vec::len).collect::<Vec<_>>(),
+                lengths(j.branches.iter().map(Vec::len)),
                 graph.id(j.loss)
             ),
             Structure::General(n) => format!("general graph ({n})"),
@@ -585,6 +585,35 @@ fn check_covered(
         "not part of any forward/backward line pair",
     ))
 }
+
+/// Branch lengths for one line: each distinct length with how many branches have it, in
+/// the order they first come (`[3, 5 x2, 1 x100000]`), at most [`LENGTHS_SHOWN`] of them.
+fn lengths(of: impl Iterator<Item = usize>) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut at = std::collections::HashMap::new();
+    for len in of {
+        let k = *at.entry(len).or_insert_with(|| {
+            runs.push((len, 0));
+            runs.len() - 1
+        });
+        runs[k].1 += 1;
+    }
+    let mut shown: Vec<String> = runs
+        .iter()
+        .take(LENGTHS_SHOWN)
+        .map(|&(len, count)| match count {
+            1 => len.to_string(),
+            _ => format!("{len} x{count}"),
+        })
+        .collect();
+    if runs.len() > LENGTHS_SHOWN {
+        shown.push(format!("... {} more lengths", runs.len() - LENGTHS_SHOWN));
+    }
+    format!("[{}]", shown.join(", "))
+}
+
+/// The most distinct branch lengths [`lengths`] shows.
+const LENGTHS_SHOWN: usize = 16;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -200,3 +200,16 @@ fn names_the_breaking_node() {
         "general"
     );
 }
+
+/// `inspect`'s line for a join names each branch length once, with its count, and at
+/// most 16 of them: a join of 100,000 branches stays one short line.
+#[test]
+fn branch_lengths_are_counted_not_listed() {
+    assert_eq!(super::lengths([3, 5, 5, 1].into_iter()), "[3, 5 x2, 1]");
+    assert_eq!(
+        super::lengths(std::iter::repeat_n(1, 100_000)),
+        "[1 x100000]"
+    );
+    let many = super::lengths(1..=20);
+    assert!(many.ends_with("16, ... 4 more lengths]"), "{many}");
+}

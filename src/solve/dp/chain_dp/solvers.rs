@@ -158,7 +158,18 @@ pub struct ChainAnswer {
     pub slots: usize,
     pub min_slots: Option<usize>,
     pub time_s: f64,
-    pub interrupted: bool,
+    /// Why there is no plan when the table was not filled: `None` when it was.
+    pub unfilled: Option<Unfilled>,
+}
+
+/// Why a chain DP's table was not filled.
+#[derive(Clone, Copy, Debug)]
+pub enum Unfilled {
+    /// Its fill, over `stages` stages, would outlast the time limit ([`outlasts`]): not
+    /// started.
+    NotStarted { stages: usize },
+    /// The time limit passed while filling it.
+    Interrupted,
 }
 
 impl ChainAnswer {
@@ -196,20 +207,30 @@ impl ChainAnswer {
                 }),
                 details: Some(details),
             }),
-            None if self.interrupted => {
-                return Stopped::TimeLimit.outcome(solver, "while filling the DP table")
-            }
-            None => Outcome::Infeasible {
-                solver,
-                proven: None,
-                reason: format!(
-                    "no schedule of {solver}'s policy fits {} slots of {} bytes{}",
-                    self.slots,
-                    self.slot_size,
-                    self.min_slots
-                        .map(|s| format!(" (the chain needs {s} slots)"))
-                        .unwrap_or_default()
-                ),
+            None => match self.unfilled {
+                Some(Unfilled::Interrupted) => {
+                    return Stopped::TimeLimit.outcome(solver, "while filling the DP table")
+                }
+                Some(Unfilled::NotStarted { stages }) => Outcome::NoSolution {
+                    solver,
+                    reason: format!(
+                        "filling its DP table ({stages} stages x {} slots) would take longer \
+                         than the time limit, so it was not started",
+                        self.slots
+                    ),
+                },
+                None => Outcome::Infeasible {
+                    solver,
+                    proven: None,
+                    reason: format!(
+                        "no schedule of {solver}'s policy fits {} slots of {} bytes{}",
+                        self.slots,
+                        self.slot_size,
+                        self.min_slots
+                            .map(|s| format!(" (the chain needs {s} slots)"))
+                            .unwrap_or_default()
+                    ),
+                },
             },
         })
     }
@@ -270,7 +291,9 @@ fn solve_dp(
             slots: m,
             min_slots: None,
             time_s: stop.elapsed().as_secs_f64(),
-            interrupted: true,
+            unfilled: Some(Unfilled::NotStarted {
+                stages: chain.l + 1,
+            }),
         });
     }
     let mut stopped = None;
@@ -294,7 +317,7 @@ fn solve_dp(
             slots: m,
             min_slots: None,
             time_s,
-            interrupted: true,
+            unfilled: Some(Unfilled::Interrupted),
         });
     };
     let plan = table.cost().is_finite().then(|| {
@@ -307,6 +330,6 @@ fn solve_dp(
         slots: m,
         min_slots: table.min_slots(),
         time_s,
-        interrupted: false,
+        unfilled: None,
     })
 }

@@ -306,3 +306,29 @@ fn a_filler_that_panics_releases_the_other() {
         Err(_) => panic!("the fill still runs after 30 s: the other filler waits forever"),
     }
 }
+
+/// A table whose fill would outlast the time limit is not started, and the answer says so
+/// rather than that the limit passed while filling it.
+#[test]
+fn a_fill_that_would_outlast_the_limit_is_not_started() {
+    let g = linear(5000);
+    let options = SolveOptions {
+        time_limit: Some(std::time::Duration::from_millis(1)),
+        ..SolveOptions::default()
+    };
+    let r = solve(
+        &Instance {
+            graph: &g,
+            budget: 100,
+        },
+        "chain-dp",
+        &options,
+    )
+    .unwrap();
+    assert_eq!(r.status, Status::NoSolution);
+    let said = r.message.unwrap_or_default();
+    assert!(
+        said.contains("5001 stages") && said.contains("not started"),
+        "{said}"
+    );
+}
