@@ -80,6 +80,29 @@ fn infeasible_exits_1_and_bad_input_exits_2() {
             ],
             "17 nodes",
         ),
+        // A solver whose scope the graph is out of: block-rotor as the chain solvers.
+        (
+            vec![
+                "solve",
+                "tests/fixtures/dag12.json",
+                "--budget",
+                "90%",
+                "--solver",
+                "block-rotor",
+            ],
+            "solver 'block-rotor' cannot solve this graph: the graph has no forward/backward kinds",
+        ),
+        (
+            vec![
+                "solve",
+                "tests/fixtures/dag12.json",
+                "--budget",
+                "90%",
+                "--solver",
+                "revolve",
+            ],
+            "solver 'revolve' cannot solve this graph: the graph is not a chain",
+        ),
         (
             vec!["inspect", "graphs/nope.json"],
             "cannot read graphs/nope.json",

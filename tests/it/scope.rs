@@ -203,3 +203,56 @@ fn the_milp_claims_an_optimum_only_where_the_gap_is_closed() {
         r.lower_bound
     );
 }
+
+/// Every bound from HiGHS is lowered by what it may be off (HiGHS's resolution), so none lies
+/// above a schedule that exists and no `optimal` rests on one that does. `a` (1e12, 3 bytes),
+/// `b` and `c` (5e11 + 1e5, 2 bytes each) are read after the loss, beside which 4 bytes are
+/// left: the optimum recomputes `a` (Σ c + 1e12 = 3,000,000,200,010); recomputing `b` and
+/// `c` costs 2e5 more, which the heuristics find. The two differ by 2e-7 of the stage cut's
+/// unit, 1e12, and HiGHS's branch and bound prunes within 1e-6 of it: its bound on the
+/// integral cut was the dearer schedule, so the stage-cut bound was 3,000,000,400,010 and
+/// `auto` claimed `optimal` for that schedule; the MILP's bound (its unit is 1e12 too) was
+/// 3,000,000,397,012. The optimum recomputes `a` in the stage of `ga`, a frontier-advancing
+/// schedule in solver order, so no bound scoped to that order may be above it either. 13 nodes
+/// (three of them apart), so that `auto` runs its portfolio.
+#[test]
+fn no_bound_from_highs_lies_above_a_schedule() {
+    let g = common::load(&common::root().join("tests/fixtures/bound_within_pruning.json"));
+    let budget = 9;
+    let oracle = solve::solve_exhaustive_unbounded(
+        &Instance { graph: &g, budget },
+        &SolveOptions::default(),
+    )
+    .unwrap();
+    let optimum = cost(&oracle).unwrap();
+    assert_eq!(optimum, g.total_cost() + 1e12);
+    for solver in ["auto", "milp", "lp-bound", "lp-rounding"] {
+        let r = run(&g, budget, solver);
+        let c = cost(&r).unwrap_or_else(|| panic!("{solver}: {:?}", r.message));
+        if r.status == Status::Optimal {
+            assert_eq!(
+                c, optimum,
+                "{solver}: `optimal` at {c}, the optimum is {optimum}"
+            );
+        }
+        let lb = r
+            .lower_bound
+            .unwrap_or_else(|| panic!("{solver}: no bound"));
+        assert!(
+            lb <= optimum,
+            "{solver}: bound {lb} above the optimum {optimum}"
+        );
+        if solver == "auto" {
+            let details = serde_json::to_value(r.details.as_ref().unwrap()).unwrap();
+            for bound in ["stage_cut", "sequence"] {
+                if let Some(b) = details[bound]["bound"].as_f64() {
+                    assert!(b <= optimum, "{bound}: {b} above the optimum {optimum}");
+                }
+            }
+            assert!(
+                details["stage_cut"]["bound"].is_f64(),
+                "no stage cut: {details}"
+            );
+        }
+    }
+}

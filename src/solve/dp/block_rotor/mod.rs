@@ -45,7 +45,10 @@
 //!
 //! Scope: a heuristic on general graphs (the DP is optimal only for its block model and
 //! its options); it needs forward/backward kinds and at least two cuts, and graphs whose
-//! backward ops feed the backward ops of later blocks are declined. Recomputation inside
+//! backward ops feed the backward ops of later blocks are declined. A graph out of that
+//! scope is an error, [`SolveError::Unsupported`] (exit 2, HTTP 422), as a graph that is not
+//! a chain is for the chain solvers: no schedule was searched for, so `infeasible` would
+//! claim too much (`auto` does not run it). Recomputation inside
 //! `B_j` is searched only as its options are (a ladder of caps from the least tapes,
 //! each with DTR's eviction rule restricted to the block: no optimum within the block),
 //! and a block's backward still holds the gradients it reads and hands on, which no
@@ -121,12 +124,12 @@ impl Solver for BlockRotor {
 type Answer = Result<Outcome, SolveError>;
 
 /// The graph cut into its chain of blocks, or the answer where it cannot be: out of scope
-/// (no kinds or cuts, a backward op crossing blocks), or stopped.
+/// (no kinds or cuts, a backward op crossing blocks: [`SolveError::Unsupported`]), or
+/// stopped.
 fn cut(graph: &Graph, stop: &Stop) -> ControlFlow<Answer, Vec<Block>> {
     let declined = |reason: String| {
-        ControlFlow::Break(Ok(Outcome::Infeasible {
+        ControlFlow::Break(Err(SolveError::Unsupported {
             solver: "block-rotor",
-            proven: None,
             reason,
         }))
     };

@@ -299,10 +299,23 @@ pub(crate) struct Run {
     pub status: RunStatus,
     /// Column values of the best solution, when one exists.
     pub columns: Option<Vec<f64>>,
-    /// Best proven lower bound on the objective (minimisation): a MIP's dual bound; a
-    /// relaxation's `L(y)` from its row duals, whatever its status ([`Lagrangian`]).
+    /// Best proven lower bound on the objective (minimisation), in the program's units: a
+    /// MIP's dual bound; a relaxation's `L(y)` from its row duals, whatever its status
+    /// ([`Lagrangian`]). A cost only through [`Run::proves`], within HiGHS's resolution.
     pub bound: Option<f64>,
+    /// Which of the two `bound` is.
+    pub proof: Proof,
     pub time: Duration,
+}
+
+/// How a run's bound was proven, which says how far it may be off
+/// ([`super::resolution`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Proof {
+    /// `L(y)` of a relaxation's row duals ([`Lagrangian`]).
+    Duals,
+    /// HiGHS's dual bound after branch and bound (`mip_dual_bound`).
+    BranchAndBound,
 }
 
 /// Why HiGHS could not run.
@@ -441,6 +454,11 @@ pub(crate) fn run(lp: Lp, start: Option<&[f64]>, controls: &Controls) -> Result<
                 },
                 columns: None,
                 bound: None,
+                proof: if integral {
+                    Proof::BranchAndBound
+                } else {
+                    Proof::Duals
+                },
                 time: began.elapsed(),
             })
         }
@@ -566,14 +584,17 @@ fn solve_here(job: Job) -> Result<Run, HighsError> {
         controls.stop.note_time_limit();
     }
     let solution = solved.get_solution();
-    let bound = match lagrangian {
+    let (bound, proof) = match lagrangian {
         // Whatever HiGHS's status and tolerances, its row duals prove L(y).
-        Some(lagrangian) => lagrangian.bound(solution.dual_rows()),
-        None if integral => solved
-            .double_info_value(c"mip_dual_bound")
-            .ok()
-            .filter(|b| b.is_finite()),
-        None => None,
+        Some(lagrangian) => (lagrangian.bound(solution.dual_rows()), Proof::Duals),
+        None if integral => (
+            solved
+                .double_info_value(c"mip_dual_bound")
+                .ok()
+                .filter(|b| b.is_finite()),
+            Proof::BranchAndBound,
+        ),
+        None => (None, Proof::BranchAndBound),
     };
     // A relaxation's point is read whatever HiGHS thinks of its feasibility (PDLP's, at
     // its tolerance, is often "infeasible"): only its rounding is used, and checked.
@@ -589,6 +610,7 @@ fn solve_here(job: Job) -> Result<Run, HighsError> {
         status: run_status,
         columns,
         bound,
+        proof,
         time: began.elapsed(),
     })
 }

@@ -16,8 +16,9 @@
 //!
 //! The optimum of the relaxation at the real budget is a lower bound on the MILP optimum
 //! (the best frontier-advancing schedule in solver order) and is reported as
-//! `lower_bound`. It is not a bound on schedules in other orders, which the MILP does
-//! not cover.
+//! `lower_bound`: `L(y)` of its duals ([`super::lagrangian`]), lowered by HiGHS's resolution
+//! and raised to the next integer where every cost is one ([`super::resolution`]). It is not
+//! a bound on schedules in other orders, which the MILP does not cover.
 //!
 //! `lp-bound` presents that bound together with a schedule, so that its result is as
 //! verifiable as any other: the same rounding (else the best baseline that fits). Its
@@ -170,12 +171,12 @@ impl Tries {
         self.details.lp_time_s = Some(run.time.as_secs_f64());
         self.details.lp_status = Some(run.status.to_string());
         relaxation.optimal = run.status == RunStatus::Optimal;
-        // Proven by the run's duals whether or not it reached its optimum; a run
-        // stopped short counts when its bound beats Σ_v c_v, which every schedule pays
-        // (the duals of an unfinished run may be far from optimal, and L(y) below 0).
+        // Proven by the run's duals whether or not it reached its optimum, within HiGHS's
+        // resolution; a run stopped short counts when its bound beats Σ_v c_v, which every
+        // schedule pays (the duals of an unfinished run may be far from optimal, and L(y)
+        // below 0).
         self.lower_bound = run
-            .bound
-            .map(|b| model.cost(b))
+            .proves(graph, 0.0, model.cost_scale)
             .filter(|&b| relaxation.optimal || b > graph.total_cost())
             .map(|cost| Bound {
                 cost,

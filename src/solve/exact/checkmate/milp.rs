@@ -6,8 +6,13 @@
 //! percent of the optimum and much of HiGHS's time goes into finding a good incumbent, so
 //! this start matters more than any solver setting (measured in `docs/performance.md`).
 //!
+//! Bounds: the LP's and branch and bound's, each within HiGHS's resolution
+//! ([`super::resolution`]: a branch and bound's is lowered by the tolerance within which
+//! HiGHS prunes, `PRUNING` of the model's cost unit, and by `RESOLUTION` of itself), over the
+//! frontier-advancing stage schedules in solver order.
+//!
 //! Outcomes: `optimal` when the gap is closed (exactly where every cost is an integer, else to
-//! HiGHS's resolution, `RESOLUTION`); `feasible`
+//! HiGHS's resolution: within twice what the bound was lowered by); `feasible`
 //! with the bound as `lower_bound` when HiGHS stops within its relative MIP gap (1e-4 unless
 //! the caller asks for another; a note says so) or the time limit stops it with an
 //! incumbent; `infeasible` (proven, within the scope of
@@ -19,6 +24,7 @@
 
 use super::lp_rounding::Rounded;
 use super::rens::rens;
+use super::resolution::{integral_costs, resolution};
 use super::{
     backend, best_baseline, controls, extract, failed, precheck, solve_rounding, without_spurious,
     Candidate, StageModel,
@@ -30,7 +36,7 @@ use crate::solve::{
     Bound, BoundMethod, Claim, Instance, Outcome, Scope, SolveError, SolveOptions, Solver,
     SolverInfo, Stop, Stopped,
 };
-use backend::RunStatus;
+use backend::{Proof, RunStatus};
 
 pub struct Milp;
 
@@ -73,13 +79,11 @@ pub(crate) fn solve_milp(
         return Ok(outcome);
     }
     let stop = Stop::start(options);
-    let (mut relaxed, start) = match relax(instance, options)? {
+    // The LP's bound is within HiGHS's resolution already (`lp_rounding`).
+    let (relaxed, start) = match relax(instance, options)? {
         Ok(relaxed) => relaxed,
         Err(proven) => return Ok(proven),
     };
-    relaxed.lp_bound = relaxed
-        .lp_bound
-        .map(|b| within_resolution(b, instance.graph));
     let tolerance = options.mip_gap.unwrap_or(DEFAULT_GAP).min(DEFAULT_GAP);
     let start = improve_start(instance, options, &stop, start, &relaxed, tolerance)?;
     let built = StageModel::build(instance, &stop);
@@ -303,13 +307,10 @@ fn branch_and_bound(
     )
     .map_err(|e| failed(NAME, e))?;
     details.solve_time_s = Some(run.time.as_secs_f64());
-    let branch_and_bound = run.bound.map(|b| {
-        let bound = Bound {
-            cost: model.cost(b),
-            scope: Scope::OptimalForOrder,
-            method: BoundMethod::BranchAndBound,
-        };
-        within_resolution(bound, graph)
+    let branch_and_bound = run.proves(graph, 0.0, model.cost_scale).map(|cost| Bound {
+        cost,
+        scope: Scope::OptimalForOrder,
+        method: BoundMethod::BranchAndBound,
     });
     let lower_bound = [branch_and_bound, start.lp_bound]
         .into_iter()
@@ -512,33 +513,9 @@ fn relative_gap(cost: f64, bound: f64) -> f64 {
     }
 }
 
-/// How far HiGHS's objective may be off, relative to it (its tolerances on scaled costs):
-/// what a bound from it is lowered by, and the gap below which a schedule whose costs are not
-/// all integers is optimal. A graph whose costs span more than that (a loss of 1e12 beside
-/// ops of 1) is told apart only where its costs are integers.
-const RESOLUTION: f64 = 1e-9;
-
-/// Whether every cost is an integer: then so is every schedule's cost, and a bound may be
-/// raised to the next integer.
-fn integral_costs(graph: &Graph) -> bool {
-    graph.nodes().iter().all(|n| n.cost.fract() == 0.0)
-}
-
-/// A bound from HiGHS's objective, lowered by its [`RESOLUTION`], raised to the next integer
-/// where every cost is one, and never below `Σ_v c_v` (which every schedule pays).
-fn within_resolution(bound: Bound, graph: &Graph) -> Bound {
-    let mut cost = bound.cost - RESOLUTION * bound.cost.abs();
-    if integral_costs(graph) {
-        cost = cost.ceil();
-    }
-    Bound {
-        cost: cost.max(graph.total_cost()),
-        ..bound
-    }
-}
-
 /// The plan for `best`: optimal when the proven `lower_bound` meets it (exactly where every
-/// cost is an integer, else within [`RESOLUTION`]); else feasible, with a message that says
+/// cost is an integer, else within twice the [`resolution`] of a branch and bound's bound, so
+/// within it of the bound before it was lowered); else feasible, with a message that says
 /// when the search stopped within the MIP gap `tolerance` and otherwise `unproven`.
 fn plan(
     graph: &Graph,
@@ -549,10 +526,13 @@ fn plan(
     mut details: CheckmateDetails,
 ) -> Outcome {
     let gap = lower_bound.map(|lb| relative_gap(best.cost, lb.cost));
-    let closed = match (lower_bound, gap) {
-        (Some(lb), _) if integral_costs(graph) => best.cost <= lb.cost,
-        (_, Some(g)) => g <= 2.0 * RESOLUTION,
-        _ => false,
+    let closed = match lower_bound {
+        Some(lb) if integral_costs(graph) => best.cost <= lb.cost,
+        Some(lb) => {
+            let unit = super::model::cost_scale(graph);
+            best.cost - lb.cost <= 2.0 * resolution(lb.cost / unit, unit, Proof::BranchAndBound)
+        }
+        None => false,
     };
     details.source = Some(best.source.clone());
     let claim = if closed {

@@ -63,6 +63,10 @@
 //! still bound (on large relaxations the interior-point method in gcd units stalls where
 //! PDLP reaches `L(y)` within 1e-5 of the optimum). A HiGHS run that ends without a verdict ("Unknown", an
 //! iteration limit) is no error: its point is still rounded and its `L(y)` still counts.
+//! Every bound from HiGHS, an LP's or a branch and bound's, becomes a cost only through
+//! [`resolution::within_resolution`]: lowered by what HiGHS's figure may be off (its
+//! objective's resolution, and for a branch and bound the tolerance within which it prunes),
+//! raised to the next integer where every cost is one.
 //!
 //! # Memory semantics
 //! `U` counts more than the simulator ([`crate::schedule::simulate()`]): no node frees
@@ -88,6 +92,7 @@ mod lp_rounding;
 mod milp;
 mod model;
 mod rens;
+mod resolution;
 mod size;
 mod stage_cut;
 
@@ -528,7 +533,7 @@ mod tests {
         assert!(model.num_variables() as usize > backend::FIRST_ORDER_MIN_COLS);
         let run = backend::run(model.take_lp(), None, &controls(&options, true, &stop)).unwrap();
         assert_eq!(run.status, backend::RunStatus::Optimal);
-        let bound = model.cost(run.bound.unwrap());
+        let bound = run.proves(&graph, 0.0, model.cost_scale).unwrap();
         assert!(
             bound > graph.total_cost(),
             "{bound} vs Σc {}",

@@ -28,7 +28,8 @@ pub(crate) struct StageModel {
     pub(super) u: Vec<Vec<u32>>,
     /// Every FREE column as `(t, i, k, column)`.
     pub(super) free: Vec<(u32, u32, u32, u32)>,
-    /// Objective units: cost `c` is `c / cost_scale` in the model.
+    /// Objective units: cost `c` is `c / cost_scale` in the model (an objective value is a
+    /// cost only through [`super::resolution::within_resolution`]).
     pub(super) cost_scale: f64,
     /// Memory in units of `mem_scale` bytes.
     pub(super) mem_scale: u64,
@@ -230,11 +231,6 @@ impl StageModel {
             build_time_s: Some(self.build_time.as_secs_f64()),
             ..CheckmateDetails::default()
         }
-    }
-
-    /// An objective value in the graph's cost units.
-    pub(super) fn cost(&self, objective: f64) -> f64 {
-        objective * self.cost_scale
     }
 
     /// The value of `S[t,i]` in `columns` (0 where the variable does not exist).

@@ -308,14 +308,16 @@ impl<'g> Cuts<'g> {
         }
     }
 
-    /// HiGHS's dual bound on the extra cost of cut `l` with `S` and `D` integral (module
-    /// docs), within [`INTEGRAL_NODES`] branch-and-bound nodes; `None` for a cut of more than
-    /// [`INTEGRAL_MAX_VALUES`] values or when HiGHS proves nothing.
-    pub(super) fn integral_extra(
+    /// The cost that HiGHS's dual bound on cut `l` with `S` and `D` integral (module docs),
+    /// within [`INTEGRAL_NODES`] branch-and-bound nodes, proves over `base`, what every
+    /// schedule pays besides the cut's objective (within HiGHS's resolution); `None` for a cut
+    /// of more than [`INTEGRAL_MAX_VALUES`] values or when HiGHS proves nothing.
+    pub(super) fn integral_cost(
         &self,
         l: usize,
         forced: &Forced,
         controls: &Controls,
+        base: f64,
     ) -> Result<Option<f64>, SolveError> {
         let Some(room) = forced.rooms[l] else {
             return Ok(None);
@@ -334,7 +336,7 @@ impl<'g> Cuts<'g> {
         let run = run_cut(lp, &controls)?;
         Ok(match run.status {
             RunStatus::Infeasible => None,
-            _ => run.bound.filter(|b| b.is_finite()).map(|b| b * c_max),
+            _ => run.proves(self.graph, base, c_max),
         })
     }
 }

@@ -83,7 +83,7 @@
 //! knapsack under precedence rows, small enough for branch and bound) bound every schedule
 //! too, at least as high as the LP. The [`INTEGRAL_CUTS`] cuts whose LP proved most are
 //! solved so by HiGHS, within [`INTEGRAL_NODES`] nodes; its dual bound counts even when the
-//! search ends early.
+//! search ends early, lowered by the tolerance within which HiGHS prunes (see "Numerics").
 //!
 //! # Which cuts
 //!
@@ -103,8 +103,18 @@
 //!
 //! Costs are divided by the largest and sizes by the larger of the room and the largest
 //! size, so that every coefficient is at most 1; those then below [`TINY`] are read as 0
-//! (a looser LP, so still a bound). The bound taken is not HiGHS's objective, exact only
-//! up to its tolerances, but `L(y)` of its row duals ([`super::lagrangian`]).
+//! (a looser LP, so still a bound). An LP's bound taken is not HiGHS's objective, exact only
+//! up to its tolerances, but `L(y)` of its row duals ([`super::lagrangian`]); an integral
+//! cut's is HiGHS's dual bound, which may lie above the cut's optimum by the tolerance within
+//! which its branch and bound prunes (1e-6 of the cut's largest cost: with a cost of 1e12
+//! among its values, 8e5 above was measured). Each becomes a cost through
+//! [`super::resolution::within_resolution`], lowered by what it may be off and raised to the
+//! next integer where every cost is one.
+//!
+//! # Scope
+//!
+//! The bound is on **every** schedule of the graph within the budget, in any order
+//! ([`crate::solve::Scope::GlobalOptimum`]), within HiGHS's resolution as above.
 
 use super::backend::{self, Controls, Lp, Run, RunStatus};
 use crate::graph::Graph;
@@ -145,7 +155,8 @@ const TINY: f64 = 1e-9;
 /// a bound, and the cut stays `O(THIRD_VALUES · (n + E))` to build).
 const THIRD_VALUES: usize = 32;
 
-/// A stage-cut bound: `cost` bounds every schedule of the graph within the budget.
+/// A stage-cut bound: `cost` bounds every schedule of the graph within the budget (within
+/// HiGHS's resolution, module docs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct StageCut {
     /// `Σ_v c_v` plus the cut's least extra cost.
@@ -189,6 +200,27 @@ fn relaxed_controls(options: &SolveOptions, stop: &Stop) -> Controls {
         threads: options.threads,
         seed: options.seed,
         first_order: false,
+    }
+}
+
+/// What a cut's or a window's program proved: `offset + c_max · bound` of HiGHS's bound as it
+/// gave it (`raw`: what the cuts are ranked and the windows screened by, as they were
+/// measured, so that the resolution changes no choice of work), and the bound that proves
+/// within HiGHS's resolution (`cost`).
+#[derive(Clone, Copy, Debug)]
+struct Proved {
+    raw: f64,
+    cost: f64,
+}
+
+impl Proved {
+    /// What `run`'s bound proves on a program whose objective is in units of `c_max` and
+    /// leaves out `offset`.
+    fn by(run: &Run, graph: &Graph, offset: f64, c_max: f64) -> Option<Proved> {
+        Some(Proved {
+            raw: offset + run.bound? * c_max,
+            cost: run.proves(graph, offset, c_max)?,
+        })
     }
 }
 
@@ -295,7 +327,7 @@ impl<'c, 'g> Bounding<'c, 'g> {
     }
 
     /// Each candidate cut's LP, until the time limit: the best bound among them, and the cuts
-    /// with the cost each proved, most first.
+    /// with the cost each proved (as HiGHS gave it, [`Proved::raw`]), most first.
     fn lp_cuts(&mut self) -> Result<Vec<(f64, usize)>, SolveError> {
         let mut ranked: Vec<(f64, usize)> = Vec::new();
         for l in self.cuts.candidates(&self.forced.rooms) {
@@ -305,21 +337,21 @@ impl<'c, 'g> Bounding<'c, 'g> {
             if self.stop.should_stop() {
                 break;
             }
-            let Some((cost, keep)) = self.lp_cut(l)? else {
+            let Some((proved, keep)) = self.lp_cut(l)? else {
                 continue;
             };
-            if self.raises(cost) {
-                self.best = Some(StageCut::found(cost, l, keep, false));
+            if self.raises(proved.cost) {
+                self.best = Some(StageCut::found(proved.cost, l, keep, false));
             }
-            ranked.push((cost, l));
+            ranked.push((proved.raw, l));
         }
         ranked.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         Ok(ranked)
     }
 
-    /// Cut `l`'s LP: the cost it proves and its `S_v` (1 outside the cut's values); `None`
-    /// when the cut has no room or its LP is not solved to optimality.
-    fn lp_cut(&mut self, l: usize) -> Result<Option<(f64, Vec<f64>)>, SolveError> {
+    /// Cut `l`'s LP: what it proves and its `S_v` (1 outside the cut's values); `None` when
+    /// the cut has no room or its LP is not solved to optimality.
+    fn lp_cut(&mut self, l: usize) -> Result<Option<(Proved, Vec<f64>)>, SolveError> {
         let Some(room) = self.forced.rooms[l] else {
             return Ok(None);
         };
@@ -331,14 +363,15 @@ impl<'c, 'g> Bounding<'c, 'g> {
             return Ok(None);
         }
         self.solved += 1;
-        let (Some(bound), Some(values)) = (run.bound, run.columns) else {
+        let proved = Proved::by(&run, self.cuts.graph, self.base, c_max);
+        let (Some(proved), Some(values)) = (proved, run.columns) else {
             return Ok(None);
         };
         let keep = col
             .iter()
             .map(|c| c.map_or(1.0, |(s, _)| values[s]))
             .collect();
-        Ok(Some((self.base + bound * c_max, keep)))
+        Ok(Some((proved, keep)))
     }
 
     /// The first [`INTEGRAL_CUTS`] of `ranked` solved again in integral form, until the time
@@ -348,11 +381,12 @@ impl<'c, 'g> Bounding<'c, 'g> {
             if self.stop.should_stop() {
                 break;
             }
-            let extra = self.cuts.integral_extra(l, &self.forced, &self.controls)?;
-            let Some(extra) = extra else {
+            let cost = self
+                .cuts
+                .integral_cost(l, &self.forced, &self.controls, self.base)?;
+            let Some(cost) = cost else {
                 continue;
             };
-            let cost = self.base + extra;
             if self.raises(cost) {
                 let keep = self
                     .best

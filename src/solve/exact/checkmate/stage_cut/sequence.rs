@@ -48,7 +48,12 @@
 //! every schedule restricted to what serves, at no more cost): `R^p_v` for `p < lo(v)` or
 //! `p > need(v)`, `S^k_v` for `k <= lo(v)` or `k > need(v)`. The least cost over (1)-(6),
 //! its LP or with `R, S ∈ {0, 1}` (HiGHS's dual bound after a branch and bound of at most
-//! [`WINDOW_NODES`] nodes), so bounds every schedule in every order.
+//! [`WINDOW_NODES`] nodes), so bounds every schedule in every order
+//! ([`crate::solve::Scope::GlobalOptimum`]), within HiGHS's resolution: an LP's `L(y)` and
+//! an integral program's dual bound become a cost through
+//! [`super::super::resolution::within_resolution`], lowered by what each may be off (for the
+//! dual bound, the tolerance within which HiGHS prunes, 1e-6 of the largest cost) and raised
+//! to the next integer where every cost is one.
 //!
 //! # Which moments
 //!
@@ -67,7 +72,7 @@
 //! On the graphs measured the window that proves most sits either right after the anchor (a
 //! U-Net's skip connections) or near the end of the chain (a ResNet's first stages).
 
-use super::{covers, relaxed_controls, run_cut, significant, Cuts, Forced};
+use super::{covers, relaxed_controls, run_cut, significant, Cuts, Forced, Proved};
 use crate::graph::Graph;
 use crate::solve::exact::checkmate::backend::{Controls, Lp, RunStatus};
 use crate::solve::{Effort, SolveError, SolveOptions, Stop};
@@ -99,7 +104,8 @@ const SCREEN_GAIN: f64 = 1e-6;
 /// 1,000 nodes) for little more than the windows' LPs prove.
 const MAX_NODES: usize = 500;
 
-/// A bound of the sequence of cuts: `cost` bounds every schedule within the budget.
+/// A bound of the sequence of cuts: `cost` bounds every schedule within the budget (within
+/// HiGHS's resolution, module docs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SequenceBound {
     /// The least cost of the window that proved most.
@@ -172,12 +178,13 @@ pub(crate) fn sequence_bound(
             continue;
         };
         best.windows += 1;
-        best.offer(lp, &moments, false);
-        relaxations.push((lp, moments));
+        best.offer(lp.cost, &moments, false);
+        relaxations.push((lp.raw, moments));
     }
     // Then the integral programs of the windows whose LP proves most (a stable sort: equal LPs
-    // keep the windows' order).
+    // keep the windows' order), by the LPs' figures as HiGHS gave them ([`Proved::raw`]).
     relaxations.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let alone = alone.map(|a| a.raw);
     let screened = relaxations
         .into_iter()
         .filter(|(lp, _)| alone.is_none_or(|alone| *lp > alone * (1.0 + SCREEN_GAIN)));
@@ -185,8 +192,8 @@ pub(crate) fn sequence_bound(
         if best.halted(&stop)? {
             break;
         }
-        if let Some(cost) = programs.cost(moments.clone(), &integral)? {
-            best.offer(cost, &moments, true);
+        if let Some(proved) = programs.cost(moments.clone(), &integral)? {
+            best.offer(proved.cost, &moments, true);
         }
     }
     // A run the time limit ended proved less than it would have.
@@ -257,27 +264,24 @@ struct Programs<'c, 'g> {
 }
 
 impl Programs<'_, '_> {
-    /// The least cost of the program over `moments` (a chain in the ancestor order, in that
-    /// order), its LP or, with integral `controls`, HiGHS's dual bound on its integral
-    /// program within their node limit; `None` when a moment does not fit or HiGHS proves
-    /// nothing.
-    fn cost(&self, moments: Vec<usize>, controls: &Controls) -> Result<Option<f64>, SolveError> {
+    /// What the program over `moments` (a chain in the ancestor order, in that order)
+    /// proves: its LP's least cost or, with integral `controls`, HiGHS's dual bound on its
+    /// integral program within their node limit; `None` when a moment does not fit or HiGHS
+    /// proves nothing.
+    fn cost(&self, moments: Vec<usize>, controls: &Controls) -> Result<Option<Proved>, SolveError> {
         let phases = Phases::new(self.cuts, moments);
         let Some((lp, c_max)) = program(self.cuts, &phases, &self.forced.rooms, &self.forced.set)
         else {
             return Ok(None);
         };
         let run = run_cut(lp, controls)?;
-        let proven = match run.status {
+        Ok(match run.status {
             RunStatus::Infeasible => None,
             // An LP's bound counts only when solved; a branch and bound's dual bound always.
-            RunStatus::Optimal => run.bound,
-            _ if !controls.relax => run.bound,
+            RunStatus::Optimal => Proved::by(&run, self.cuts.graph, self.twice, c_max),
+            _ if !controls.relax => Proved::by(&run, self.cuts.graph, self.twice, c_max),
             _ => None,
-        };
-        Ok(proven
-            .filter(|b| b.is_finite())
-            .map(|b| self.twice + b * c_max))
+        })
     }
 }
 

@@ -137,10 +137,46 @@ fn the_covers_of_the_memory_row_pay_a_whole_value() {
     assert!(cut.forced.is_empty(), "{cut:?}");
 }
 
+/// `a` (1e12, 3 bytes), `b` and `c` (5e11 + 1e5, 2 bytes each) are read after the loss,
+/// beside which 4 bytes are left: the optimum recomputes `a`, Σ c + 1e12; recomputing `b` and
+/// `c` costs 2e5 more, 2e-7 of the cut's unit (its largest cost, 1e12). HiGHS's branch and
+/// bound on the integral cut prunes within 1e-6 of the unit and reported the dearer schedule
+/// as its bound (2e5 above the optimum); lowered by that tolerance, neither the stage cut
+/// nor the sequence of cuts through any node is above the optimum (`Σ_v c_v` + 1e12 − 8e5
+/// and more, so the integral cut still proves most of it).
+#[test]
+fn an_integral_cut_is_lowered_by_what_highs_prunes_within() {
+    let d = 100_000.0;
+    let g = graph(&[
+        ("s", 1.0, 0, &[]),
+        ("a", 1e12, 3, &["s"]),
+        ("b", 5e11 + d, 2, &["s"]),
+        ("c", 5e11 + d, 2, &["s"]),
+        ("y", 1.0, 1, &["a", "b", "c"]),
+        ("loss", 1.0, 4, &["y"]),
+        ("gl", 1.0, 1, &["loss"]),
+        ("ga", 1.0, 1, &["gl", "a"]),
+        ("gb", 1.0, 1, &["ga", "b"]),
+        ("gc", 1.0, 1, &["gb", "c"]),
+    ]);
+    let best = optimum(&g, 9).unwrap();
+    assert_eq!(best, g.total_cost() + 1e12);
+    let cut = bound(&g, 9).expect("the cut rises above Σ c");
+    assert!(cut.cost <= best, "{} above the optimum {best}", cut.cost);
+    assert!(cut.cost >= best - 1.1e6 && cut.integral, "{cut:?}");
+    for anchor in 0..g.len() {
+        if let Some(seq) = sequence(&g, 9, anchor) {
+            assert!(seq.cost <= best, "through {anchor}: {seq:?} above {best}");
+        }
+    }
+}
+
 /// On random DAGs of up to 9 nodes with sizes 1 to 6 (so that a value may not fit beside
 /// a node's footprint), at every budget from the least feasible to the checkpoint-all
 /// peak: never above the exhaustive optimum; the forced set is not empty in many, and in
-/// many an integral cut proves more than every LP.
+/// some an integral cut proves more than every LP. Every cost is an integer here, so each
+/// LP's bound is raised to the next integer: that proves most of what the integral cuts
+/// proved above the LPs (in 80 cases when the LPs' bounds were not raised, 2 now).
 #[test]
 fn never_above_the_exhaustive_optimum_on_random_dags() {
     let (mut cases, mut forced, mut integral) = (0, 0, 0);
@@ -175,7 +211,7 @@ fn never_above_the_exhaustive_optimum_on_random_dags() {
     assert!(cases >= 3000, "only {cases} cases");
     assert!(forced >= 100, "a forced value in only {forced} cases");
     assert!(
-        integral >= 40,
+        integral >= 1,
         "an integral cut raised the bound in only {integral} cases"
     );
 }
