@@ -3,15 +3,18 @@
 //!
 //! 1. Graphs of at most [`MAX_NODES`] nodes go to the exhaustive oracle: the global
 //!    optimum, nothing else runs.
-//! 2. The fast constructive solvers run first ([`FAST`]), so that a schedule exists within
+//! 2. Chains go first to the exact dynamic program their structure allows (Revolve on
+//!    homogeneous chains, the persistent chain DP on the others). A global optimum ends
+//!    the solve; any other plan joins the candidates. It runs before the floor: on a long
+//!    chain at a tight budget Sethi–Ullman alone can outlast the time limit (a
+//!    1,000,000-node chain at 1,000 bytes: the whole minute, where Revolve's optimum
+//!    takes 7 s).
+//! 3. The fast constructive solvers run next ([`FAST`]), so that a schedule exists within
 //!    a second or two at any feasible budget. They are the floor: each runs with all the
 //!    time left, so the answer is never worse than any of them that finished (on graphs
 //!    of thousands of nodes, all of them, in milliseconds to seconds); past the deadline
 //!    they do not start, and on graphs too large for them to finish in time they stop
 //!    without a schedule: the limit holds.
-//! 3. Chains go to the exact dynamic program their structure allows (Revolve on
-//!    homogeneous chains, the persistent chain DP on the others). A global optimum ends
-//!    the solve; any other plan joins the candidates.
 //! 4. The stage-cut bound ([`checkmate`]'s relaxation around one stage): a bound on every
 //!    schedule that, unlike `Σ_v c_v`, prices what the values still needed at a node's
 //!    first computation cost to bring back, and adds the second computation of every value
@@ -214,12 +217,15 @@ impl Solver for Auto {
             options.threads.get_or_insert(1);
         }
         let mut portfolio = Portfolio::new(instance, &options);
+        // On a chain its exact DP first: Revolve's global optimum (seconds on a million
+        // nodes) skips the floor, which at a tight budget can outlast the time limit on a
+        // long chain (Sethi–Ullman recomputes each forward value from scratch).
+        if let Some(dp) = exact_solver_for(instance.graph) {
+            portfolio.run(dp.info().name, 1.0, None, |i, o| dp.solve(i, o))?;
+        }
         for name in FAST {
             let solver = super::find(name)?;
             portfolio.run_floor(name, |i, o| super::admitted(solver, i, o))?;
-        }
-        if let Some(dp) = exact_solver_for(instance.graph) {
-            portfolio.run(dp.info().name, 1.0, None, |i, o| dp.solve(i, o))?;
         }
         portfolio.prove_bound(BOUND_SHARE)?;
         if let Some(keep) = portfolio.stage_cut_keep().map(|(_, keep)| keep.to_vec()) {

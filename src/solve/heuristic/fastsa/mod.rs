@@ -260,44 +260,30 @@ fn search(
     start: &[usize],
 ) -> Result<Run, SolveError> {
     let graph = instance.graph;
-    let stop = Stop::start(options);
     let epsilon = match graph.total_cost() / graph.len() as f64 * 1e-3 {
         e if e > 0.0 && e.is_finite() => e,
         _ => 1.0,
     };
-    let ungrouped = Groups::singletons(graph);
-    let grouped = course.grouped.map(|_| Groups::find(graph));
-    let plain = checked_model(graph, &ungrouped, epsilon, options, start.len())?;
-    let mut annealer = Annealer {
-        options,
-        stop,
-        rng: ChaCha8Rng::seed_from_u64(options.seed),
-        budget: i64::try_from(instance.budget).unwrap_or(i64::MAX),
-        initial: 0.0,
-        last: 0.0,
-        floor: (0..graph.len()).map(|v| plain.weight(v)).sum(),
-        iterations: 0,
-        accepted: 0,
-        lowest_peak: i64::MAX,
-        first_fit: None,
-        phase: 1,
-        reported: Duration::ZERO,
-        best_weight: f64::INFINITY,
-    };
+    let mut annealer = Annealer::new(instance, options);
     let mut best = None;
     let mut order = start.to_vec();
     let mut temperature = None;
     let mut slots = 0;
-    // The models and sequences take about a second to build on a million nodes: the stop
-    // is polled between them.
-    if annealer.timed_out()? {
-        return Ok(annealer.run(None, grouped.as_ref().map(Groups::len), slots));
-    }
+    // The set-up (the groups, the models and the sequences) is linear in the graph and
+    // its groups, about a second on a million nodes: the models' and the sequences'
+    // builds poll the stop.
+    let ungrouped = Groups::singletons(graph);
+    let Some(plain) = checked_model(graph, &ungrouped, epsilon, options, start.len(), &annealer)?
+    else {
+        return Ok(annealer.run(None, None, slots));
+    };
+    annealer.floor = (0..graph.len()).map(|v| plain.weight(v)).sum();
+    let grouped = course.grouped.map(|_| Groups::find(graph));
     if let (Some(groups), Some(span)) = (&grouped, course.grouped) {
-        let model = checked_model(graph, groups, epsilon, options, groups.len())?;
-        if annealer.timed_out()? {
+        let Some(model) = checked_model(graph, groups, epsilon, options, groups.len(), &annealer)?
+        else {
             return Ok(annealer.run(None, Some(groups.len()), slots));
-        }
+        };
         let identity: Vec<usize> = (0..groups.len()).collect();
         let mut s = match Sequence::new_polled(&model, &identity, || annealer.stop.poll()) {
             Ok(built) => {
@@ -350,15 +336,21 @@ fn search(
 }
 
 /// The model of `groups`, refused when its memory figures could overflow or the sequence
-/// would not fit the solve's memory limit.
+/// would not fit the solve's memory limit; `None` when the time limit passed while it was
+/// built (the annealer's stop is polled throughout).
 fn checked_model(
     graph: &Graph,
     groups: &Groups,
     epsilon: f64,
     options: &SolveOptions,
     computes: usize,
-) -> Result<Model, SolveError> {
-    let model = groups.model(graph, epsilon);
+    annealer: &Annealer,
+) -> Result<Option<Model>, SolveError> {
+    let model = match groups.model_polled(graph, epsilon, || annealer.stop.poll()) {
+        Ok(model) => model,
+        Err(Stopped::Cancelled) => return Err(SolveError::Cancelled),
+        Err(Stopped::TimeLimit) => return Ok(None),
+    };
     if !model.fits_i64() || u32::try_from(graph.len()).is_err() {
         return Err(SolveError::Unsupported {
             solver: NAME,
@@ -380,7 +372,7 @@ fn checked_model(
             limit,
         });
     }
-    Ok(model)
+    Ok(Some(model))
 }
 
 /// A start sequence that computes `node`, at `position`, before one of its inputs.
@@ -410,7 +402,28 @@ impl Snapshot {
     }
 }
 
-impl Annealer<'_> {
+impl<'a> Annealer<'a> {
+    /// An annealer at phase 1, its clock started now; its floor is set once the model of
+    /// the original nodes is built.
+    fn new(instance: &Instance, options: &'a SolveOptions) -> Annealer<'a> {
+        Annealer {
+            options,
+            stop: Stop::start(options),
+            rng: ChaCha8Rng::seed_from_u64(options.seed),
+            budget: i64::try_from(instance.budget).unwrap_or(i64::MAX),
+            initial: 0.0,
+            last: 0.0,
+            floor: 0.0,
+            iterations: 0,
+            accepted: 0,
+            lowest_peak: i64::MAX,
+            first_fit: None,
+            phase: 1,
+            reported: Duration::ZERO,
+            best_weight: f64::INFINITY,
+        }
+    }
+
     /// `h_i` and `h_f` from the objective of the first phase's start S₀.
     fn set_temperatures(&mut self, s: &Sequence) {
         let f0 = self.objective(s);
@@ -612,7 +625,7 @@ impl Annealer<'_> {
 
 /// The answer of a run: its best sequence as a schedule, or `start` when `start` fits and
 /// costs no more; an unproven infeasibility naming the lowest peak reached when neither
-/// fits.
+/// fits, or no solution when the time limit passed before a sequence was built.
 fn finish(instance: &Instance, run: Run, start: Option<&Schedule>) -> Result<Outcome, SolveError> {
     let graph = instance.graph;
     let found = match &run.best {
@@ -652,6 +665,15 @@ fn finish(instance: &Instance, run: Run, start: Option<&Schedule>) -> Result<Out
             schedule,
             details("annealing", run.best.as_ref()),
         ),
+        // No sequence was built (and so no peak seen): only the time limit ends a run so.
+        (None, _, _) if run.lowest_peak == i64::MAX => Ok(Outcome::NoSolution {
+            solver: NAME,
+            reason: format!(
+                "the time limit passed while FastSA set up its search ({:.1} s), before its \
+                 first iteration",
+                run.seconds
+            ),
+        }),
         (None, _, _) => Ok(Outcome::Infeasible {
             solver: NAME,
             proven: None,

@@ -349,3 +349,48 @@ fn a_work_limit_counts_iterations_and_repeats() {
     let more = FastSa.solve(&instance, &with(60_000)).unwrap();
     assert!(near(iterations(&more), 60_000), "{}", iterations(&more));
 }
+
+/// A time limit that passes before the first sequence is built is `no_solution`, saying
+/// so: no peak was reached (it named i64::MAX bytes as the lowest peak).
+#[test]
+fn a_time_limit_before_the_first_sequence_names_no_peak() {
+    let graph = random_layered(200, 2);
+    let instance = Instance {
+        graph: &graph,
+        budget: checkpoint_all_peak(&graph),
+    };
+    let options = SolveOptions {
+        time_limit: Some(Duration::ZERO),
+        ..SolveOptions::default()
+    };
+    for grouped in [true, false] {
+        let start: Vec<usize> = (0..graph.len()).collect();
+        let run = search(&instance, &options, Course::of(&options, grouped), &start).unwrap();
+        assert_eq!(run.iterations, 0);
+        match finish(&instance, run, None).unwrap() {
+            Outcome::NoSolution { reason, .. } => {
+                assert!(reason.contains("before its first iteration"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// A cancelled solve ends in its set-up, as `SolveError::Cancelled` (on a graph with a group
+/// of 20,000 members, whose model was quadratic in them).
+#[test]
+fn a_cancel_ends_the_set_up() {
+    let graph = super::grouping::tests::fan_out(20_000);
+    let instance = Instance {
+        graph: &graph,
+        budget: checkpoint_all_peak(&graph),
+    };
+    let options = SolveOptions::default();
+    options
+        .cancel
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(matches!(
+        FastSa.solve(&instance, &options),
+        Err(SolveError::Cancelled)
+    ));
+}

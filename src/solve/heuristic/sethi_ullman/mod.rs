@@ -75,6 +75,7 @@ use crate::solve::{
     fit, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo, Stop, Stopped,
 };
 use crate::solve::{footprint, Footprint};
+use std::time::{Duration, Instant};
 mod cache;
 mod needs;
 
@@ -106,13 +107,20 @@ impl Solver for SethiUllman {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        match construct(instance, options) {
-            Ok(built) => fit(
+        let graph = instance.graph;
+        // Each new best is emitted and replayed as it is found, so that the answer is ready
+        // when the constructions stop (see [`construct`]).
+        let mut answer = None;
+        let built = construct(instance, options, |built| {
+            answer = Some(fit(
                 instance,
                 NAME,
-                from_computes(instance.graph, &built.computes),
-                Some(Details::SethiUllman(built.details(instance.graph))),
-            ),
+                from_computes(graph, &built.computes),
+                Some(Details::SethiUllman(built.details(graph))),
+            ));
+        });
+        match built {
+            Ok(_) => answer.expect("the best construction was emitted"),
             Err(NotFound::Stopped(stopped)) => stopped.outcome(NAME, "during the construction"),
             Err(failure) => Ok(Outcome::Infeasible {
                 solver: NAME,
@@ -284,13 +292,26 @@ const VARIANTS: [Variant; 7] = [
 const SAMPLE: usize = 64;
 /// Computes between two polls of the deadline.
 const POLL_EVERY: usize = 1024;
+/// The constructions after a schedule is found stop this many times the time its answer
+/// took to emit and replay before the deadline: time for the answer of a later one (at
+/// most twice as many computes, [`construct_within`]'s cap) and for the caller's replay and
+/// writing of it (about four times more on a 15x recomputing chain: `docs/performance.md`).
+const ANSWER_TIMES: u32 = 6;
 
 /// Builds the compute sequence of `instance` (see the module doc): one construction per
 /// neighbourhood of [`VARIANTS`], the cheapest kept; or says why none was found (the
 /// first construction's failure, the most informative).
+///
+/// `emit` is called with each construction that becomes the best (the first success, then
+/// any cheaper one), so that the solver builds and replays its answer then,
+/// not after the deadline: a 15x recomputing chain's answer of three million events takes
+/// a fifth of a second to emit and replay, once the constructions have used the time
+/// limit. The time `emit` takes is measured, and the constructions after it stop
+/// [`ANSWER_TIMES`] that time before the deadline.
 pub(crate) fn construct(
     instance: &Instance,
     options: &SolveOptions,
+    emit: impl FnMut(&Constructed),
 ) -> Result<Constructed, NotFound> {
     let graph = instance.graph;
     // The work cap, and at most the computes whose schedule fits the memory limit.
@@ -302,7 +323,7 @@ pub(crate) fn construct(
         .saturating_mul(graph.len())
         .max(MIN_WORK)
         .min(fits);
-    construct_within(instance, options, work)
+    construct_within(instance, options, work, emit)
 }
 
 /// [`construct`] with the work cap `work` per construction.
@@ -310,6 +331,7 @@ fn construct_within(
     instance: &Instance,
     options: &SolveOptions,
     work: usize,
+    mut emit: impl FnMut(&Constructed),
 ) -> Result<Constructed, NotFound> {
     let graph = instance.graph;
     let needs = Needs::of(graph);
@@ -322,14 +344,14 @@ fn construct_within(
         });
     };
     let stop = Stop::start(options);
-    let attempt = |variant: usize, work: usize| {
+    let attempt = |variant: usize, work: usize, stop: &Stop| {
         let mut cache = Cache::new(graph, capacity, options.seed, VARIANTS[variant]);
         let mut run = Run {
             graph,
             needs: &needs,
             cache: &mut cache,
             computes: Vec::with_capacity(graph.len()),
-            stop: &stop,
+            stop,
             work,
         };
         run.all_targets(options, variant)?;
@@ -341,23 +363,21 @@ fn construct_within(
         };
         Ok::<_, Fail>((cost, built))
     };
-    let mut best = attempt(0, work).map_err(|failure| match failure {
-        Fail::Stopped(s) => NotFound::Stopped(s),
-        Fail::NoRoom { node, needed } => NotFound::NoRoom {
-            node,
-            needed: needed.saturating_add(graph.fixed_memory()),
-            need_budget,
-        },
-        Fail::Unfolding(node) => NotFound::Unfolding {
-            node,
-            computes: work,
-            tried: 1,
-            need_budget,
-        },
-    });
+    let mut best =
+        attempt(0, work, &stop).map_err(|failure| failure.first(graph, work, need_budget));
     if matches!(best, Err(NotFound::Stopped(_))) {
         return best.map(|(_, built)| built);
     }
+    // The time the best's answer took to emit.
+    let mut emit_timed = |built: &Constructed| {
+        let started = Instant::now();
+        emit(built);
+        started.elapsed()
+    };
+    let mut emitted = match &best {
+        Ok((_, built)) => emit_timed(built),
+        Err(_) => Duration::ZERO,
+    };
     // The work of the constructions that unfold past their cap, while none has succeeded.
     let mut unfolded = if matches!(best, Err(NotFound::Unfolding { .. })) {
         work
@@ -379,18 +399,39 @@ fn construct_within(
         if work == 0 {
             break;
         }
+        let stop = clear_of_answer(&stop, emitted);
+        if stop.poll().is_err() {
+            break;
+        }
         if let Err(NotFound::Unfolding { tried, .. }) = &mut best {
             *tried += 1;
         }
-        match attempt(variant, work) {
+        match attempt(variant, work, &stop) {
             Ok(built) if best.as_ref().is_ok_and(|b| b.0 <= built.0) => {}
-            Ok(built) => best = Ok(built),
+            Ok(built) => {
+                emitted = emit_timed(&built.1);
+                best = Ok(built);
+            }
             Err(Fail::Stopped(_)) => break,
             Err(Fail::Unfolding(_)) => unfolded = unfolded.saturating_add(work),
             Err(Fail::NoRoom { .. }) => {}
         }
     }
     best.map(|(_, built)| built)
+}
+
+/// `stop` with its deadline brought forward by [`ANSWER_TIMES`] the time the best answer
+/// took to emit (`emitted`; zero before one is found), so that a later answer, its replay
+/// and its writing are done by the deadline.
+fn clear_of_answer(stop: &Stop, emitted: Duration) -> Stop {
+    match stop.deadline() {
+        Some(deadline) => stop.sooner(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .saturating_sub(emitted * ANSWER_TIMES),
+        ),
+        None => stop.clone(),
+    }
 }
 
 /// Why a recursion stopped.
@@ -402,6 +443,26 @@ enum Fail {
         needed: u64,
     },
     Unfolding(usize),
+}
+
+impl Fail {
+    /// The failure of the first construction (of work cap `work`), as [`construct`] says it.
+    fn first(self, graph: &Graph, work: usize, need_budget: Option<u64>) -> NotFound {
+        match self {
+            Fail::Stopped(s) => NotFound::Stopped(s),
+            Fail::NoRoom { node, needed } => NotFound::NoRoom {
+                node,
+                needed: needed.saturating_add(graph.fixed_memory()),
+                need_budget,
+            },
+            Fail::Unfolding(node) => NotFound::Unfolding {
+                node,
+                computes: work,
+                tried: 1,
+                need_budget,
+            },
+        }
+    }
 }
 
 /// One node being computed: its inputs in the order processed, and how many are done.

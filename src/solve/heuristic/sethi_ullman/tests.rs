@@ -7,7 +7,12 @@ use proptest::prelude::*;
 
 /// The schedule of a construction, checked by the simulator: valid and within budget.
 fn schedule_cost(graph: &Graph, budget: u64) -> Option<(f64, Constructed)> {
-    let built = construct(&Instance { graph, budget }, &SolveOptions::default()).ok()?;
+    let built = construct(
+        &Instance { graph, budget },
+        &SolveOptions::default(),
+        |_| {},
+    )
+    .ok()?;
     let stats = simulate(graph, &from_computes(graph, &built.computes))
         .unwrap_or_else(|e| panic!("{budget}: {e}"));
     assert!(
@@ -109,7 +114,7 @@ fn a_failure_says_how_far_the_budget_is() {
         graph: &g,
         budget: lower - 1,
     };
-    let failure = construct(&instance, &SolveOptions::default()).unwrap_err();
+    let failure = construct(&instance, &SolveOptions::default(), |_| {}).unwrap_err();
     let reason = failure.reason(&instance);
     assert!(
         reason.contains("guaranteed a schedule from 3 bytes"),
@@ -127,7 +132,8 @@ fn constructions_that_unfold_share_one_cap() {
     let g = generate::random_layered(300, 1);
     let budget = between_min_and_peak(&g, 0.05);
     let instance = Instance { graph: &g, budget };
-    let failure = construct_within(&instance, &SolveOptions::default(), g.len() + 1).unwrap_err();
+    let failure =
+        construct_within(&instance, &SolveOptions::default(), g.len() + 1, |_| {}).unwrap_err();
     let NotFound::Unfolding { tried, .. } = failure else {
         panic!("{failure:?}");
     };
@@ -139,4 +145,37 @@ fn constructions_that_unfold_share_one_cap() {
         "{}",
         failure.reason(&instance)
     );
+}
+
+/// The answer is emitted when a construction becomes the best, not after the deadline (a
+/// 15x recomputing chain's answer took 0.2 s to emit and replay once the constructions had
+/// used the time limit), and the constructions after it stop [`ANSWER_TIMES`] that time
+/// before the deadline: where the answer takes longer than that to emit, none runs after
+/// the first, and the time limit is recorded as having ended part of the solve. Without a
+/// time limit every construction runs, and the answer is the last one emitted.
+#[test]
+fn the_constructions_leave_time_for_the_answer() {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+    let g = generate::random_layered(300, 1);
+    let budget = between_min_and_peak(&g, 0.5);
+    let instance = Instance { graph: &g, budget };
+    let limited = SolveOptions {
+        time_limit: Some(Duration::from_secs(2)),
+        ..SolveOptions::default()
+    };
+    let mut emitted = Vec::new();
+    let built = construct(&instance, &limited, |b| {
+        std::thread::sleep(Duration::from_millis(400));
+        emitted.push(b.computes.clone());
+    })
+    .unwrap();
+    assert_eq!(emitted, [built.computes]);
+    assert!(limited.timed_out.load(Ordering::Relaxed));
+    let unlimited = SolveOptions::default();
+    let mut emitted = Vec::new();
+    let built = construct(&instance, &unlimited, |b| emitted.push(b.computes.clone())).unwrap();
+    assert!(emitted.len() > 1, "{} emitted", emitted.len());
+    assert_eq!(emitted.last(), Some(&built.computes));
+    assert!(!unlimited.timed_out.load(Ordering::Relaxed));
 }
