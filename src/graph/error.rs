@@ -51,7 +51,7 @@ impl Problem {
             message: message.into(),
         }
     }
-    /// The problem of node `id` (its [`excerpt`](super::load::excerpt)).
+    /// The problem of node `id`, quoted by its ends past 60 characters.
     pub fn node(kind: ProblemKind, id: &str, field: &str, message: impl Into<String>) -> Problem {
         Problem {
             kind,
