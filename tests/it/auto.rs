@@ -2,7 +2,8 @@
 //! independent one: exhaustive search on tiny graphs, the exact chain DP on chains (compared
 //! with the MILP), the portfolio elsewhere (never worse than any candidate or baseline).
 
-use remat::graph::generate::{linear, random_layered};
+use remat::graph::generate::{chain_graph, linear, random_layered};
+use remat::graph::structure::StageSpec;
 use remat::solve::{solve, Effort, Instance, SolveOptions, SolveResult, Status};
 
 use crate::common;
@@ -66,6 +67,38 @@ fn on_a_homogeneous_chain_revolve_runs_first_and_alone() {
     assert_eq!(details["ended_by"], "converged");
     let revolve = run(&g, 8, "revolve", None);
     assert_eq!(cost(&auto), cost(&revolve));
+}
+
+/// On a chain that is not homogeneous the floor runs before the chain DP: the DP's table
+/// can take the whole time limit (a 1,000-stage chain at a tenth of its peak, 5 s: the
+/// table ran out of time and `auto` answered infeasible, where the floor's knapsack fits).
+#[test]
+fn on_a_heterogeneous_chain_the_floor_runs_before_the_chain_dp() {
+    let stages: Vec<StageSpec> = (0..20u64)
+        .map(|j| StageSpec {
+            fw: 1.0 + (j % 3) as f64,
+            bw: 2.0 + (j % 5) as f64,
+            x: 10 + j % 7,
+            delta: 10 + j % 4,
+            reads_input: true,
+            reads_output: false,
+        })
+        .collect();
+    let g = chain_graph(&stages, (1.0, 10), 0);
+    let budget = remat::schedule::checkpoint_all_peak(&g) / 2;
+    let auto = run(&g, budget, "auto", None);
+    let details = serde_json::to_value(auto.details.as_ref().unwrap()).unwrap();
+    let tried: Vec<&str> = details["tried"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["solver"].as_str().unwrap())
+        .collect();
+    let dp = tried
+        .iter()
+        .position(|&s| s == "chain-dp")
+        .expect("chain-dp ran");
+    assert!(dp > 0 && tried[0] == "sethi-ullman", "{tried:?}");
 }
 
 #[test]

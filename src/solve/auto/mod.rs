@@ -3,12 +3,13 @@
 //!
 //! 1. Graphs of at most [`MAX_NODES`] nodes go to the exhaustive oracle: the global
 //!    optimum, nothing else runs.
-//! 2. Chains go first to the exact dynamic program their structure allows (Revolve on
+//! 2. Chains go to the exact dynamic program their structure allows (Revolve on
 //!    homogeneous chains, the persistent chain DP on the others). A global optimum ends
-//!    the solve; any other plan joins the candidates. It runs before the floor: on a long
-//!    chain at a tight budget Sethi–Ullman alone can outlast the time limit (a
-//!    1,000,000-node chain at 1,000 bytes: the whole minute, where Revolve's optimum
-//!    takes 7 s).
+//!    the solve; any other plan joins the candidates. Revolve runs first, before the
+//!    floor: on a long chain at a tight budget Sethi–Ullman alone can outlast the time
+//!    limit (a 1,000,000-node chain at 1,000 bytes: the whole minute, where Revolve's
+//!    optimum takes 7 s). The chain DP runs after the floor: its table can take the whole
+//!    limit, and the floor's schedule must exist by then.
 //! 3. The fast constructive solvers run next ([`FAST`]), so that a schedule exists within
 //!    a second or two at any feasible budget. They are the floor: each runs with all the
 //!    time left, so the answer is never worse than any of them that finished (on graphs
@@ -217,15 +218,23 @@ impl Solver for Auto {
             options.threads.get_or_insert(1);
         }
         let mut portfolio = Portfolio::new(instance, &options);
-        // On a chain its exact DP first: Revolve's global optimum (seconds on a million
+        // On a homogeneous chain Revolve first: its global optimum (seconds on a million
         // nodes) skips the floor, which at a tight budget can outlast the time limit on a
-        // long chain (Sethi–Ullman recomputes each forward value from scratch).
-        if let Some(dp) = exact_solver_for(instance.graph) {
+        // long chain (Sethi–Ullman recomputes each forward value from scratch). The chain
+        // DP of other chains after the floor: its table can take the whole limit.
+        let (first, after_floor) = match exact_solver_for(instance.graph) {
+            Some(dp) if dp.scope() == Scope::GlobalOptimum => (Some(dp), None),
+            other => (None, other),
+        };
+        if let Some(dp) = first {
             portfolio.run(dp.info().name, 1.0, None, |i, o| dp.solve(i, o))?;
         }
         for name in FAST {
             let solver = super::find(name)?;
             portfolio.run_floor(name, |i, o| super::admitted(solver, i, o))?;
+        }
+        if let Some(dp) = after_floor {
+            portfolio.run(dp.info().name, 1.0, None, |i, o| dp.solve(i, o))?;
         }
         portfolio.prove_bound(BOUND_SHARE)?;
         if let Some(keep) = portfolio.stage_cut_keep().map(|(_, keep)| keep.to_vec()) {
