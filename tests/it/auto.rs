@@ -46,6 +46,16 @@ fn chains_go_to_the_exact_dp_which_the_milp_does_not_beat() {
     }
 }
 
+/// The solvers `auto`'s `details` say it tried, in order.
+fn tried(details: &serde_json::Value) -> Vec<String> {
+    details["tried"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["solver"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// On a homogeneous chain Revolve runs first and its global optimum is the answer, with
 /// nothing else run: on a long chain at a tight budget the constructive floor, which ran
 /// first, used the whole time limit (a 1,000,000-node chain at 1,000 bytes: infeasible after
@@ -57,12 +67,7 @@ fn on_a_homogeneous_chain_revolve_runs_first_and_alone() {
     assert_eq!(auto.solver, "revolve");
     assert_eq!(auto.status, Status::Optimal);
     let details = serde_json::to_value(auto.details.as_ref().unwrap()).unwrap();
-    let tried: Vec<&str> = details["tried"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["solver"].as_str().unwrap())
-        .collect();
+    let tried = tried(&details);
     assert_eq!(tried, ["revolve"]);
     assert_eq!(details["ended_by"], "converged");
     let revolve = run(&g, 8, "revolve", None);
@@ -88,15 +93,10 @@ fn on_a_heterogeneous_chain_the_floor_runs_before_the_chain_dp() {
     let budget = remat::schedule::checkpoint_all_peak(&g) / 2;
     let auto = run(&g, budget, "auto", None);
     let details = serde_json::to_value(auto.details.as_ref().unwrap()).unwrap();
-    let tried: Vec<&str> = details["tried"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["solver"].as_str().unwrap())
-        .collect();
+    let tried = tried(&details);
     let dp = tried
         .iter()
-        .position(|&s| s == "chain-dp")
+        .position(|s| s == "chain-dp")
         .expect("chain-dp ran");
     assert!(dp > 0 && tried[0] == "sethi-ullman", "{tried:?}");
 }
