@@ -27,7 +27,7 @@
 use crate::server;
 
 use serde_json::{json, Value};
-use server::{long_graph, send, Process, Server};
+use server::{long_graph, long_solve, send, Process, Server};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -190,8 +190,7 @@ fn sigterm_exits_within_the_grace_with_a_solve_in_flight_and_a_stalled_upload() 
     let (mut process, _) = start(&["--workers", "1", "--grace", "1"]);
     let addr = process.addr;
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let body =
-        json!({"graph": long_graph(6_000), "budget": "70%", "solver": "chen-greedy"}).to_string();
+    let body = long_solve(2_000, 30).to_string();
     let (_solve, _stalled) = rt.block_on(async {
         let mut solve = TcpStream::connect(addr).await.unwrap();
         send(&mut solve, "POST", "/v1/solve", Some(body.as_bytes())).await;

@@ -6,7 +6,7 @@ use crate::server;
 
 use remat::service::Config;
 use serde_json::json;
-use server::{long_graph, receive, request_with, send, Server};
+use server::{long_solve, receive, request_with, send, Server};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -57,7 +57,7 @@ async fn at_the_cap_an_idle_connection_makes_room_and_a_busy_one_is_kept() {
         ..Config::default()
     })
     .await;
-    let solve = json!({"graph": long_graph(6_000), "budget": "70%", "solver": "chen-greedy", "time_limit_s": 2});
+    let solve = long_solve(2_000, 2);
     let mut busy = TcpStream::connect(server.addr).await.unwrap();
     send(
         &mut busy,

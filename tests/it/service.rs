@@ -8,7 +8,7 @@ use remat::graph::load::{graph_from_value, Format};
 use remat::schedule::checkpoint_all_peak;
 use remat::solve::{self, Instance, SolveOptions};
 use serde_json::{json, Value};
-use server::{config, fixture, long_graph, receive, request, send, Server};
+use server::{config, fixture, long_solve, receive, request, send, Server};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
@@ -313,10 +313,10 @@ async fn every_error_class_is_a_problem_document() {
     server.stop().await.unwrap();
 }
 
-/// Sends a solve that runs for seconds on a raw connection and waits until a worker runs
+/// Sends a solve that runs for `seconds` on a raw connection and waits until a worker runs
 /// it. Dropping the stream disconnects.
-async fn start_long_solve(server: &Server, nodes: usize) -> TcpStream {
-    let long = json!({"graph": long_graph(nodes), "budget": "70%", "solver": "chen-greedy"});
+async fn start_long_solve(server: &Server, seconds: u32) -> TcpStream {
+    let long = long_solve(2_000, seconds);
     let mut stream = TcpStream::connect(server.addr).await.unwrap();
     send(
         &mut stream,
@@ -335,7 +335,7 @@ async fn start_long_solve(server: &Server, nodes: usize) -> TcpStream {
 async fn a_full_queue_answers_503_with_retry_after() {
     let _turn = LONG_SOLVES.lock().await;
     let server = Server::start(config(1, 0)).await;
-    let stream = start_long_solve(&server, 6_000).await;
+    let stream = start_long_solve(&server, 30).await;
     let refused = server
         .post("/v1/solve", &json!({"graph": linear5(), "budget": "80%"}))
         .await;
@@ -356,7 +356,7 @@ async fn a_full_queue_answers_503_with_retry_after() {
 async fn a_disconnect_cancels_the_solve_and_frees_the_worker_within_a_second() {
     let _turn = LONG_SOLVES.lock().await;
     let server = Server::start(config(1, 2)).await;
-    let stream = start_long_solve(&server, 6_000).await;
+    let stream = start_long_solve(&server, 30).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop(stream);
     let freed = server
@@ -378,7 +378,7 @@ async fn a_disconnect_cancels_the_solve_and_frees_the_worker_within_a_second() {
 async fn a_job_deleted_while_queued_frees_its_slot_at_once() {
     let _turn = LONG_SOLVES.lock().await;
     let server = Server::start(config(1, 1)).await;
-    let stream = start_long_solve(&server, 6_000).await;
+    let stream = start_long_solve(&server, 30).await;
     let queued = server
         .post("/v1/jobs", &json!({"graph": linear5(), "budget": "80%"}))
         .await;
@@ -439,7 +439,7 @@ async fn jobs_report_progress_results_and_can_be_cancelled() {
     );
     assert_eq!(server.get(&format!("/v1/jobs/{id}")).await.status, 404);
 
-    let long = json!({"graph": long_graph(6_000), "budget": "70%", "solver": "chen-greedy"});
+    let long = long_solve(2_000, 30);
     let id = server.post("/v1/jobs", &long).await.json()["id"]
         .as_str()
         .unwrap()
@@ -547,7 +547,7 @@ async fn graceful_shutdown_finishes_the_solve_in_flight() {
     let _turn = LONG_SOLVES.lock().await;
     let mut server = Server::start(config(1, 1)).await;
     let addr = server.addr;
-    let mut in_flight = start_long_solve(&server, 2_000).await;
+    let mut in_flight = start_long_solve(&server, 2).await;
     server.signal_shutdown();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(
@@ -561,7 +561,7 @@ async fn graceful_shutdown_finishes_the_solve_in_flight() {
         "{}",
         String::from_utf8_lossy(&reply.body)
     );
-    assert_eq!(reply.json()["solver"], "chen-greedy");
+    assert_eq!(reply.json()["solver"], "fastsa");
     server.stop().await.unwrap();
 }
 

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use remat::service::{serve, Config};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -231,10 +231,22 @@ pub fn fixture(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 
-/// A graph on which `chen-greedy` runs for several seconds, polling its cancel flag
-/// between steps: the long solve of the cancel, queue and shutdown tests.
+/// A random layered graph of `nodes` nodes: a large body.
 pub fn long_graph(nodes: usize) -> Value {
     serde_json::to_value(remat::graph::generate::random_layered(nodes, 3).to_spec()).unwrap()
+}
+
+/// The long solve of the cancel, queue and shutdown tests: FastSA on a graph of `nodes`
+/// nodes runs until its time limit of `seconds` (it polls its cancel flag every iteration),
+/// however fast the machine. A solver that finishes on its own (chen-greedy takes 0.4 s on
+/// 6,000 nodes) could answer before the test disconnects or queues.
+pub fn long_solve(nodes: usize, seconds: u32) -> Value {
+    json!({
+        "graph": long_graph(nodes),
+        "budget": "70%",
+        "solver": "fastsa",
+        "time_limit_s": seconds,
+    })
 }
 
 pub fn config(workers: usize, queue: usize) -> Config {
