@@ -74,14 +74,37 @@ class Backend(Protocol):
 
 class Client:
     """A `remat serve` at `url` (e.g. "http://127.0.0.1:8080"). `timeout`: seconds per request
-    beyond a solve's own time limit."""
+    beyond a solve's own time limit. `busy_wait`: seconds a request may wait in all for room when
+    the service is busy (503 with `Retry-After`: its queue is full), asking again after each
+    `Retry-After`; 0 raises at once. A service that is shutting down (503 without `Retry-After`)
+    is not asked again."""
 
-    def __init__(self, url: str = "http://127.0.0.1:8080", *, timeout: float = 30.0) -> None:
+    def __init__(self, url: str = "http://127.0.0.1:8080", *, timeout: float = 30.0, busy_wait: float = 60.0) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self.busy_wait = busy_wait
 
     def _request(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> Any:
+        """The JSON answer of one request, asked again while the service is busy (`busy_wait`)."""
         data = None if body is None else json.dumps(body).encode()
+        start = time.monotonic()
+        while True:
+            try:
+                return self._send(method, path, data, timeout=timeout)
+            except SolveError as e:
+                waited = time.monotonic() - start
+                if e.retry_after is None:
+                    raise
+                if waited + e.retry_after > self.busy_wait:
+                    raise SolveError(
+                        f"{e} (still busy after {waited:.1f} s of asking again; Client(busy_wait=...) waits longer)",
+                        problem=e.problem,
+                        status=e.status,
+                        retry_after=e.retry_after,
+                    ) from None
+                time.sleep(e.retry_after)
+
+    def _send(self, method: str, path: str, data: bytes | None, *, timeout: float | None) -> Any:
         headers = {"accept-encoding": "gzip"}
         if data is not None:
             headers["content-type"] = "application/json"
@@ -107,6 +130,7 @@ class Client:
                 problem=problem,
                 status=e.code,
                 result=problem.get("result"),
+                retry_after=_retry_after(e.code, e.headers.get("retry-after")),
             ) from None
         except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
             raise RematError(f"remat {method} {self.url}{path}: {getattr(e, 'reason', e)}") from e
@@ -177,6 +201,17 @@ class Client:
             if time.monotonic() > deadline:
                 raise RematError(f"remat job {job} still {state['status']} after {timeout} s")
             time.sleep(interval)
+
+
+def _retry_after(status: int, header: str | None) -> float | None:
+    """The seconds a busy service asks the client to wait before asking again (503 with
+    `Retry-After` in seconds), or None where it is not busy (a service shutting down sends none)."""
+    if status != 503 or header is None:
+        return None
+    try:
+        return max(0.0, float(header))
+    except ValueError:
+        return None
 
 
 def find_binary(binary: str | os.PathLike[str] | None = None) -> str:

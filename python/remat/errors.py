@@ -27,7 +27,8 @@ class SolveError(RematError):
 
     `problem` holds the server's RFC 9457 document (or the CLI's message as `detail`); `status` its
     HTTP status (or the CLI's exit code); `result` the solve result when there is one (e.g. an
-    `infeasible` answer).
+    `infeasible` answer); `retry_after` the seconds a busy service asked to wait before asking
+    again (503 with `Retry-After`), else None.
     """
 
     def __init__(
@@ -37,11 +38,13 @@ class SolveError(RematError):
         problem: dict[str, Any] | None = None,
         status: int | None = None,
         result: dict[str, Any] | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.problem = problem or {}
         self.status = status
         self.result = result
+        self.retry_after = retry_after
 
 
 class InfeasibleBudget(SolveError):

@@ -1,4 +1,6 @@
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -50,9 +52,9 @@ def binary() -> str:
     return remat_binary()
 
 
-@pytest.fixture(scope="session")
-def server(binary: str):  # type: ignore[no-untyped-def]
-    """A real `remat serve` on a free loopback port, stopped after the session."""
+@contextmanager
+def served(binary: str, *args: str) -> Iterator[str]:
+    """A real `remat serve` (with `args`) on a free loopback port: its URL, stopped on leaving."""
     import socket
     import subprocess
     import time
@@ -61,7 +63,7 @@ def server(binary: str):  # type: ignore[no-untyped-def]
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [binary, "serve", "--addr", f"127.0.0.1:{port}", "--workers", "2"],
+        [binary, "serve", "--addr", f"127.0.0.1:{port}", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={"RUST_LOG": "warn", "PATH": "/usr/bin:/bin"},
@@ -76,9 +78,18 @@ def server(binary: str):  # type: ignore[no-untyped-def]
                 proc.kill()
                 pytest.fail("remat serve did not start")
             time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
     try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="session")
+def server(binary: str) -> Iterator[str]:
+    """A real `remat serve` on a free loopback port, stopped after the session."""
+    with served(binary, "--workers", "2") as url:
+        yield url

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
+from conftest import REPO, served
 
 import remat
 from remat.client import Client, Local
@@ -104,6 +104,28 @@ def test_job_cancel(server: str) -> None:
     with pytest.raises(remat.SolveError) as e:
         c.poll("no-such-job")
     assert e.value.status == 404
+
+
+def test_a_busy_service_is_asked_again_after_its_retry_after(binary: str) -> None:
+    """A full queue answers 503 with `Retry-After`: `Client` waits and asks again, within
+    `busy_wait`; with `busy_wait=0` the 503 is raised at once, with the wait the service asked."""
+    gen = [binary, "gen", "random-layered", "--nodes", "2000", "--seed", "3"]
+    long = json.loads(subprocess.run(gen, capture_output=True, text=True, check=True).stdout)
+    with served(binary, "--workers", "1", "--queue", "0") as url:
+        client = Client(url)
+        job = client.submit(long, "70%", solver="fastsa", time_limit=3)  # FastSA runs to its limit
+        while client.poll(job)["status"] != "running":
+            time.sleep(0.02)
+        with pytest.raises(remat.SolveError) as e:
+            Client(url, busy_wait=0).solve(load("linear-8.json"), "80%")
+        assert (e.value.status, e.value.retry_after) == (503, 1.0)
+        with pytest.raises(remat.SolveError, match="still busy after"):
+            Client(url, busy_wait=0.5).solve(load("linear-8.json"), "80%")
+        start = time.monotonic()
+        result = client.solve(load("linear-8.json"), "80%")
+        assert result["status"] == "optimal"
+        assert time.monotonic() - start > 0.5  # it waited for the long solve's end
+        assert client.poll(job)["status"] == "succeeded"
 
 
 def test_unreachable_server_fails_fast() -> None:
