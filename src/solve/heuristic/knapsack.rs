@@ -112,14 +112,19 @@ fn solve_ranked(
             return stopped.outcome("knapsack", "while choosing the saved set");
         }
         return Ok(Outcome::Infeasible {
-                solver: "knapsack",
-                proven: None,
-                reason: format!(
-                    "dropping every saved value still peaks at {lowest_peak} bytes, over the budget of {} \
-                     bytes",
-                    instance.budget
-                ),
-            });
+            solver: "knapsack",
+            proven: None,
+            reason: format!(
+                "dropping saved values ranked by {} still peaks at {lowest_peak} bytes, over the \
+                     budget of {} bytes",
+                rankings
+                    .iter()
+                    .map(|r| r.describe())
+                    .collect::<Vec<_>>()
+                    .join(" or by "),
+                instance.budget
+            ),
+        });
     };
     let details = Details::Knapsack(KnapsackDetails {
         candidates: knapsack.candidates.len(),
@@ -142,6 +147,15 @@ enum Ranking<'k> {
 }
 
 impl Ranking<'_> {
+    /// The ranking in a message.
+    fn describe(self) -> &'static str {
+        match self {
+            Ranking::Own => "recomputation cost per byte",
+            Ranking::WithInputs => "recomputation cost with unsaved inputs per byte",
+            Ranking::Kept(_) => "the share the stage-cut LP keeps",
+        }
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             Ranking::Own => "own_cost",
@@ -340,6 +354,37 @@ mod tests {
             .expect("a schedule at half the span");
         let forward: f64 = (0..8).map(|v| g.cost(v)).sum();
         assert!(cost > g.total_cost() && cost <= g.total_cost() + forward);
+    }
+
+    /// Where no saved set fits, the reason names the rankings tried: `auto` runs two knapsacks,
+    /// and their reasons differ only there (each gives its own lowest peak).
+    #[test]
+    fn a_saved_set_that_never_fits_names_its_rankings() {
+        let g = random_layered(10, 11);
+        let instance = Instance {
+            graph: &g,
+            budget: g.min_feasible_budget().0,
+        };
+        let reason = |outcome| match outcome {
+            Outcome::Infeasible { reason, .. } => reason,
+            _ => panic!("a saved set fits at the least feasible budget"),
+        };
+        let options = SolveOptions::default();
+        let own = reason(Knapsack.solve(&instance, &options).unwrap());
+        assert!(
+            own.starts_with(
+                "dropping saved values ranked by recomputation cost per byte or by recomputation \
+                 cost with unsaved inputs per byte still peaks at "
+            ),
+            "{own}"
+        );
+        let kept = reason(solve_keeping(&instance, &options, &[0.5; 10]).unwrap());
+        assert!(
+            kept.starts_with(
+                "dropping saved values ranked by the share the stage-cut LP keeps still peaks at "
+            ),
+            "{kept}"
+        );
     }
 
     /// Ranked by the stage-cut LP's keep shares: within budget, never below the oracle nor
