@@ -218,6 +218,30 @@ impl Graph {
         Ok(g)
     }
 
+    /// The largest batch whose costs stay within `MAX_TOTAL_COST` (`c_v(b) = c_v·b/B`, as
+    /// [`Graph::at_batch`] sums them), when it is below 2^53 (a larger batch is never held:
+    /// its bytes are over `MAX_BYTES` first, every batch model growing by a byte a sample
+    /// at least); `None` without a batch model, or when the costs bound nothing below 2^53.
+    pub fn cost_limited_batch(&self) -> Option<u64> {
+        let batch = self.batch.as_ref()?;
+        let total = self.total_cost();
+        let size = batch.size as f64;
+        let fits = |b: u64| total * (b as f64 / size) <= MAX_TOTAL_COST;
+        let guess = (MAX_TOTAL_COST / total * size).floor();
+        if total <= 0.0 || guess >= MAX_BYTES as f64 {
+            return None;
+        }
+        // Below 2^53 every batch is exact in f64: the guess is off by rounding only.
+        let mut b = guess as u64;
+        while b > 0 && !fits(b) {
+            b -= 1;
+        }
+        while b < MAX_BYTES && fits(b + 1) {
+            b += 1;
+        }
+        Some(b)
+    }
+
     /// The two parts of every byte figure, as graphs of their own: the batch-independent
     /// part (`s_v − p_v·B`, `K − k·B`) and the per-sample part (`p_v`, `k`). A schedule's
     /// memory after each event is linear in the sizes, so at batch `b` it is the first

@@ -23,6 +23,7 @@
 
 use super::PlotError;
 use crate::budget::between_min_and_peak;
+use crate::front::Clock;
 use crate::graph::Graph;
 use crate::solve::{self, Instance, Scope, SolveError, SolveOptions, SolveResult, Status};
 use serde::Serialize;
@@ -198,27 +199,45 @@ pub fn run(
 }
 
 /// One solver at each of `budgets` (bytes), in the order given, one solve after the other
-/// within `total` overall: each solve's time limit is its options' own, cut to what is
-/// left of `total`. `each` sees every solve's outcome as it ends (the service counts it).
-/// The first solve that fails ends the run with its error. (`POST /v1/sweep`: plain
-/// results, no curve; [`run`] is the trade-off's sweep.)
+/// within `clock` (the caller's time limit, counted from its start: `POST /v1/sweep`'s
+/// admission): each solve's time limit is its options' own, cut to what is left of the
+/// clock less the time the answer takes, `reserve` (the caller's [`answer_reserve`] of
+/// this graph) for the solve's own judging and once more for writing each result kept
+/// before it; the judge stops at `clock.judge_by()`. A solve that finds no time left
+/// answers `no_solution` at once, so the run ends by the deadline whatever the number of
+/// budgets. `each` sees every solve's outcome as it ends (the service counts it). The
+/// first solve that fails ends the run with its error. (`POST /v1/sweep`: plain results,
+/// no curve; [`run`] is the trade-off's sweep.)
+///
+/// [`answer_reserve`]: crate::front::answer_reserve
 pub fn solve_each(
     graph: &Graph,
     solver: &str,
     budgets: &[u64],
     options: &SolveOptions,
-    total: Duration,
+    clock: &Clock,
+    reserve: Duration,
     each: &dyn Fn(&Result<SolveResult, SolveError>),
 ) -> Result<Vec<SolveResult>, SolveError> {
-    let end = Instant::now() + total;
-    budgets
-        .iter()
-        .map(|&budget| {
-            let result = solve::solve(&Instance { graph, budget }, solver, &until(options, end));
-            each(&result);
-            result
-        })
-        .collect()
+    let mut results = Vec::with_capacity(budgets.len());
+    let mut kept: u32 = 0;
+    for &budget in budgets {
+        let left = clock.solve_limit(reserve.saturating_mul(kept.saturating_add(1)));
+        let options = SolveOptions {
+            time_limit: match (options.time_limit, left) {
+                (Some(own), Some(left)) => Some(own.min(left)),
+                (own, left) => own.or(left),
+            },
+            judge_by: clock.judge_by(),
+            ..options.clone()
+        };
+        let result = solve::solve(&Instance { graph, budget }, solver, &options);
+        each(&result);
+        let result = result?;
+        kept += u32::from(result.schedule.is_some());
+        results.push(result);
+    }
+    Ok(results)
 }
 
 /// `options` with the time limit cut to what is left before `end`.

@@ -37,6 +37,37 @@ pub(super) fn refuse_more(what: &str, limit: usize) -> ApiProblem {
     refuse(&format!("more than {limit}"), what, limit)
 }
 
+/// How many times `--max-nodes` the schedules of one sweep (`POST /v1/sweep`: one result
+/// per budget) may hold in all, counted as budgets × nodes: the answer of a sweep is about
+/// 60 bytes of JSON per node and budget, and its results are in memory until it is sent
+/// (64 budgets of a 200,001-node graph: a 400 MB answer, 1.7 GB at the peak).
+const SWEEP_NODES: usize = 4;
+
+/// Refuses a sweep of `budgets` budgets over `graph` whose schedules would hold more than
+/// [`SWEEP_NODES`] × `--max-nodes` nodes in all (413, naming `budgets`), before it runs.
+pub(super) fn check_sweep(
+    budgets: usize,
+    graph: &Graph,
+    config: &Config,
+) -> Result<(), ApiProblem> {
+    let limit = config.max_nodes.saturating_mul(SWEEP_NODES);
+    let nodes = graph.len();
+    match budgets.checked_mul(nodes) {
+        Some(total) if total <= limit => Ok(()),
+        _ => Err(ApiProblem::new(
+            Kind::TooLarge,
+            format!(
+                "a sweep answers a schedule per budget: {budgets} budgets of a {nodes}-node \
+                 graph are {} nodes of schedules, over the server's limit of {limit} \
+                 ({SWEEP_NODES} x --max-nodes); sweep fewer budgets at once, or draw the \
+                 trade-off (POST /v1/plot/tradeoff: the figures, without the schedules)",
+                budgets as u128 * nodes as u128
+            ),
+        )
+        .with_field("budgets")),
+    }
+}
+
 /// Refuses a built graph over the limits.
 pub(super) fn check_graph(graph: &Graph, config: &Config) -> Result<(), ApiProblem> {
     let (nodes, edges) = (graph.len(), graph.edge_count());

@@ -349,14 +349,29 @@ impl Options {
     }
 }
 
-/// A parsed solve request (`/v1/solve`, `/v1/jobs`): the budget resolved to bytes.
+/// A parsed solve request (`/v1/solve`, `/v1/jobs`): the budget resolved to bytes, and
+/// its cache key, computed where it is read: a hash of the whole graph (a second of work at
+/// a million nodes) in the reader's place (`--readers`) that read it, so that a graph read
+/// goes on to the cache or the solve queue (bounded by `--queue`, else 503) without waiting
+/// for a second place, which held every graph read in memory meanwhile.
 pub(super) struct SolveRequest {
     pub graph: Graph,
     pub budget: u64,
     pub options: Options,
+    pub key: Key,
 }
 
 impl SolveRequest {
+    /// The request of a solve of `graph` at `budget`, with its cache key.
+    pub fn new(graph: Graph, budget: u64, options: Options) -> SolveRequest {
+        SolveRequest {
+            key: options.key(&graph, budget),
+            graph,
+            budget,
+            options,
+        }
+    }
+
     /// The request in `bytes`; its graph is read within the request's time limit counted
     /// from `received` when given (a synchronous solve, whose limit covers the reading).
     pub fn read(
@@ -370,10 +385,7 @@ impl SolveRequest {
         let graph = body.graph_by(&state.config, deadline)?;
         let budget: Budget = body.required("budget", Kind::InvalidBudget)?;
         body.finish()?;
-        Ok(SolveRequest {
-            budget: budget.resolve(&graph)?,
-            graph,
-            options,
-        })
+        let budget = budget.resolve(&graph)?;
+        Ok(SolveRequest::new(graph, budget, options))
     }
 }

@@ -37,4 +37,5 @@ mod service;
 mod simulator;
 mod soak;
 mod solve_limits;
+mod sweep_scale;
 mod validation;

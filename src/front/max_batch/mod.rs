@@ -18,7 +18,8 @@
 //! * `b_lb`, the largest batch **any** schedule could fit: the lower bound
 //!   `K(b) + max_v (s_v(b) + Σ_{u ∈ in(v)} s_u(b))` on every peak is a maximum of such lines
 //!   too; above `b_lb` nothing fits (proven);
-//! * both are capped by `b_max`, the largest batch with `K(b) + Σ_v s_v(b) <= 2^53`.
+//! * both are capped by `b_max`, the largest batch with `K(b) + Σ_v s_v(b) <= 2^53` and
+//!   `Σ_v c_v(b) <= 1e290` (`MAX_TOTAL_COST`), the largest `Graph::at_batch` can build.
 //!
 //! # The search ([`search`])
 //!
@@ -285,7 +286,8 @@ pub struct Bounds {
     pub no_recompute: u64,
     /// `b_lb`: above it no schedule fits (the footprint bound; proven).
     pub upper_bound: u64,
-    /// `b_max`: the largest batch the graph model can hold (`K + Σ s_v <= 2^53`).
+    /// `b_max`: the largest batch the graph model can hold (`K + Σ s_v <= 2^53`,
+    /// `Σ c_v <= 1e290`).
     pub model_limit: u64,
 }
 
@@ -298,7 +300,10 @@ impl Bounds {
             u128::from(fixed.fixed_memory()) + all(&fixed),
             u128::from(per.fixed_memory()) + all(&per),
         );
-        let model_limit = largest_batch([total], MAX_BYTES).expect("a growing model");
+        let bytes_limit = largest_batch([total], MAX_BYTES).expect("a growing model");
+        let model_limit = graph
+            .cost_limited_batch()
+            .map_or(bytes_limit, |b| b.min(bytes_limit));
         let footprints = (0..graph.len()).map(|v| {
             (
                 u128::from(fixed.fixed_memory() + fixed.footprint(v)),
@@ -391,7 +396,7 @@ pub struct MaxBatchResult {
     pub gain: Option<f64>,
     /// No schedule at all fits above this batch (the footprint bound; proven).
     pub upper_bound: u64,
-    /// The largest batch the graph model can hold (2^53 bytes in all).
+    /// The largest batch the graph model can hold (2^53 bytes and 1e290 of cost in all).
     pub model_limit: u64,
     /// Whether the search ended (`false`: the time limit or a cancel stopped it).
     pub complete: bool,

@@ -148,3 +148,38 @@ fn samples_per_cost_is_none_where_nothing_costs() {
     assert_eq!(at(0.0), None);
     assert_eq!(at(2.0), Some(2.0));
 }
+
+/// A graph whose costs reach `MAX_TOTAL_COST` at a batch its bytes allow: the search stays
+/// within the batches the model can build (it answered an error, "at batch 4503599627370495
+/// the sum of every node's cost is 4.5e304", naming no field, for a valid graph and memory).
+#[test]
+fn costs_bound_the_model_limit_as_bytes_do() {
+    let mut spec = crate::graph::generate::linear(1).to_spec();
+    for n in &mut spec.nodes {
+        (n.cost, n.memory) = (1e288, 1);
+    }
+    let per = spec.nodes.iter().map(|n| (n.id.clone(), 1)).collect();
+    let g = Graph::new(spec)
+        .unwrap()
+        .with_batch(BatchSpec {
+            batch_size: Some(1),
+            memory_per_sample: per,
+            ..BatchSpec::default()
+        })
+        .unwrap();
+    let request = MaxBatchInput {
+        memory: Some(Budget::Bytes(crate::graph::MAX_BYTES)),
+        solver: "checkpoint-all".into(),
+        ..MaxBatchInput::default()
+    }
+    .validate(&g)
+    .unwrap();
+    let found = search(&g, &request, &crate::solve::SolveOptions::default()).unwrap();
+    assert_eq!(
+        found.model_limit, 33,
+        "3 nodes of 1e288 a sample: 1e290 at batch 33.3"
+    );
+    assert_eq!(found.batch, 33);
+    assert!(g.at_batch(found.model_limit).is_ok());
+    assert!(g.at_batch(found.model_limit + 1).is_err());
+}

@@ -75,16 +75,23 @@ pub async fn plot(
         .map_err(|e| e.body_text())
         .and_then(|Path(k)| k.parse())
         .map_err(|e| ApiProblem::new(Kind::NotFound, e).with_field("kind"))?;
-    let (graph, request, options) = read_body(&state, body, move |s, b| read(s, kind, b)).await?;
-    let drawn = match request {
-        PlotRequest::Tradeoff(request) => return tradeoff_job(&state, graph, request),
-        PlotRequest::Draw(drawn) => drawn,
-        PlotRequest::Solve(budget) => {
-            let request = SolveRequest {
-                graph: graph.clone(),
-                budget,
-                options: options.expect("a solve's options are read with it"),
-            };
+    // A solve on the spot is made ready (its cache key) in the reader's place.
+    let (graph, request, solve) = read_body(&state, body, move |s, b| {
+        let (graph, request, options) = read(s, kind, b)?;
+        let solve = match (&request, options) {
+            (PlotRequest::Solve(budget), Some(options)) => {
+                Some(SolveRequest::new(graph.clone(), *budget, options))
+            }
+            _ => None,
+        };
+        Ok((graph, request, solve))
+    })
+    .await?;
+    let drawn = match (request, solve) {
+        (PlotRequest::Tradeoff(request), _) => return tradeoff_job(&state, graph, request),
+        (PlotRequest::Draw(drawn), _) => drawn,
+        (PlotRequest::Solve(_), solve) => {
+            let request = solve.expect("a solve's options are read with it");
             let (result, _) = solve_in_request(&state, request, None).await?;
             input::from_result(&graph, &result)?
         }

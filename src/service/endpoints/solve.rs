@@ -11,8 +11,7 @@
 #![allow(clippy::result_large_err)]
 
 use super::{
-    json_off_runtime, json_response, off_runtime, pool_problem, read_body, start_job, ApiResult,
-    Posted, Shared,
+    json_off_runtime, json_response, pool_problem, read_body, start_job, ApiResult, Posted, Shared,
 };
 use crate::aside::free_aside;
 use crate::budget::Budget;
@@ -37,11 +36,11 @@ use std::time::{Duration, Instant};
 /// solver's reports. The time limit counts from `admitted` (a synchronous solve: reading
 /// the body and waiting for a worker count), else from the moment a worker starts it (a
 /// job), and the solve gets it less the reserve for the answer, timed on its graph by the
-/// worker (`crate::front::clock`). The cache key (a hash of the whole graph: a second of
-/// work at a million nodes) is computed off the async threads ([`off_runtime`]), and the
-/// result is weighed and cached by the worker (its weight is the length of its JSON), so
-/// that the async threads stay free to answer `/healthz`; the worker frees the graph
-/// aside (`crate::aside`). Returns the result and whether it came from the cache.
+/// worker (`crate::front::clock`). The cache key came with the request (computed where it
+/// was read, `SolveRequest::new`), and the result is weighed and cached by the worker (its
+/// weight is the length of its JSON), so that the async threads stay free to answer
+/// `/healthz`; the worker frees the graph aside (`crate::aside`). Returns the result and
+/// whether it came from the cache.
 pub(super) async fn run_solve(
     state: &Arc<AppState>,
     request: SolveRequest,
@@ -50,10 +49,7 @@ pub(super) async fn run_solve(
     progress: Option<solve::ProgressSink>,
     on_start: impl FnOnce() + Send + 'static,
 ) -> Result<(Arc<SolveResult>, bool), ApiProblem> {
-    let (key, request) = off_runtime(state, move |_| {
-        Ok((request.options.key(&request.graph, request.budget), request))
-    })
-    .await?;
+    let key = request.key;
     if let Some(hit) = state.cache.get(&key) {
         state.metrics.cache(true);
         return Ok((hit, true));
@@ -242,10 +238,16 @@ pub async fn delete_job(
 }
 
 /// `POST /v1/sweep`: one result per budget, in the order given, solved one after the other
-/// on one worker within the server's time limit overall (`crate::plot::sweep::solve_each`).
+/// on one worker within the server's time limit overall, counted from the request's
+/// receipt as a synchronous solve's is: the graph is read by then (a 504 past it), and
+/// each solve gets what is left less the answer's reserve (`crate::plot::sweep::solve_each`).
 pub async fn sweep(State(state): Shared, body: Posted) -> ApiResult {
-    let (graph, budgets, options) = read_body(&state, body, read_sweep).await?;
-    let total = state.config.time_limit();
+    let clock = Clock::since(Instant::now(), Some(state.config.time_limit()));
+    let deadline = clock.deadline();
+    let (graph, budgets, options) = read_body(&state, body, move |state, bytes| {
+        read_sweep(state, bytes, deadline)
+    })
+    .await?;
     let cancel = Arc::new(AtomicBool::new(false));
     let guard = CancelOnDrop::new(cancel.clone());
     let solve_options = options.solve_options(cancel.clone());
@@ -261,14 +263,20 @@ pub async fn sweep(State(state): Shared, body: Posted) -> ApiResult {
                     result,
                 )
             };
-            let mut results = solve_each(
+            // Past the deadline during the replay: no time left, every solve answers at once.
+            let reserve = timed_peak(&graph, clock.deadline())
+                .map_or(Duration::ZERO, |(_, replay)| answer_reserve(replay));
+            let results = solve_each(
                 &graph,
                 &options.solver,
                 &budgets,
                 &solve_options,
-                total,
+                &clock,
+                reserve,
                 &counted,
-            )?;
+            );
+            free_aside(graph);
+            let mut results = results?;
             if options.events_only {
                 results.iter_mut().for_each(Options::drop_stages);
             }
@@ -285,11 +293,16 @@ pub async fn sweep(State(state): Shared, body: Posted) -> ApiResult {
     json_off_runtime(&state, StatusCode::OK, Arc::new(Sweep { results })).await
 }
 
-/// A sweep request: the graph, its budgets in bytes (1 to `--max-sweep`, counted before
-/// they are read), the options.
-fn read_sweep(state: &AppState, bytes: &[u8]) -> Result<(Graph, Vec<u64>, Options), ApiProblem> {
+/// A sweep request: the graph (read by `deadline`), its budgets in bytes (1 to `--max-sweep`, counted before
+/// they are read, and no more schedules in all than `limits::check_sweep` allows), the
+/// options.
+fn read_sweep(
+    state: &AppState,
+    bytes: &[u8],
+    deadline: Option<Instant>,
+) -> Result<(Graph, Vec<u64>, Options), ApiProblem> {
     let mut body = Body::parse(bytes)?;
-    let graph = body.graph(&state.config)?;
+    let graph = body.graph_by(&state.config, deadline)?;
     let most = state.config.max_sweep;
     let budgets: Vec<Budget> = body
         .list("budgets", Kind::InvalidBudget, most)?
@@ -301,6 +314,7 @@ fn read_sweep(state: &AppState, bytes: &[u8]) -> Result<(Graph, Vec<u64>, Option
         )
         .with_field("budgets"));
     }
+    crate::service::limits::check_sweep(budgets.len(), &graph, &state.config)?;
     let options = Options::read(&mut body, &state.config)?;
     body.finish()?;
     let bytes = budgets
@@ -344,5 +358,30 @@ mod tests {
             cache_entries: 0,
         });
         assert!(text.contains("remat_solves_total{solver=\"auto\",status=\"panic\"} 1"));
+    }
+
+    /// A graph read goes on to the cache and the pool in hand: were its cache key computed
+    /// in a second reader's place, it would wait behind every body being read, and every
+    /// graph read would stay in memory meanwhile, beyond `--readers` and `--queue` (six
+    /// concurrent 57 MB solves with one reader, one worker and no queue: 2.5 GB, no 503).
+    #[tokio::test]
+    async fn a_graph_read_needs_no_second_reader_place_to_be_solved() {
+        let state = Arc::new(AppState::new(Config {
+            workers: 1,
+            queue: 0,
+            readers: 1,
+            ..Config::default()
+        }));
+        let body = br#"{"graph": {"nodes": [{"id": "a", "cost": 1, "memory": 1}]},
+                        "budget": "100%", "solver": "checkpoint-all"}"#;
+        let request = SolveRequest::read(&state, body, None).unwrap();
+        let _every_reader = state.readers.clone().acquire_owned().await.unwrap();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let solve = run_solve(&state, request, None, cancel, None, || ());
+        let (result, hit) = tokio::time::timeout(Duration::from_secs(20), solve)
+            .await
+            .expect("the solve waited for a reader's place")
+            .unwrap();
+        assert_eq!((result.status, hit), (Status::Optimal, false));
     }
 }
