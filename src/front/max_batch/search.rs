@@ -34,12 +34,18 @@ pub fn search(
         ),
         None,
     );
+    // The answer's figures at the end (the graph at the answer's batch and at the
+    // no-recompute batch, each replayed) take about what the bounds took (two graphs, two
+    // replays): that much is kept from the probes, so the search ends by its time limit.
+    let reserve = started.elapsed();
     let mut s = Search {
         started,
         graph,
         request,
         options,
-        deadline: started.checked_add(options.time_limit.unwrap_or(DEFAULT_SEARCH_TIME)),
+        deadline: started
+            .checked_add(options.time_limit.unwrap_or(DEFAULT_SEARCH_TIME))
+            .map(|end| end.checked_sub(reserve).unwrap_or(started)),
         probes: Vec::new(),
         best: None,
         lo: bounds.no_recompute,
@@ -50,8 +56,14 @@ pub fn search(
         s.gallop_and_bisect(BRACKET)?;
     }
     s.gallop_and_bisect(&request.solver)?;
-    let result = s.result_at_lo()?;
-    let no_recompute = at_no_recompute(graph, bounds.no_recompute)?;
+    let result = s.result_at_lo(bounds.no_recompute)?;
+    let no_recompute = match &result {
+        // The answer is checkpoint-all's at the same batch: its figures, not a second replay.
+        Some(r) if s.lo == bounds.no_recompute && r.solver == "checkpoint-all" => {
+            r.stats.as_ref().map(|stats| AtBatch::new(s.lo, stats))
+        }
+        _ => at_no_recompute(graph, bounds.no_recompute)?,
+    };
     let with_remat = result
         .as_ref()
         .and_then(|r| Some(AtBatch::new(s.lo, r.stats.as_ref()?)));
@@ -196,8 +208,10 @@ impl Search<'_> {
     }
 
     /// The verified result at `lo`: the confirming solver's when it fits there, else the
-    /// bracketing solver's, else checkpoint-all's (`lo` is then the no-recompute batch).
-    fn result_at_lo(&mut self) -> Result<Option<SolveResult>, MaxBatchError> {
+    /// bracketing solver's, else checkpoint-all's. The confirming solver is asked again at
+    /// `lo` only while time is left and `lo` is above `no_recompute` (at or below it
+    /// checkpoint-all recomputes nothing, which no schedule beats).
+    fn result_at_lo(&mut self, no_recompute: u64) -> Result<Option<SolveResult>, MaxBatchError> {
         if self.lo == 0 {
             return Ok(None);
         }
@@ -212,19 +226,22 @@ impl Search<'_> {
         if confirmed {
             return Ok(best);
         }
+        let left = self
+            .deadline
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        let mut options = self.options.clone();
+        options.progress = None;
+        options.time_limit = left.map(|left| left.max(Duration::from_millis(1)));
         let g = self.graph.at_batch(self.lo)?;
         let instance = Instance {
             graph: &g,
             budget: self.request.memory,
         };
-        let mut options = self.options.clone();
-        options.progress = None;
-        if let Some(deadline) = self.deadline {
-            options.time_limit = Some(
-                deadline
-                    .saturating_duration_since(Instant::now())
-                    .max(Duration::from_millis(1)),
-            );
+        if self.lo <= no_recompute || left.is_some_and(|left| left.is_zero()) {
+            return Ok(Some(match best {
+                Some(b) => b,
+                None => solve::solve(&instance, "checkpoint-all", &options)?,
+            }));
         }
         let mine = solve::solve(&instance, &self.request.solver, &options)?;
         let cost = |r: &SolveResult| {
