@@ -47,8 +47,10 @@
 //! # Time
 //!
 //! The time limit applies to the whole search. Each probe of `S` gets what is left divided
-//! by the probes the search may still need (`⌈log₂(hi − lo)⌉ + 1`); when the time is up
-//! the search stops with the largest batch found so far and `complete: false`.
+//! by the probes the search may still need (`⌈log₂(hi − lo)⌉ + 1`), and the probes stop
+//! as long before the limit as the closed forms took (the answer's figures at the end
+//! replay the graph as often); when the time is up the search stops with the largest batch
+//! found so far, as the solver that found it gave it, and `complete: false`.
 
 mod search;
 
