@@ -3,6 +3,7 @@
 //! module docs).
 
 use super::super::backend::{Controls, Lp, RunStatus};
+use super::super::model::{gcd, memory_divisor};
 use super::{run_cut, BEST_CUTS, INTEGRAL_MAX_VALUES, INTEGRAL_NODES, MAX_COVER, SPREAD_CUTS};
 use super::{THIRD_VALUES, TINY};
 use crate::graph::Graph;
@@ -196,11 +197,14 @@ impl<'g> Cuts<'g> {
                 }
             }
         }
-        terms.extend(values.iter().map(|&v| {
+        let sizes = values.iter().map(|&v| g.memory(v));
+        let (s_unit, rhs) = memory_row(sizes, room, s_unit, integral);
+        let fitting = values.iter().filter(|&&v| !integral || g.memory(v) <= room);
+        terms.extend(fitting.map(|&v| {
             let s = col[v].expect("a column").0;
             (s, significant(g.memory(v) as f64 / s_unit))
         }));
-        lp.add_row(f64::NEG_INFINITY, room as f64 / s_unit, &mut terms);
+        lp.add_row(f64::NEG_INFINITY, rhs, &mut terms);
         for (set, k) in covers(g, &values, room) {
             terms.extend(set.iter().map(|&v| (col[v].expect("a column").0, 1.0)));
             lp.add_row(f64::NEG_INFINITY, k as f64, &mut terms);
@@ -387,4 +391,28 @@ pub(super) fn significant(value: f64) -> f64 {
     } else {
         value
     }
+}
+
+/// The unit a moment's memory row `Σ_v s_v S_v <= room` is written in and its right-hand
+/// side, over the `sizes` of its values (module docs, "Numerics"). An LP's sizes are divided
+/// by `s_unit`, the larger of the room and the largest size. An integral program's are
+/// divided by the gcd `g` of those that fit in the room (a value that does not is fixed at 0
+/// and left out of the row), so that every coefficient is an integer and the right-hand side
+/// is `⌊room / g⌋` (no integral point changes: every sum of sizes is a multiple of `g`),
+/// and by a power of two more where that exceeds 2^31 units, as the MILP's rows are
+/// ([`memory_divisor`]). HiGHS then never decides within its tolerances whether a point fits
+/// ([`super::super::resolution`]).
+pub(super) fn memory_row(
+    sizes: impl Iterator<Item = u64>,
+    room: u64,
+    s_unit: f64,
+    integral: bool,
+) -> (f64, f64) {
+    if !integral {
+        return (s_unit, room as f64 / s_unit);
+    }
+    let g = sizes.filter(|&s| s <= room).fold(0, gcd).max(1);
+    let units = room / g;
+    let divisor = memory_divisor(units, false);
+    (g as f64 * divisor, units as f64 / divisor)
 }

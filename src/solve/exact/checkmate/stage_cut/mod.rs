@@ -101,9 +101,13 @@
 //!
 //! # Numerics
 //!
-//! Costs are divided by the largest and sizes by the larger of the room and the largest
-//! size, so that every coefficient is at most 1; those then below [`TINY`] are read as 0
-//! (a looser LP, so still a bound). An LP's bound taken is not HiGHS's objective, exact only
+//! Costs are divided by the largest and, in an LP, sizes by the larger of the room and the
+//! largest size, so that every coefficient is at most 1; those then below [`TINY`] are read
+//! as 0 (a looser LP, so still a bound). In an integral program a memory row is in units of
+//! its sizes' gcd instead, its room rounded down to one (every coefficient and right-hand
+//! side an integer, the integral points unchanged; [`memory_row`]): divided by the room, a
+//! row one byte from full beside a value of 4 bytes had HiGHS's MIP presolve cut off the
+//! optimum of a sequence of cuts' window ([`super::resolution`]). An LP's bound taken is not HiGHS's objective, exact only
 //! up to its tolerances, but `L(y)` of its row duals ([`super::lagrangian`]); an integral
 //! cut's is HiGHS's dual bound, which may lie above the cut's optimum by the tolerance within
 //! which its branch and bound prunes (1e-6 of the cut's largest cost: with a cost of 1e12
@@ -122,7 +126,7 @@ use crate::solve::{SolveError, SolveOptions, Stop};
 
 mod cuts;
 mod sequence;
-use cuts::{covers, significant, CutLp, Cuts, Forced};
+use cuts::{covers, memory_row, significant, CutLp, Cuts, Forced};
 pub(crate) use sequence::sequence_bound;
 
 /// The cuts with the largest excess that are tried first.
