@@ -197,19 +197,12 @@ impl<'g> Cuts<'g> {
                 }
             }
         }
-        let sizes = values.iter().map(|&v| g.memory(v));
-        let (s_unit, rhs) = memory_row(sizes, room, s_unit, integral);
-        let fitting = values.iter().filter(|&&v| !integral || g.memory(v) <= room);
-        terms.extend(fitting.map(|&v| {
-            let s = col[v].expect("a column").0;
-            (s, significant(g.memory(v) as f64 / s_unit))
-        }));
-        lp.add_row(f64::NEG_INFINITY, rhs, &mut terms);
-        for (set, k) in covers(g, &values, room) {
-            terms.extend(set.iter().map(|&v| (col[v].expect("a column").0, 1.0)));
-            lp.add_row(f64::NEG_INFINITY, k as f64, &mut terms);
-            terms.clear();
-        }
+        let room = Room {
+            bytes: room,
+            s_unit,
+            integral,
+        };
+        memory_rows(&mut lp, g, &values, room, |v| col[v].map(|(s, _)| s));
         let mut cut = CutLp { lp, c_max, col };
         if self.third {
             for (m, at_m) in self.third_moments(l, forced) {
@@ -348,7 +341,7 @@ impl<'g> Cuts<'g> {
 /// The cardinality covers of the memory row (module docs): for each `k < MAX_COVER`, the
 /// largest set `T` of the largest values of which no `k + 1` fit in `room` together, with
 /// `k`. Values that do not fit alone (fixed at 0) or take no memory are left out.
-pub(super) fn covers(graph: &Graph, values: &[usize], room: u64) -> Vec<(Vec<usize>, usize)> {
+fn covers(graph: &Graph, values: &[usize], room: u64) -> Vec<(Vec<usize>, usize)> {
     let mut by_size: Vec<usize> = values
         .iter()
         .copied()
@@ -393,26 +386,56 @@ pub(super) fn significant(value: f64) -> f64 {
     }
 }
 
-/// The unit a moment's memory row `Σ_v s_v S_v <= room` is written in and its right-hand
-/// side, over the `sizes` of its values (module docs, "Numerics"). An LP's sizes are divided
-/// by `s_unit`, the larger of the room and the largest size. An integral program's are
-/// divided by the gcd `g` of those that fit in the room (a value that does not is fixed at 0
-/// and left out of the row), so that every coefficient is an integer and the right-hand side
-/// is `⌊room / g⌋` (no integral point changes: every sum of sizes is a multiple of `g`),
-/// and by a power of two more where that exceeds 2^31 units, as the MILP's rows are
-/// ([`memory_divisor`]). HiGHS then never decides within its tolerances whether a point fits
-/// ([`super::super::resolution`]).
-pub(super) fn memory_row(
-    sizes: impl Iterator<Item = u64>,
-    room: u64,
-    s_unit: f64,
-    integral: bool,
-) -> (f64, f64) {
-    if !integral {
-        return (s_unit, room as f64 / s_unit);
+/// A moment's room for its memory row: `bytes`, the unit `s_unit` an LP's sizes are divided
+/// by, and whether the program is `integral` ([`memory_rows`]).
+#[derive(Clone, Copy)]
+pub(super) struct Room {
+    pub bytes: u64,
+    pub s_unit: f64,
+    pub integral: bool,
+}
+
+/// A moment's memory row `Σ_v s_v S_v <= room` over `values` (`column(v)`: the column of
+/// `S_v`) and its cardinality covers ([`covers`]), added to `lp` (module docs, "Numerics").
+/// An LP's sizes are divided by `s_unit`, the larger of the room and the largest size. An
+/// integral program's are divided by the gcd `g` of those that fit in the room (a value that
+/// does not is fixed at 0 and left out of the row), so that every coefficient is an integer
+/// and the right-hand side is `⌊room / g⌋` (no integral point changes: every sum of sizes is
+/// a multiple of `g`), and by a power of two more where that exceeds 2^31 units, as the
+/// MILP's rows are ([`memory_divisor`]). HiGHS then never decides within its tolerances
+/// whether a point fits ([`super::super::resolution`]).
+pub(super) fn memory_rows(
+    lp: &mut Lp,
+    graph: &Graph,
+    values: &[usize],
+    room: Room,
+    column: impl Fn(usize) -> Option<usize>,
+) {
+    let fits = |v: &&usize| !room.integral || graph.memory(**v) <= room.bytes;
+    let (unit, rhs) = if room.integral {
+        let g = values
+            .iter()
+            .filter(fits)
+            .map(|&v| graph.memory(v))
+            .fold(0, gcd)
+            .max(1);
+        let units = room.bytes / g;
+        let divisor = memory_divisor(units, false);
+        (g as f64 * divisor, units as f64 / divisor)
+    } else {
+        (room.s_unit, room.bytes as f64 / room.s_unit)
+    };
+    let mut terms: Vec<(usize, f64)> = values
+        .iter()
+        .filter(fits)
+        .map(|&v| {
+            let s = column(v).expect("a column");
+            (s, significant(graph.memory(v) as f64 / unit))
+        })
+        .collect();
+    lp.add_row(f64::NEG_INFINITY, rhs, &mut terms);
+    for (set, most) in covers(graph, values, room.bytes) {
+        terms.extend(set.iter().filter_map(|&v| Some((column(v)?, 1.0))));
+        lp.add_row(f64::NEG_INFINITY, most as f64, &mut terms);
     }
-    let g = sizes.filter(|&s| s <= room).fold(0, gcd).max(1);
-    let units = room / g;
-    let divisor = memory_divisor(units, false);
-    (g as f64 * divisor, units as f64 / divisor)
 }

@@ -105,7 +105,7 @@
 //! largest size, so that every coefficient is at most 1; those then below [`TINY`] are read
 //! as 0 (a looser LP, so still a bound). In an integral program a memory row is in units of
 //! its sizes' gcd instead, its room rounded down to one (every coefficient and right-hand
-//! side an integer, the integral points unchanged; [`memory_row`]): divided by the room, a
+//! side an integer, the integral points unchanged; [`memory_rows`]): divided by the room, a
 //! row one byte from full beside a value of 4 bytes had HiGHS's MIP presolve cut off the
 //! optimum of a sequence of cuts' window ([`super::resolution`]). An LP's bound taken is not HiGHS's objective, exact only
 //! up to its tolerances, but `L(y)` of its row duals ([`super::lagrangian`]); an integral
@@ -126,7 +126,7 @@ use crate::solve::{SolveError, SolveOptions, Stop};
 
 mod cuts;
 mod sequence;
-use cuts::{covers, memory_row, significant, CutLp, Cuts, Forced};
+use cuts::{memory_rows, significant, CutLp, Cuts, Forced, Room};
 pub(crate) use sequence::sequence_bound;
 
 /// The cuts with the largest excess that are tried first.

@@ -72,7 +72,7 @@
 //! On the graphs measured the window that proves most sits either right after the anchor (a
 //! U-Net's skip connections) or near the end of the chain (a ResNet's first stages).
 
-use super::{covers, memory_row, relaxed_controls, run_cut, significant, Cuts, Forced, Proved};
+use super::{memory_rows, relaxed_controls, run_cut, significant, Cuts, Forced, Proved, Room};
 use crate::graph::Graph;
 use crate::solve::exact::checkmate::backend::{Controls, Lp, RunStatus};
 use crate::solve::{Effort, SolveError, SolveOptions, Stop};
@@ -446,7 +446,12 @@ fn program(cuts: &Cuts, ph: &Phases, forced: &Forced, integral: bool) -> Option<
         after_moment(cuts, ph, &cols, k, &mut lp);
     }
     for (k, &room) in (1..).zip(&rooms) {
-        memory_rows(cuts, ph, &cols, (k, room), s_unit, integral, &mut lp);
+        let room = Room {
+            bytes: room,
+            s_unit,
+            integral,
+        };
+        moment_memory_rows(cuts, ph, &cols, k, room, &mut lp);
     }
     Some((lp, c_max))
 }
@@ -485,36 +490,17 @@ fn node_rows(cuts: &Cuts, ph: &Phases, cols: &Columns, v: usize, lp: &mut Lp) {
     }
 }
 
-/// Row (4) of moment `k` with `room` (module docs) and the memory row's cardinality covers,
-/// without the inputs of `ℓ_k` (their columns are fixed at 1, their size in the room); sizes
-/// in units of `s_unit` in an LP, of their gcd in an `integral` program ([`memory_row`]).
-fn memory_rows(
-    cuts: &Cuts,
-    ph: &Phases,
-    cols: &Columns,
-    (k, room): (usize, u64),
-    s_unit: f64,
-    integral: bool,
-    lp: &mut Lp,
-) {
+/// Row (4) of moment `k` with its `room` (module docs) and the memory row's cardinality
+/// covers, without the inputs of `ℓ_k` (their columns are fixed at 1, their size in the
+/// room); sizes in units of the room's `s_unit` in an LP, of their gcd in an integral
+/// program ([`memory_rows`]).
+fn moment_memory_rows(cuts: &Cuts, ph: &Phases, cols: &Columns, k: usize, room: Room, lp: &mut Lp) {
     let g = cuts.graph;
-    let mut terms = Vec::new();
     let inputs = g.preds(ph.cut[k - 1]);
     let values: Vec<usize> = (0..g.len())
         .filter(|&v| cols.s(ph, v, k).is_some() && inputs.binary_search(&v).is_err())
         .collect();
-    let sizes = values.iter().map(|&v| g.memory(v));
-    let (s_unit, rhs) = memory_row(sizes, room, s_unit, integral);
-    let fitting = values.iter().filter(|&&v| !integral || g.memory(v) <= room);
-    terms.extend(fitting.map(|&v| {
-        let size = significant(g.memory(v) as f64 / s_unit);
-        (cols.s(ph, v, k).expect("a column"), size)
-    }));
-    lp.add_row(f64::NEG_INFINITY, rhs, &mut terms);
-    for (set, most) in covers(g, &values, room) {
-        terms.extend(set.iter().filter_map(|&v| Some((cols.s(ph, v, k)?, 1.0))));
-        lp.add_row(f64::NEG_INFINITY, most as f64, &mut terms);
-    }
+    memory_rows(lp, g, &values, room, |v| cols.s(ph, v, k));
 }
 
 /// The stage-cut rows of moment `k` ([`super`], (3) and (4)) on columns `D^k_v` for every
