@@ -12,6 +12,7 @@
 //! (`1.5 GB`) and rounds down. A percentage is any finite number above 0; it resolves
 //! against the graph, and a result above `MAX_BYTES` is refused ([`Budget::resolve`]).
 
+use crate::graph::load::compact;
 use crate::graph::{Graph, MAX_BYTES};
 use crate::schedule::checkpoint_all_peak;
 use serde::{Deserialize, Serialize};
@@ -247,8 +248,7 @@ impl fmt::Display for Budget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Budget::Bytes(b) => write!(f, "{b}"),
-            Budget::OfPeak(x) if x * 100.0 >= 1e15 => write!(f, "{:e}%", x * 100.0),
-            Budget::OfPeak(x) => write!(f, "{}%", x * 100.0),
+            Budget::OfPeak(x) => write!(f, "{}%", compact(x * 100.0)),
         }
     }
 }

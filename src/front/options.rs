@@ -13,6 +13,7 @@
 //! An [`InvalidOption`] says which option and value; each shell names the option its own
 //! way ([`OptionName::flag`] on the command line, [`OptionName::field`] in a request body).
 
+use crate::graph::load::compact;
 use crate::solve::{Effort, SolveOptions};
 use std::fmt;
 use std::time::Duration;
@@ -58,15 +59,6 @@ pub fn seconds(value: f64) -> Result<Duration, String> {
             "must be a number of seconds greater than 0 and at most {MAX_SECONDS:e}, got {}",
             compact(value)
         ))
-    }
-}
-
-/// A number for a message: in exponent notation from 1e15 on (`1e300`, not its 301 digits).
-fn compact(value: f64) -> String {
-    if value.abs() >= 1e15 {
-        format!("{value:e}")
-    } else {
-        value.to_string()
     }
 }
 

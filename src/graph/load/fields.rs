@@ -129,6 +129,16 @@ pub(crate) fn excerpt(text: &str) -> Cow<'_, str> {
     elide(text, EXCERPT_ENDS)
 }
 
+/// A number from the input for a message: in exponent notation from 1e15 on (`1e300`, not
+/// its 301 digits).
+pub(crate) fn compact(value: f64) -> String {
+    if value.abs() >= 1e15 {
+        format!("{value:e}")
+    } else {
+        value.to_string()
+    }
+}
+
 /// `text` whole when it has at most `2 * ends` characters, else its first and last `ends`
 /// characters around the count of bytes left out.
 pub(crate) fn elide(text: &str, ends: usize) -> Cow<'_, str> {

@@ -58,7 +58,7 @@ mod node_link;
 pub(crate) mod raw;
 mod typed;
 
-pub(crate) use fields::{elide, excerpt, suggest, unknown_field_message};
+pub(crate) use fields::{compact, elide, excerpt, suggest, unknown_field_message};
 use fields::{unknown_fields, CHAIN_FIELDS, NATIVE_GRAPH_FIELDS, NODE_LINK_GRAPH_FIELDS};
 use native::native_spec;
 use node_link::{infer_batch, node_link_spec};
