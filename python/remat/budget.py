@@ -24,26 +24,37 @@ Budget = int | float | str
 MAX_BYTES = 2**53
 
 
-def resolve(budget: Budget, inspect: Callable[[], dict[str, Any]]) -> int | str:
-    """The budget to send to remat: bytes or a string remat parses; `inspect()` is called for fractions."""
+def check(budget: Budget) -> None:
+    """A `BudgetError` where `budget` is of no budget's type or out of its range (a string is
+    parsed by remat)."""
     if isinstance(budget, bool):
         raise BudgetError(f"budget {budget!r}: a bool is not a budget")
     if isinstance(budget, int):
         if not 0 <= budget <= MAX_BYTES:
             raise BudgetError(f"budget {budget} bytes: must be between 0 and 2^53")
-        return budget
-    if isinstance(budget, float):
+    elif isinstance(budget, float):
         if not 0.0 <= budget <= 1.0:
             raise BudgetError(
                 f"budget {budget}: a float is a fraction of activation memory in [0, 1]; "
                 "write bytes as an int, or a percentage of the checkpoint-all peak as '80%'"
             )
+    elif isinstance(budget, str):
+        if not budget.strip():
+            raise BudgetError("budget '': empty")
+    else:
+        raise BudgetError(
+            f"budget of type {type(budget).__name__}: give bytes (int), '6GiB', '80%' or a fraction (float)"
+        )
+
+
+def resolve(budget: Budget, inspect: Callable[[], dict[str, Any]]) -> int | str:
+    """The budget to send to remat: bytes or a string remat parses; `inspect()` is called for fractions."""
+    check(budget)
+    if isinstance(budget, float):
         report = inspect()
         fixed = int(report["fixed_memory"])
         peak = int(report["checkpoint_all_peak"])
         return fixed + int(budget * (peak - fixed))
     if isinstance(budget, str):
-        if not budget.strip():
-            raise BudgetError("budget '': empty")
         return budget.strip()
-    raise BudgetError(f"budget of type {type(budget).__name__}: give bytes (int), '6GiB', '80%' or a fraction (float)")
+    return budget

@@ -26,13 +26,15 @@ partitioner: `loss = step(*inputs, target)`. What stays outside the graph: the g
 accumulation into `.grad` (they are `fixed_memory`), the optimizer, and anything the step's caller
 keeps. `compiler="inductor"` plugs the same partitioner into Inductor (`remat.inductor`). The step
 is compiled whole (`fullgraph=True`: graphs budgeted apart would hold more than the budget
-together), once per shape of its arguments; a call torch.compile would run uncompiled (past
-Dynamo's recompile limit) is refused rather than run without a budget.
+together), once per shape of its arguments and per training mode (Dynamo's guards); each compiled
+graph, when it runs, makes its partition the step's `last`. A call torch.compile would run
+uncompiled (past Dynamo's recompile limit) is refused rather than run without a budget.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -354,34 +356,56 @@ class _WithLoss(nn.Module):
         self.forward = types.MethodType(types.FunctionType(code, _with_loss.__globals__, "forward"), self)
 
 
-def _signature(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """What `torch.compile(dynamic=False)` compiles a graph per: the arguments' shapes, dtypes and
-    devices (and the types of other arguments)."""
-    return tuple(
-        (tuple(a.shape), a.dtype, a.device, a.requires_grad) if isinstance(a, torch.Tensor) else type(a) for a in args
-    )
-
-
 class Step:
     """A compiled training step: `step(*inputs, *targets)` runs forward, loss and backward (the
-    gradients accumulate into the parameters' `.grad`) and returns the loss, detached."""
+    gradients accumulate into the parameters' `.grad`) and returns the loss, detached.
+
+    `module` is compiled with `backend` (`torch.compile`, one graph per shape of the arguments and
+    per training mode or other guard), each compiled graph tagged with the partition it was built
+    from: when it runs, it is `last`."""
 
     def __init__(
         self,
-        module: Callable[..., torch.Tensor],
+        module: nn.Module,
+        backend: Callable[[fx.GraphModule, list[Any]], Any],
         partitioner: Partitioner,
         context: Callable[[], AbstractContextManager[Any]] = nullcontext,
     ) -> None:
-        self.module = module
         self.partitioner = partitioner
         self.context = context  # entered around each call (where compiles happen)
-        self.plans: dict[tuple[Any, ...], Partitioned] = {}  # per argument signature, its partition
+        self.graphs = 0  # graphs compiled
         self.ran: Partitioned | None = None
+        self.module: Callable[..., torch.Tensor] = torch.compile(
+            module, backend=self._tagging(backend), dynamic=False, fullgraph=True
+        )
+
+    def _tagging(self, backend: Callable[[fx.GraphModule, list[Any]], Any]) -> Callable[..., Any]:
+        """`backend`, whose compiled graphs set `ran` to their partition each time they run (Dynamo
+        picks the graph by its guards, which the arguments' shapes alone do not tell)."""
+
+        def compile_graph(gm: fx.GraphModule, example_inputs: list[Any]) -> Any:
+            partitions = self.partitioner.partitions
+            compiled = backend(gm, example_inputs)
+            if self.partitioner.partitions == partitions:
+                raise ApplyError(
+                    "torch.compile compiled the step without remat's partitioner: nothing in it needs a "
+                    "gradient (no parameter or input requires grad), so there is no backward pass to budget"
+                )
+            partition = self.partitioner.last
+            self.graphs += 1
+
+            @functools.wraps(compiled)  # keeps `_boxed_call`, how Dynamo calls it
+            def run(*args: Any) -> Any:
+                self.ran = partition
+                return compiled(*args)
+
+            return run
+
+        return compile_graph
 
     @property
     def last(self) -> Partitioned | None:
-        """The partition of the graph the last call ran (each shape of the arguments compiles a
-        graph of its own), or failed to compile (`OverBudget`)."""
+        """The partition of the graph the last call ran, or failed to compile (`OverBudget`)."""
         return self.ran
 
     def __call__(self, *args: Any) -> torch.Tensor:
@@ -390,7 +414,7 @@ class Step:
                 "the compiled step trains (forward, loss and backward) and needs gradients: call it outside "
                 "torch.no_grad(); to evaluate, call the model itself"
             )
-        signature = _signature(args)
+        self.ran = None
         partitions = self.partitioner.partitions
         try:
             loss = self._run(args)
@@ -398,11 +422,8 @@ class Step:
             if self.partitioner.partitions != partitions:
                 self.ran = self.partitioner.last  # the partition that failed (OverBudget), to inspect
             raise
-        if self.partitioner.partitions != partitions and self.partitioner.last is not None:
-            self.plans[signature] = self.partitioner.last
-        elif signature not in self.plans:
-            raise ApplyError(_recompile_limit(len(self.plans)))
-        self.ran = self.plans[signature]
+        if self.ran is None:  # Dynamo ran the step uncompiled
+            raise ApplyError(_recompile_limit(self.graphs))
         loss.backward()
         return loss.detach()
 
@@ -426,7 +447,7 @@ class Step:
                     "flow) or apply the plan in eager mode (remat.apply)"
                 ) from e
             except torch._dynamo.exc.FailOnRecompileLimitHit as e:
-                raise ApplyError(_recompile_limit(len(self.plans))) from e
+                raise ApplyError(_recompile_limit(self.graphs)) from e
             except torch._dynamo.exc.BackendCompilerFailed as e:
                 # a compile stopped before anything ran: Inductor's code would hold more than the
                 # budget (the partitioner solves again tighter)
@@ -471,19 +492,18 @@ def compile(
             keep_inference_input_mutations=True,
             decompositions=masked_backwards(),
         )
-        return Step(torch.compile(wrapped, backend=backend_fn, dynamic=False, fullgraph=True), part)
+        return Step(wrapped, backend_fn, part)
     if compiler == "inductor":
         from .inductor import checked_backend, partitioned
 
-        module = torch.compile(wrapped, backend=checked_backend(part), dynamic=False, fullgraph=True)
-        return Step(module, part, partitioned)
+        return Step(wrapped, checked_backend(part), part, partitioned)
     raise ApplyError(f"compiler must be 'aot_eager' or 'inductor', got {compiler!r}")
 
 
 def _check_compile_args(budget: _budget.Budget, backend: Backend, targets: int) -> None:
     """What `compile` can check before the first call compiles: the budget's type and range, a
     backend that solves and simulates, a count of targets."""
-    _budget.resolve(budget, lambda: {"fixed_memory": 0, "checkpoint_all_peak": 0})
+    _budget.check(budget)
     if not all(callable(getattr(backend, m, None)) for m in ("solve", "inspect", "simulate")):
         raise ApplyError(
             f"backend is a {type(backend).__name__}: give remat.Local() or remat.Client(url), which solve and simulate"
@@ -497,10 +517,10 @@ def _first_line(e: Exception) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def _recompile_limit(shapes: int) -> str:
+def _recompile_limit(graphs: int) -> str:
     return (
         "torch.compile will not compile this step again, so remat would partition nothing and the budget "
         f"would not hold: Dynamo's recompile limit (torch._dynamo.config.recompile_limit = "
-        f"{torch._dynamo.config.recompile_limit}) is reached after {shapes} shapes of the arguments; give fewer "
-        "distinct shapes (pad the batch) or raise the limit"
+        f"{torch._dynamo.config.recompile_limit}) is reached after {graphs} graphs (one per shape of the "
+        "arguments and per training mode); give fewer distinct shapes (pad the batch) or raise the limit"
     )

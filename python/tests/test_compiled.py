@@ -437,7 +437,7 @@ def test_an_operators_own_allocations_are_its_scratch() -> None:
     assert alloc.peak() > alloc.peak(scratch=False)
 
 
-def _mlp() -> torch.nn.Module:
+def _mlp() -> torch.nn.Sequential:
     layers = [m for _ in range(4) for m in (torch.nn.Linear(32, 32), torch.nn.GELU())]
     return torch.nn.Sequential(torch.nn.Linear(16, 32), *layers, torch.nn.Linear(32, 10))
 
@@ -486,6 +486,32 @@ def test_shapes_past_the_recompile_limit_and_graph_breaks_are_errors(binary: str
 
     step = remat_compile(Breaks(), loss_fn, 0.6, backend=remat.Local(binary))
     with pytest.raises(remat.ApplyError, match="as one graph"):
+        step(torch.randn(8, 16), torch.randint(0, 10, (8,)))
+
+
+def test_last_is_the_graph_the_call_ran(binary: str) -> None:
+    """Dynamo compiles a graph per shape of the arguments and per training mode: a step trained,
+    run in `eval()` (with gradients) and trained again runs the training graph again, and
+    `step.last` says so (it was keyed by the arguments' shapes alone, and named the eval graph)."""
+    layers = list(_mlp())
+    model = torch.nn.Sequential(*layers[:3], torch.nn.Dropout(0.5), *layers[3:])
+    step = remat_compile(model, torch.nn.functional.cross_entropy, 0.6, backend=remat.Local(binary))
+    x, y = torch.randn(8, 16), torch.randint(0, 10, (8,))
+    keys = []
+    for train in (True, False, True):
+        model.train(train)
+        step(x, y)
+        assert step.last is not None
+        keys.append(step.last.key)
+    assert keys[0] == keys[2] != keys[1]
+
+
+def test_a_step_with_nothing_to_train_is_an_error(binary: str) -> None:
+    """A frozen model has no backward pass: AOTAutograd compiles it without a partitioner, and the
+    step says so (it reported Dynamo's recompile limit, after 0 shapes)."""
+    model = _mlp().requires_grad_(False)
+    step = remat_compile(model, torch.nn.functional.cross_entropy, 0.6, backend=remat.Local(binary))
+    with pytest.raises(remat.ApplyError, match="no parameter or input requires grad"):
         step(torch.randn(8, 16), torch.randint(0, 10, (8,)))
 
 
