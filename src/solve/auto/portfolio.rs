@@ -538,26 +538,29 @@ impl<'a> Portfolio<'a> {
     }
 }
 
-/// Each candidate's `solver: message`, in the order they ran; a message several candidates
-/// gave word for word (a solver run again under another guide or weight) once, with how
-/// many gave it.
+/// Each candidate's `solver: message`, solvers in the order they first ran and each
+/// solver's messages together; a message several candidates gave word for word (a solver run
+/// again under another guide or weight) once, with how many gave it.
 fn what_they_said(tried: &[Tried]) -> String {
-    let mut said: Vec<(String, usize)> = Vec::new();
+    let mut said: Vec<(&str, String, usize)> = Vec::new();
     for t in tried {
-        let line = format!(
-            "{}: {}",
-            t.solver,
-            t.message.as_deref().unwrap_or(t.verdict.as_str())
-        );
-        match said.iter_mut().find(|(l, _)| *l == line) {
-            Some((_, times)) => *times += 1,
-            None => said.push((line, 1)),
+        let message = t.message.as_deref().unwrap_or(t.verdict.as_str());
+        match said
+            .iter()
+            .position(|(solver, m, _)| *solver == t.solver && m == message)
+        {
+            Some(at) => said[at].2 += 1,
+            None => {
+                let after = said.iter().rposition(|(solver, ..)| *solver == t.solver);
+                let at = after.map_or(said.len(), |at| at + 1);
+                said.insert(at, (t.solver, message.to_string(), 1));
+            }
         }
     }
     said.into_iter()
-        .map(|(line, times)| match times {
-            1 => line,
-            _ => format!("{line} ({times} candidates)"),
+        .map(|(solver, message, times)| match times {
+            1 => format!("{solver}: {message}"),
+            _ => format!("{solver}: {message} ({times} candidates)"),
         })
         .collect::<Vec<_>>()
         .join("; ")
@@ -692,5 +695,42 @@ mod tests {
         assert_eq!(reason.matches("knapsack:").count(), 1, "{reason}");
         assert!(reason.contains("(2 candidates)"), "{reason}");
         assert_eq!(reason.matches("checkpoint-all:").count(), 1, "{reason}");
+    }
+
+    /// A solver's different failures (its runs under different guides) are said side by side,
+    /// whatever ran between them.
+    #[test]
+    fn a_solvers_failures_are_said_together() {
+        let g = linear(6);
+        let (least, _) = g.min_feasible_budget();
+        let instance = Instance {
+            graph: &g,
+            budget: least,
+        };
+        let options = SolveOptions::default();
+        let mut portfolio = Portfolio::new(&instance, &options);
+        let all = find("checkpoint-all").unwrap();
+        let said = |what: &'static str| {
+            move |_: &Instance, _: &SolveOptions| {
+                Ok(Outcome::Infeasible {
+                    solver: "dtr-ahead",
+                    proven: None,
+                    reason: what.into(),
+                })
+            }
+        };
+        for what in ["plain", "", "guided", "plain"] {
+            let run = match what {
+                "" => portfolio.run("checkpoint-all", 1.0, None, |i, o| all.solve(i, o)),
+                _ => portfolio.run("dtr-ahead", 1.0, None, said(what)),
+            };
+            run.unwrap();
+        }
+        let Outcome::Infeasible { reason, .. } = portfolio.finish() else {
+            panic!("neither fits at the least budget")
+        };
+        let dtr = reason.find("dtr-ahead: plain (2 candidates); dtr-ahead: guided;");
+        let all = reason.find("checkpoint-all:");
+        assert!(dtr.is_some() && dtr < all, "{reason}");
     }
 }

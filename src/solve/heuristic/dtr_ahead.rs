@@ -276,7 +276,7 @@ impl Solver for DtrAhead {
     }
 
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
-        run_rules(instance, options, &[Guide::default()])
+        run_rules(instance, options, &[Guide::default()], "")
     }
 }
 
@@ -290,15 +290,16 @@ pub(crate) fn solve_guided(
     cut: usize,
 ) -> Result<Outcome, SolveError> {
     let guides = [Guide::weigh(keep), Guide::retain(instance.graph, keep, cut)];
-    run_rules(instance, options, &guides)
+    run_rules(instance, options, &guides, " guided by the stage-cut LP")
 }
 
 /// One run of DTR's engine per rule and guide; the cheapest schedule the simulator puts
-/// within the budget.
+/// within the budget (`how` the runs were guided, for the message when none does).
 fn run_rules(
     instance: &Instance,
     options: &SolveOptions,
     guides: &[Guide],
+    how: &str,
 ) -> Result<Outcome, SolveError> {
     let stop = Stop::start(options);
     let mut best = Cheapest::default();
@@ -314,7 +315,7 @@ fn run_rules(
             }
         }
     }
-    Ok(best.outcome(instance, guides.len() * 2 * RULES.len()))
+    Ok(best.outcome(instance, guides.len() * 2 * RULES.len(), how))
 }
 
 /// The weights a negotiation starts from ([`solve_negotiated`]).
@@ -399,7 +400,7 @@ pub(crate) fn solve_negotiated(
             best.offer(cost, schedule);
         }
     }
-    Ok(best.outcome(instance, runs))
+    Ok(best.outcome(instance, runs, " under negotiated weights"))
 }
 
 /// A negotiation round's factor of a weight: `1 + η·u`, `u` uniform in `[0, 1)`.
@@ -461,8 +462,8 @@ impl Cheapest {
         }
     }
 
-    /// The answer after `runs` runs of DTR's engine.
-    fn outcome(self, instance: &Instance, runs: usize) -> Outcome {
+    /// The answer after `runs` runs of DTR's engine, steered `how`.
+    fn outcome(self, instance: &Instance, runs: usize, how: &str) -> Outcome {
         match self.0 {
             // Replayed within the budget by `run_rule`.
             Some((_, schedule)) => replayed_within_budget("dtr-ahead", schedule, None),
@@ -470,9 +471,9 @@ impl Cheapest {
                 solver: "dtr-ahead",
                 proven: None,
                 reason: format!(
-                    "none of DTR's {} look-ahead runs found a schedule within {} bytes (its \
-                     pinned inputs filled the budget or its rematerialisations cascaded)",
-                    runs, instance.budget
+                    "none of DTR's {runs} look-ahead runs{how} found a schedule within {} bytes \
+                     (its pinned inputs filled the budget or its rematerialisations cascaded)",
+                    instance.budget
                 ),
             },
         }
