@@ -97,16 +97,13 @@ fn plan(args: &BatchArgs) -> Result<Vec<Item>, CliError> {
     let files = graph_files(&args.graphs)?;
     let mut stems = std::collections::HashMap::new();
     for f in &files {
-        let stem = f
-            .file_stem()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .to_string();
-        if let Some(other) = stems.insert(stem.clone(), f) {
+        let stem = f.file_stem().unwrap_or_default();
+        if let Some(other) = stems.insert(stem, f) {
             return Err(bad(format!(
-                "{} and {} would write the same result files ({stem}--*.json)",
+                "{} and {} would write the same result files ({}--*.json)",
                 other.display(),
-                f.display()
+                f.display(),
+                stem.to_string_lossy()
             )));
         }
     }
@@ -123,12 +120,13 @@ fn plan(args: &BatchArgs) -> Result<Vec<Item>, CliError> {
         .enumerate()
         .filter(|(i, _)| i % shard.n == shard.k)
         .map(|(_, (graph, budget))| {
-            let stem = graph.file_stem().unwrap_or_default().to_string_lossy();
+            // The stem as the file system has it: two names that differ in bytes that are not
+            // UTF-8 write two files.
+            let mut name = graph.file_stem().unwrap_or_default().to_os_string();
+            name.push(format!("--{}.json", budget_label(budget)));
             Item {
                 graph: graph.clone(),
-                output: args
-                    .out
-                    .join(format!("{stem}--{}.json", budget_label(budget))),
+                output: args.out.join(name),
                 budget: budget.clone(),
             }
         })

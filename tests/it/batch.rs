@@ -487,3 +487,41 @@ fn discovery_names_what_it_cannot_read_and_counts_each_item_once() {
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["rows"].as_array().unwrap().len(), 1, "{summary}");
 }
+
+/// Two graphs whose names differ only in bytes that are not UTF-8 (`g\xff.json`,
+/// `g\xfe.json`) write two result files: named from the lossy text, both were `g�--*.json`,
+/// and batch refused them as one, naming `g�.json` twice.
+#[test]
+fn names_that_are_not_utf8_write_their_own_result_files() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempdir("not-utf8");
+    let graphs = dir.join("g");
+    std::fs::create_dir_all(&graphs).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for name in [b"g\xff.json", b"g\xfe.json"] {
+        let to = graphs.join(OsStr::from_bytes(name));
+        std::fs::copy(root.join("graphs/linear-8.json"), to).unwrap();
+    }
+    let out = dir.join("out");
+    let o = remat()
+        .arg("batch")
+        .arg("--graphs")
+        .arg(&graphs)
+        .args(["--budgets", "90%", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    succeeded(&o);
+    let mut written: Vec<Vec<u8>> = json_files(&out)
+        .iter()
+        .map(|f| f.file_name().unwrap().as_bytes().to_vec())
+        .collect();
+    written.sort();
+    assert_eq!(
+        written,
+        [&b"g\xfe--90pct.json"[..], &b"g\xff--90pct.json"[..]],
+        "{o:?}"
+    );
+    assert_complete(&out);
+    assert_eq!(summary(&out).len(), 2);
+}
