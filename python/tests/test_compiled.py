@@ -340,6 +340,36 @@ def test_inductor_holds_at_most_the_prediction(family: Any, fraction: float, sol
     assert_same_step(model, float(step(*inputs, *targets)), plain)
 
 
+def test_inductor_runs_its_kernels_in_the_schedules_order(binary: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inductor's scheduler moved 36 of the 247 kernels of a small U-Net's backward at 0.3 ahead of
+    nodes the schedule runs before them (`reorder_for_peak_memory`, by its own estimate of one
+    graph's peak), and its code held 49,544 bytes of activations for a schedule of 17,524; under
+    remat the pass is off: no kernel runs before one placed ahead of it (22,312 bytes held, still
+    above the budget of 17,610 and said so: `fits` is False)."""
+    lowered: list[Any] = []
+    held = remat.inductor.held_activations
+
+    def spy(forward: Any, backward: Any) -> int:
+        lowered[:] = [forward, backward]
+        return held(forward, backward)
+
+    monkeypatch.setattr(remat.inductor, "held_activations", spy)
+    model, _, inputs, targets, loss_fn = families.unet(batch=1, resolution=8, width=8)
+    step = remat_compile(
+        model, loss_fn, 0.3, backend=remat.Local(binary), compiler="inductor", time_limit=60, on_overrun="warn"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = measure_compiled(step, (*inputs, *targets), list(model.parameters()))
+    assert len(lowered) == 2
+    for graph in lowered:
+        orders = [node.min_order for node in graph.scheduler.nodes]
+        assert orders == sorted(orders)
+    last = step.last
+    assert last is not None
+    assert m.buffers <= 1.02 * last.predicted_activations, (m.buffers, last.predicted_activations)
+
+
 def test_plain_torch_compile_under_partitioning_is_checked(binary: str) -> None:
     """`torch.compile(module)` inside `remat.inductor.partitioning(part)` (plain Inductor, no
     `remat.compile`): leaving the context gives the partition what Inductor's code holds
