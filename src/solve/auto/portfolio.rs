@@ -667,10 +667,9 @@ mod tests {
         assert_eq!(portfolio.ended_by(), EndedBy::TimeLimit);
     }
 
-    /// When no candidate finds a schedule, the answer says what each said, once per distinct
-    /// message: a solver run again with the same failure is counted, not repeated.
-    #[test]
-    fn the_same_failure_is_said_once_with_its_count() {
+    /// What a portfolio at the least budget of a 6-layer chain says after `runs` when no
+    /// candidate fits.
+    fn what_is_said(runs: impl FnOnce(&mut Portfolio)) -> String {
         let g = linear(6);
         let (least, _) = g.min_feasible_budget();
         let instance = Instance {
@@ -679,19 +678,29 @@ mod tests {
         };
         let options = SolveOptions::default();
         let mut portfolio = Portfolio::new(&instance, &options);
+        runs(&mut portfolio);
+        let Outcome::Infeasible { reason, .. } = portfolio.finish() else {
+            panic!("nothing fits at the least budget")
+        };
+        reason
+    }
+
+    /// When no candidate finds a schedule, the answer says what each said, once per distinct
+    /// message: a solver run again with the same failure is counted, not repeated.
+    #[test]
+    fn the_same_failure_is_said_once_with_its_count() {
         let knapsack = find("knapsack").unwrap();
         let all = find("checkpoint-all").unwrap();
-        for _ in 0..2 {
+        let reason = what_is_said(|portfolio| {
+            for _ in 0..2 {
+                portfolio
+                    .run("knapsack", 1.0, None, |i, o| knapsack.solve(i, o))
+                    .unwrap();
+            }
             portfolio
-                .run("knapsack", 1.0, None, |i, o| knapsack.solve(i, o))
+                .run("checkpoint-all", 1.0, None, |i, o| all.solve(i, o))
                 .unwrap();
-        }
-        portfolio
-            .run("checkpoint-all", 1.0, None, |i, o| all.solve(i, o))
-            .unwrap();
-        let Outcome::Infeasible { reason, .. } = portfolio.finish() else {
-            panic!("neither fits at the least budget")
-        };
+        });
         assert_eq!(reason.matches("knapsack:").count(), 1, "{reason}");
         assert!(reason.contains("(2 candidates)"), "{reason}");
         assert_eq!(reason.matches("checkpoint-all:").count(), 1, "{reason}");
@@ -701,14 +710,6 @@ mod tests {
     /// whatever ran between them.
     #[test]
     fn a_solvers_failures_are_said_together() {
-        let g = linear(6);
-        let (least, _) = g.min_feasible_budget();
-        let instance = Instance {
-            graph: &g,
-            budget: least,
-        };
-        let options = SolveOptions::default();
-        let mut portfolio = Portfolio::new(&instance, &options);
         let all = find("checkpoint-all").unwrap();
         let said = |what: &'static str| {
             move |_: &Instance, _: &SolveOptions| {
@@ -719,16 +720,15 @@ mod tests {
                 })
             }
         };
-        for what in ["plain", "", "guided", "plain"] {
-            let run = match what {
-                "" => portfolio.run("checkpoint-all", 1.0, None, |i, o| all.solve(i, o)),
-                _ => portfolio.run("dtr-ahead", 1.0, None, said(what)),
-            };
-            run.unwrap();
-        }
-        let Outcome::Infeasible { reason, .. } = portfolio.finish() else {
-            panic!("neither fits at the least budget")
-        };
+        let reason = what_is_said(|portfolio| {
+            for what in ["plain", "", "guided", "plain"] {
+                let run = match what {
+                    "" => portfolio.run("checkpoint-all", 1.0, None, |i, o| all.solve(i, o)),
+                    _ => portfolio.run("dtr-ahead", 1.0, None, said(what)),
+                };
+                run.unwrap();
+            }
+        });
         let dtr = reason.find("dtr-ahead: plain (2 candidates); dtr-ahead: guided;");
         let all = reason.find("checkpoint-all:");
         assert!(dtr.is_some() && dtr < all, "{reason}");
