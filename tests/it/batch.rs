@@ -19,6 +19,19 @@ fn tempdir(name: &str) -> PathBuf {
     dir
 }
 
+/// A fresh directory `name` holding `g/`, with a copy of graphs/linear-8.json under each of
+/// `files`: the directory and `g/`.
+fn linear_graphs(name: &str, files: &[&std::ffi::OsStr]) -> (PathBuf, PathBuf) {
+    let dir = tempdir(name);
+    let graphs = dir.join("g");
+    std::fs::create_dir_all(&graphs).unwrap();
+    let linear = Path::new(env!("CARGO_MANIFEST_DIR")).join("graphs/linear-8.json");
+    for file in files {
+        std::fs::copy(&linear, graphs.join(file)).unwrap();
+    }
+    (dir, graphs)
+}
+
 fn json_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
@@ -413,11 +426,8 @@ fn out_among_the_graphs_is_refused_and_a_planted_pipe_does_not_hang() {
 /// changed graph or another solver is solved again, never reported with stale figures.
 #[test]
 fn a_stale_result_is_solved_again_not_skipped() {
-    let dir = tempdir("stale-result");
-    let graphs = dir.join("g");
-    std::fs::create_dir_all(&graphs).unwrap();
+    let (dir, graphs) = linear_graphs("stale-result", &["m.json".as_ref()]);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    std::fs::copy(root.join("graphs/linear-8.json"), graphs.join("m.json")).unwrap();
     let out = dir.join("out");
     let run = |solver: &str| -> Value {
         let o = remat()
@@ -460,11 +470,7 @@ fn a_stale_result_is_solved_again_not_skipped() {
 /// one file named by two paths, or one budget given twice, is one item.
 #[test]
 fn discovery_names_what_it_cannot_read_and_counts_each_item_once() {
-    let dir = tempdir("discovery");
-    let graphs = dir.join("g");
-    std::fs::create_dir_all(&graphs).unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    std::fs::copy(root.join("graphs/linear-8.json"), graphs.join("a.json")).unwrap();
+    let (dir, graphs) = linear_graphs("discovery", &["a.json".as_ref()]);
     std::os::unix::fs::symlink("nowhere.json", graphs.join("broken.json")).unwrap();
     let out = dir.join("out");
     let batch = |paths: &[&Path], budgets: &str| {
@@ -495,14 +501,8 @@ fn discovery_names_what_it_cannot_read_and_counts_each_item_once() {
 fn names_that_are_not_utf8_write_their_own_result_files() {
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
-    let dir = tempdir("not-utf8");
-    let graphs = dir.join("g");
-    std::fs::create_dir_all(&graphs).unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for name in [b"g\xff.json", b"g\xfe.json"] {
-        let to = graphs.join(OsStr::from_bytes(name));
-        std::fs::copy(root.join("graphs/linear-8.json"), to).unwrap();
-    }
+    let names = [b"g\xff.json", b"g\xfe.json"].map(|name| OsStr::from_bytes(name));
+    let (dir, graphs) = linear_graphs("not-utf8", &names);
     let out = dir.join("out");
     let o = remat()
         .arg("batch")
