@@ -16,12 +16,13 @@ and at the end). `RematChoices` (`inductor_choices_class`, Inductor's hook for i
 heuristics) refuses fusions of nodes that other nodes run between (a schedule places apart two
 copies of a recomputed value, or a value's first and last readers, so that others fit in
 between); buffer reuse, layout optimization and the scheduler's reordering for its own
-estimate of the peak are off (`OPTIONS`): its kernels run in the schedule's order. `checked_backend` (the backend
-of `remat.compile(..., compiler="inductor")`) compiles the backward with the forward and, after
-code generation, reads what the step's code holds from Inductor's scheduler (`held_activations`:
-`Lowered` records each graph's `GraphLowering` through `_post_fusion_custom_pass`); the step's
-prediction is the larger of that and the simulator's, and a plan above the budget is solved again
-below it (`Replan`, `Partitioner.tighten`) before anything runs. The `partitioning` context
+estimate of the peak are off (`OPTIONS`): its kernels run in the schedule's order.
+`checked_backend` (the backend of `remat.compile(..., compiler="inductor")`) compiles the
+backward with the forward and, after code generation, reads what the step's code holds from
+Inductor's scheduler (`held_activations`: `Lowered` records each graph's `GraphLowering` through
+`_post_fusion_custom_pass`); the step's prediction is the larger of that and the simulator's,
+and a plan above the budget is solved again below it (`Replan`, `Partitioner.tighten`) before
+anything runs. The `partitioning` context
 gives plain `torch.compile` users the partition and reads the same figure for each partition
 compiled inside it, checking it as the context closes (after the steps run inside: no re-plan). Measure with
 `remat.measure_compiled.AllocatorBytes` (Inductor's buffers are no dispatcher ops).
