@@ -16,7 +16,11 @@ and at the end). `RematChoices` (`inductor_choices_class`, Inductor's hook for i
 heuristics) refuses fusions of nodes that other nodes run between (a schedule places apart two
 copies of a recomputed value, or a value's first and last readers, so that others fit in
 between); buffer reuse, layout optimization and the scheduler's reordering for its own
-estimate of the peak are off (`OPTIONS`): its kernels run in the schedule's order.
+estimate of the peak are off (`OPTIONS`): its kernels run in the schedule's order. A value the
+schedule computes apart from its readers, in place of an input that dies there, is realized as a
+buffer where the schedule computes it (`realize_held`): inlined into its reader, it would keep
+that input alive until then. And the code frees a dead buffer after every kernel (as Inductor's
+GPU code does; its CPU code waits for a group of kernels to end, `kernel_by_kernel`).
 `checked_backend` (the backend of `remat.compile(..., compiler="inductor")`) compiles the
 backward with the forward and, after code generation, reads what the step's code holds from
 Inductor's scheduler (`held_activations`: `Lowered` records each graph's `GraphLowering` through
@@ -50,7 +54,7 @@ from torch._inductor import ir
 from torch._inductor.choices import InductorChoices
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
 from torch._inductor.graph import GraphLowering
-from torch._inductor.scheduler import BaseSchedulerNode, Scheduler
+from torch._inductor.scheduler import BaseSchedulerNode, NopKernelSchedulerNode, Scheduler
 from torch._inductor.virtualized import V
 
 from .compiled import Partitioned, Partitioner, Replan
@@ -94,6 +98,52 @@ OPTIONS: dict[str, Any] = {
     "inductor_choices_class": RematChoices,
     "fx_graph_cache": False,
 }
+
+
+def realize_held(gm: torch.fx.GraphModule) -> int:
+    """Marks for realization (`inductor_realize_to_strides`: Inductor then writes it into a buffer
+    of its own where it is computed) each value of a partitioned graph that some input dies at
+    (its last reader) while its own first reader runs later: the schedule holds the value, not
+    the input, in between. Inductor would inline a pointwise value into its reader and keep its
+    inputs alive until then (on a U-Net at 0.3 a recomputed concatenation, read by a batch norm's
+    backward two hundred kernels later through an inlined gradient, stayed beside its next copy).
+    A parameter or input of the step (`primals`) is held by the caller and never dies. Returns the
+    number of values marked."""
+    nodes = list(gm.graph.nodes)
+    place = {n: i for i, n in enumerate(nodes)}
+    last_read = {a: place[n] for n in nodes for a in n.all_input_nodes}
+    marked = 0
+    for v in nodes:
+        readers = [place[u] for u in v.users if u.op != "output"]
+        if v.op != "call_function" or not isinstance(v.meta.get("val"), torch.Tensor) or not readers:
+            continue
+        dies = any(
+            last_read[a] == place[v]
+            and isinstance(a.meta.get("val"), torch.Tensor)
+            and not (a.op == "placeholder" and a.name.startswith("primals"))
+            for a in v.all_input_nodes
+        )
+        if dies and min(readers) > place[v] + 1:
+            v.meta["inductor_realize_to_strides"] = True
+            marked += 1
+    return marked
+
+
+@contextmanager
+def kernel_by_kernel() -> Iterator[None]:
+    """Inductor's CPU code frees a dead buffer after each kernel, as its GPU code does. Its C++
+    kernels are generated in groups, and the buffers that die inside a group are freed only when
+    the group ends (before an extern kernel, or past `MAX_FUSED_KERNEL_ARGS_NUM` arguments): with
+    a limit below every kernel's, each group is one kernel. Patched while remat's graphs are
+    compiled only (a class attribute: every compile in the process reads it)."""
+    from torch._inductor.codegen.cpp import CppScheduling
+
+    limit = CppScheduling.MAX_FUSED_KERNEL_ARGS_NUM
+    CppScheduling.MAX_FUSED_KERNEL_ARGS_NUM = -1
+    try:
+        yield
+    finally:
+        CppScheduling.MAX_FUSED_KERNEL_ARGS_NUM = limit
 
 
 def _sources_hash() -> str:
@@ -153,12 +203,12 @@ def held_peak(g: GraphLowering, inputs: dict[str, tuple[str, int]], count_output
     start to their last use, each buffer from its kernel on (a buffer the
     kernel keeps local, or one written in place of a dying input, takes no storage of its own);
     graph outputs to the end, counted only with `count_outputs`. Inductor frees a buffer after its
-    last use (`last_usage`) only where it flushes the kernels generated so far (before an extern
-    kernel or a template, and at the end; a C++ kernel group also where it grows past its argument
-    limit, left out here: freeing later is the upper bound), so a free waits for the next flush;
-    an extern kernel's own last uses are freed right after it (and after the elements of its
-    result, its outputs). The inputs of a concatenation Inductor lowers in place write into its
-    storage, which the first of them allocates."""
+    last use (`last_usage`) where it flushes the code generated so far: after each kernel (on the
+    CPU under `kernel_by_kernel`), before an extern kernel or a template, and at the end; an
+    extern kernel's own last uses are freed right after it (and after the elements of its result,
+    its outputs), a kernel that runs nothing (`NopKernelSchedulerNode`) frees nothing. The inputs
+    of a concatenation Inductor lowers in place write into its storage, which the first of them
+    allocates."""
     removed = set(g.removed_buffers) | set(g.inplaced_to_remove)
     reuses = dict(g.wrapper_code.reuses)  # buffer -> the dying buffer whose storage it takes
     outputs = set(g.get_output_names())
@@ -211,6 +261,8 @@ def held_peak(g: GraphLowering, inputs: dict[str, tuple[str, int]], count_output
             current += own
         peak = max(peak, current)
         pending |= set(node.last_usage)
+        if not (node.is_extern() or isinstance(node, NopKernelSchedulerNode)):
+            flush()
     return peak
 
 
@@ -257,7 +309,10 @@ class RematPartitionerFn(CustomPartitionerFn):
         kwargs.pop("compiler", None)
         self.defer_check()
         self.lowered.graphs.clear()
-        return self.partitioner(gm, joint_inputs, **kwargs)
+        forward, backward = self.partitioner(gm, joint_inputs, **kwargs)
+        realize_held(forward)
+        realize_held(backward)
+        return forward, backward
 
     def config(self) -> dict[str, Any]:
         """Inductor's config under remat: this partitioner, the record of lowered graphs and
@@ -310,7 +365,8 @@ def checked_backend(partitioner: Partitioner) -> Callable[[torch.fx.GraphModule,
         return compiled
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=fn.config())
+        with kernel_by_kernel():
+            return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=fn.config())
 
     return backend
 
@@ -336,6 +392,6 @@ def partitioning(partitioner: Partitioner) -> Iterator[RematPartitionerFn]:
     as it first runs them, so no re-plan can come before (`remat.compile(..., compiler="inductor")`
     re-plans before its step runs)."""
     fn = RematPartitionerFn(partitioner)
-    with torch._inductor.config.patch(**fn.config()), partitioned():
+    with torch._inductor.config.patch(**fn.config()), partitioned(), kernel_by_kernel():
         yield fn
     fn.check_held()
