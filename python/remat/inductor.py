@@ -17,10 +17,11 @@ heuristics) refuses fusions of nodes that other nodes run between (a schedule pl
 copies of a recomputed value, or a value's first and last readers, so that others fit in
 between); buffer reuse, layout optimization and the scheduler's reordering for its own
 estimate of the peak are off (`OPTIONS`): its kernels run in the schedule's order. A value the
-schedule computes apart from its readers, in place of an input that dies there, is realized as a
-buffer where the schedule computes it (`realize_held`): inlined into its reader, it would keep
-that input alive until then. And the code frees a dead buffer after every kernel (as Inductor's
-GPU code does; its CPU code waits for a group of kernels to end, `kernel_by_kernel`).
+schedule computes apart from its readers or into a concatenation, in place of an input that dies
+there, is realized as a buffer where the schedule computes it (`realize_held`): inlined into its
+reader, or computed into the concatenation's storage, it would keep that input alive beside it.
+And the code frees a dead buffer after every kernel (as Inductor's GPU code does; its CPU code
+waits for a group of kernels to end, `kernel_by_kernel`).
 `checked_backend` (the backend of `remat.compile(..., compiler="inductor")`) compiles the
 backward with the forward and, after code generation, reads what the step's code holds from
 Inductor's scheduler (`held_activations`: `Lowered` records each graph's `GraphLowering` through
@@ -102,12 +103,15 @@ OPTIONS: dict[str, Any] = {
 
 def realize_held(gm: torch.fx.GraphModule) -> int:
     """Marks for realization (`inductor_realize_to_strides`: Inductor then writes it into a buffer
-    of its own where it is computed) each value of a partitioned graph that some input dies at
-    (its last reader) while its own first reader runs later: the schedule holds the value, not
-    the input, in between. Inductor would inline a pointwise value into its reader and keep its
-    inputs alive until then (on a U-Net at 0.3 a recomputed concatenation, read by a batch norm's
-    backward two hundred kernels later through an inlined gradient, stayed beside its next copy).
-    A parameter or input of the step (`primals`) is held by the caller and never dies. Returns the
+    of its own where it is computed) each value of a partitioned graph at which some input dies
+    (its last reader) while its own first reader runs later, or while a concatenation reads it:
+    the schedule holds the value, not the input. Inductor would inline a pointwise value into its
+    reader and keep its inputs alive until then (on a U-Net at 0.3 a recomputed concatenation,
+    read by a batch norm's backward two hundred kernels later through an inlined gradient, stayed
+    beside its next copy); and it computes a concatenation's inputs into the concatenation's
+    storage, which it allocates at the first of them, so that a later input's own inputs live
+    beside it (a residual sum's two inputs beside the skip connection's concatenation). A
+    parameter or input of the step (`primals`) is held by the caller and never dies. Returns the
     number of values marked."""
     nodes = list(gm.graph.nodes)
     place = {n: i for i, n in enumerate(nodes)}
@@ -123,7 +127,8 @@ def realize_held(gm: torch.fx.GraphModule) -> int:
             and not (a.op == "placeholder" and a.name.startswith("primals"))
             for a in v.all_input_nodes
         )
-        if dies and min(readers) > place[v] + 1:
+        concatenated = any(u.target == torch.ops.aten.cat.default for u in v.users)
+        if dies and (min(readers) > place[v] + 1 or concatenated):
             v.meta["inductor_realize_to_strides"] = True
             marked += 1
     return marked
