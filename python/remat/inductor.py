@@ -178,9 +178,13 @@ class Lowered:
 
 def _storage_bytes(g: GraphLowering, buffer: object) -> int:
     """Bytes of a buffer's storage (0 for a multi-output kernel's tuple, whose elements are
-    buffers of their own, and for buffers without storage)."""
+    buffers of their own, for buffers without storage, and for a value written into the step's
+    input it updates in place, such as a batch norm's running statistics: the input's storage,
+    fixed memory)."""
     layout = getattr(buffer, "layout", None)
-    if not isinstance(layout, ir.Layout) or isinstance(layout, (ir.MultiOutputLayout, ir.NoneLayout)):
+    if not isinstance(layout, ir.Layout) or isinstance(
+        layout, (ir.MultiOutputLayout, ir.NoneLayout, ir.MutationLayoutSHOULDREMOVE)
+    ):
         return 0
     return int(g.sizevars.optimization_hint(layout.storage_size(), fallback=0)) * layout.dtype.itemsize
 
@@ -202,11 +206,23 @@ def _base_buffer(value: object) -> ir.Buffer | None:
     return value if isinstance(value, ir.Buffer) else None
 
 
+def _reused_storage(name: str, reuses: dict[str, str], storage: dict[str, str]) -> str | None:
+    """The storage a buffer takes over from a dying one (`reuses`), through any buffer of the chain
+    that Inductor removed (`buf561 = reinterpret_tensor(buf560); del buf560`, where `buf560 =
+    buf551`): None where it allocates its own."""
+    for _ in range(len(reuses)):
+        name = reuses.get(name, "")
+        if not name or name in storage:
+            break
+    return storage.get(name)
+
+
 def held_peak(g: GraphLowering, inputs: dict[str, tuple[str, int]], count_outputs: bool) -> int:
     """The peak of the bytes `g`'s compiled code holds, over its scheduler nodes in the order they
     run: the graph inputs of `inputs` (name -> its storage and the storage's bytes) from the
-    start to their last use, each buffer from its kernel on (a buffer the
-    kernel keeps local, or one written in place of a dying input, takes no storage of its own);
+    start to their last use, each buffer from its kernel on (a buffer the kernel keeps local, one
+    written in place of a dying input, through any chain of removed buffers, or into an input it
+    updates, takes no storage of its own);
     graph outputs to the end, counted only with `count_outputs`. Inductor frees a buffer after its
     last use (`last_usage`) where it flushes the code generated so far: after each kernel (on the
     CPU under `kernel_by_kernel`), before an extern kernel or a template, and at the end; an
@@ -255,7 +271,7 @@ def held_peak(g: GraphLowering, inputs: dict[str, tuple[str, int]], count_output
                 continue
             # a concatenation's inputs write into its storage, which the first of them allocates
             where = _written_into(out.node) or name
-            reused = storage.get(reuses.get(name, "")) or (where if where in names else None)
+            reused = _reused_storage(name, reuses, storage) or (where if where in names else None)
             if reused is not None:
                 storage[name] = reused
                 names[reused].add(name)

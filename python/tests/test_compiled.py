@@ -344,9 +344,9 @@ def test_inductor_runs_its_kernels_in_the_schedules_order(binary: str, monkeypat
     """Inductor's scheduler moved 36 of the 247 kernels of a small U-Net's backward at 0.3 ahead of
     nodes the schedule runs before them (`reorder_for_peak_memory`, by its own estimate of one
     graph's peak), and its code held 49,544 bytes of activations for a schedule of 17,524; under
-    remat the pass is off: no kernel runs before one placed ahead of it (22,312 bytes held for a
-    budget of 17,610; 16,392 since `realize_held` and `kernel_by_kernel`, though the estimate of
-    what Inductor's code holds stays 22 bytes above the budget: `fits` is False)."""
+    remat the pass is off: no kernel runs before one placed ahead of it (22,312 bytes held, above
+    the budget of 17,610; since `realize_held`, `kernel_by_kernel` and the estimate's fixes, 16,936
+    held and 17,312 estimated for a schedule of 17,524, with no re-plan: it fits)."""
     lowered: list[Any] = []
     held = remat.inductor.held_activations
 
@@ -367,7 +367,8 @@ def test_inductor_runs_its_kernels_in_the_schedules_order(binary: str, monkeypat
         orders = [node.min_order for node in graph.scheduler.nodes]
         assert orders == sorted(orders)
     last = step.last
-    assert last is not None
+    assert last is not None and last.fits
+    assert m.buffers <= last.budget - int(last.graph["fixed_memory"]), (m.buffers, last.budget)
     assert m.buffers <= 1.02 * last.predicted_activations, (m.buffers, last.predicted_activations)
 
 
@@ -441,7 +442,10 @@ def test_inductor_holds_a_unet_within_its_budget_at_0_3(binary: str) -> None:
     an inlined gradient, kept that copy alive beside the next one (now the gradient is realized
     where the schedule computes it, `realize_held`), and the CPU code freed dead buffers only at
     the end of a group of kernels (now after each, `kernel_by_kernel`). A larger U-Net (4, 64, 32)
-    also needs the values a concatenation reads realized (`faithful.py`, docs/performance.md)."""
+    also needs the values a concatenation reads realized (`faithful.py`, docs/performance.md).
+    What Inductor's code is estimated to hold is what it holds, to a few bytes: the batch norms'
+    new running statistics, written into the module's buffers, were counted as storage of their
+    own (1,099,968 estimated for 1,081,992 held)."""
     model, _, inputs, targets, loss_fn = families.unet(batch=2, resolution=32, width=16)
     plain = plain_step(model, inputs, targets, loss_fn)
     step = remat_compile(
@@ -449,11 +453,25 @@ def test_inductor_holds_a_unet_within_its_budget_at_0_3(binary: str) -> None:
     )
     m = measure_compiled(step, (*inputs, *targets), list(model.parameters()))
     last = step.last
-    assert last is not None and last.fits
+    assert last is not None and last.fits and last.inductor is not None
     assert m.buffers <= last.budget - int(last.graph["fixed_memory"]), (m.buffers, last.budget)
-    assert m.buffers <= 1.02 * last.predicted_activations, (m.buffers, last.predicted_activations)
+    assert abs(last.inductor - m.buffers) <= 0.001 * m.buffers, (last.inductor, m.buffers)
     model.zero_grad(set_to_none=True)
     assert_same_step(model, float(step(*inputs, *targets)), plain)
+
+
+def test_a_reused_storage_is_found_through_removed_buffers() -> None:
+    """A buffer that takes over a dying one's storage through buffers Inductor removed (`buf561 =
+    reinterpret_tensor(buf560); del buf560`, where `buf560 = buf551` and `buf551 = buf547`) holds
+    that storage, not one of its own (the estimate counted one more: a small U-Net at 0.3 was
+    estimated 1,240 bytes above what it held, and above its budget)."""
+    from remat.inductor import _reused_storage
+
+    reuses = {"buf561": "buf560", "buf560": "buf551", "buf551": "buf547", "a": "b", "b": "a"}
+    storage = {"buf551": "buf547", "buf547": "buf547"}
+    assert _reused_storage("buf561", reuses, storage) == "buf547"
+    assert _reused_storage("buf547", reuses, storage) is None  # allocates its own
+    assert _reused_storage("a", reuses, storage) is None  # a cycle ends
 
 
 def test_realize_held_marks_a_value_held_in_place_of_a_dying_input() -> None:
