@@ -16,12 +16,14 @@ and at the end). `RematChoices` (`inductor_choices_class`, Inductor's hook for i
 heuristics) refuses fusions of nodes that other nodes run between (a schedule places apart two
 copies of a recomputed value, or a value's first and last readers, so that others fit in
 between); buffer reuse, layout optimization and the scheduler's reordering for its own
-estimate of the peak are off (`OPTIONS`): its kernels run in the schedule's order. A value the
-schedule computes apart from its readers or into a concatenation, in place of an input that dies
-there, is realized as a buffer where the schedule computes it (`realize_held`): inlined into its
-reader, or computed into the concatenation's storage, it would keep that input alive beside it.
-And the code frees a dead buffer after every kernel (as Inductor's GPU code does; its CPU code
-waits for a group of kernels to end, `kernel_by_kernel`).
+estimate of the peak are off (`OPTIONS`): its kernels run in the schedule's order. Where what
+the code holds is still above the budget, the graph is lowered again *as scheduled* before any
+re-plan: a value the schedule computes apart from its readers or into a concatenation, in place of
+an input that dies there, is realized as a buffer where the schedule computes it (`realize_held`:
+inlined into its reader, or computed into the concatenation's storage, it would keep that input
+alive beside it), and the code frees a dead buffer after every kernel (as Inductor's GPU code
+does; its CPU code waits for a group of kernels to end, `free_after_each_kernel`). Not by
+default: Inductor's own lowering mostly holds less than the schedule, and compiles faster.
 `checked_backend` (the backend of `remat.compile(..., compiler="inductor")`) compiles the
 backward with the forward and, after code generation, reads what the step's code holds from
 Inductor's scheduler (`held_activations`: `Lowered` records each graph's `GraphLowering` through
@@ -53,6 +55,7 @@ from typing import Any
 import torch
 from torch._inductor import ir
 from torch._inductor.choices import InductorChoices
+from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
 from torch._inductor.graph import GraphLowering
 from torch._inductor.scheduler import BaseSchedulerNode, NopKernelSchedulerNode, Scheduler
@@ -135,20 +138,23 @@ def realize_held(gm: torch.fx.GraphModule) -> int:
 
 
 @contextmanager
-def kernel_by_kernel() -> Iterator[None]:
-    """Inductor's CPU code frees a dead buffer after each kernel, as its GPU code does. Its C++
-    kernels are generated in groups, and the buffers that die inside a group are freed only when
-    the group ends (before an extern kernel, or past `MAX_FUSED_KERNEL_ARGS_NUM` arguments): with
-    a limit below every kernel's, each group is one kernel. Patched while remat's graphs are
-    compiled only (a class attribute: every compile in the process reads it)."""
-    from torch._inductor.codegen.cpp import CppScheduling
-
+def cpu_kernel_groups() -> Iterator[None]:
+    """On leaving, Inductor's C++ kernel groups as they were (`free_after_each_kernel` changes
+    them for the graphs compiled inside: a class attribute, which every compile reads)."""
     limit = CppScheduling.MAX_FUSED_KERNEL_ARGS_NUM
-    CppScheduling.MAX_FUSED_KERNEL_ARGS_NUM = -1
     try:
         yield
     finally:
         CppScheduling.MAX_FUSED_KERNEL_ARGS_NUM = limit
+
+
+def free_after_each_kernel() -> None:
+    """Inductor's CPU code frees a dead buffer after each kernel, as its GPU code does, until
+    `cpu_kernel_groups` ends. Its C++ kernels are generated in groups, and the buffers that die
+    inside a group are freed only when the group ends (before an extern kernel, or past
+    `MAX_FUSED_KERNEL_ARGS_NUM` arguments): with a limit below every kernel's, each group is one
+    kernel (and one more C++ compile)."""
+    CppScheduling.MAX_FUSED_KERNEL_ARGS_NUM = -1
 
 
 def _sources_hash() -> str:
@@ -217,15 +223,19 @@ def _reused_storage(name: str, reuses: dict[str, str], storage: dict[str, str]) 
     return storage.get(name)
 
 
-def held_peak(g: GraphLowering, inputs: dict[str, tuple[str, int]], count_outputs: bool) -> int:
+def held_peak(
+    g: GraphLowering, inputs: dict[str, tuple[str, int]], count_outputs: bool, each_kernel: bool = True
+) -> int:
     """The peak of the bytes `g`'s compiled code holds, over its scheduler nodes in the order they
     run: the graph inputs of `inputs` (name -> its storage and the storage's bytes) from the
     start to their last use, each buffer from its kernel on (a buffer the kernel keeps local, one
     written in place of a dying input, through any chain of removed buffers, or into an input it
     updates, takes no storage of its own);
     graph outputs to the end, counted only with `count_outputs`. Inductor frees a buffer after its
-    last use (`last_usage`) where it flushes the code generated so far: after each kernel (on the
-    CPU under `kernel_by_kernel`), before an extern kernel or a template, and at the end; an
+    last use (`last_usage`) where it flushes the code generated so far: after each kernel with
+    `each_kernel` (lowered as scheduled: `free_after_each_kernel`; without it, a C++ kernel group
+    that Inductor flushes early, past its argument limit, is left out: freeing later is the upper
+    bound), before an extern kernel or a template, and at the end; an
     extern kernel's own last uses are freed right after it (and after the elements of its result,
     its outputs), a kernel that runs nothing (`NopKernelSchedulerNode`) frees nothing. The inputs
     of a concatenation Inductor lowers in place write into its storage, which the first of them
@@ -282,7 +292,7 @@ def held_peak(g: GraphLowering, inputs: dict[str, tuple[str, int]], count_output
             current += own
         peak = max(peak, current)
         pending |= set(node.last_usage)
-        if not (node.is_extern() or isinstance(node, NopKernelSchedulerNode)):
+        if each_kernel and not (node.is_extern() or isinstance(node, NopKernelSchedulerNode)):
             flush()
     return peak
 
@@ -302,27 +312,31 @@ def _saved_storages(forward: GraphLowering) -> dict[str, tuple[str, int]]:
     return saved
 
 
-def held_activations(forward: GraphLowering, backward: GraphLowering) -> int:
+def held_activations(forward: GraphLowering, backward: GraphLowering, each_kernel: bool = True) -> int:
     """What Inductor's code for one step holds beyond the fixed memory: the forward's buffers
     (its outputs, the saved tensors and the loss, to its end), then the backward's inputs (the
     saved tensors, each holding its base's storage, and the tangents) until their last use and
-    its buffers, the gradients it returns left out (fixed memory)."""
+    its buffers, the gradients it returns left out (fixed memory); `each_kernel` as `held_peak`."""
     saved = _saved_storages(forward)
     inputs = {
         name: saved.get(name, (name, _storage_bytes(backward, buffer)))
         for name, buffer in backward.graph_inputs.items()
         if not name.startswith("primals")
     }
-    return max(held_peak(forward, {}, True), held_peak(backward, inputs, False))
+    return max(held_peak(forward, {}, True, each_kernel), held_peak(backward, inputs, False, each_kernel))
 
 
 class RematPartitionerFn(CustomPartitionerFn):
-    """Inductor's custom partitioner, calling `partitioner` on each joint graph."""
+    """Inductor's custom partitioner, calling `partitioner` on each joint graph. With `as_scheduled`
+    every graph is lowered as scheduled (`realize_held`, `free_after_each_kernel`); otherwise only
+    the graphs `lower_as_scheduled` marked (inside `cpu_kernel_groups`, either way)."""
 
-    def __init__(self, partitioner: Partitioner) -> None:
+    def __init__(self, partitioner: Partitioner, as_scheduled: bool) -> None:
         self.partitioner = partitioner
         self.lowered = Lowered()
         self.unchecked: list[Partitioned] = []  # `partitioning`: compiled, not yet checked
+        self.scheduled: set[str] | None = None if as_scheduled else set()  # graph keys (`graph_key`)
+        self.each_kernel = False  # whether the last partition is lowered as scheduled
 
     def __call__(
         self, gm: torch.fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any
@@ -331,9 +345,20 @@ class RematPartitionerFn(CustomPartitionerFn):
         self.defer_check()
         self.lowered.graphs.clear()
         forward, backward = self.partitioner(gm, joint_inputs, **kwargs)
-        realize_held(forward)
-        realize_held(backward)
+        last = self.partitioner.last
+        self.each_kernel = self.scheduled is None or (last is not None and last.key in self.scheduled)
+        if self.each_kernel:
+            realize_held(forward)
+            realize_held(backward)
+            free_after_each_kernel()
         return forward, backward
+
+    def lower_as_scheduled(self, p: Partitioned) -> bool:
+        """Lowers `p`'s graph as scheduled from its next compile on; False where it already is."""
+        if self.scheduled is None or p.key in self.scheduled:
+            return False
+        self.scheduled.add(p.key)
+        return True
 
     def config(self) -> dict[str, Any]:
         """Inductor's config under remat: this partitioner, the record of lowered graphs and
@@ -346,7 +371,7 @@ class RematPartitionerFn(CustomPartitionerFn):
         last, graphs = self.partitioner.last, self.lowered.graphs
         if last is None or last.inductor is not None or len(graphs) < 2:
             return None
-        last.inductor = held_activations(graphs[0], graphs[-1])
+        last.inductor = held_activations(graphs[0], graphs[-1], self.each_kernel)
         return last
 
     def defer_check(self) -> None:
@@ -371,22 +396,26 @@ class RematPartitionerFn(CustomPartitionerFn):
 def checked_backend(partitioner: Partitioner) -> Callable[[torch.fx.GraphModule, list[Any]], Any]:
     """A `torch.compile` backend: Inductor, partitioning with `partitioner`, that after compiling
     each backward sets `partitioner.last.inductor` to what the step's compiled code holds
-    (`held_activations`) and, where that is above the budget, raises `Replan` (the partitioner
-    solves again below the budget) or, with no re-plan left, `OverBudget` / its warning."""
+    (`held_activations`) and, where that is above the budget, raises `Replan`: the graph is
+    compiled again lowered as scheduled (`lower_as_scheduled`), then, where that still holds too
+    much, solved again below the budget; with no re-plan left, `OverBudget` / its warning."""
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
-    fn = RematPartitionerFn(partitioner)
+    fn = RematPartitionerFn(partitioner, as_scheduled=False)
 
     def inner(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
         compiled = compile_fx_inner(gm, example_inputs, **kwargs)
         if kwargs.get("is_backward") and (last := fn.read_held()) is not None:
+            above = f"Inductor's code holds {last.predicted_peak} bytes, above the budget of {last.budget}"
+            if not last.fits and fn.lower_as_scheduled(last):
+                raise Replan(f"{above}: lowered again as scheduled")
             if not last.fits and partitioner.tighten(last):
-                raise Replan(f"Inductor's code holds {last.predicted_peak} bytes, above the budget of {last.budget}")
+                raise Replan(above)
             partitioner.check(last)
         return compiled
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        with kernel_by_kernel():
+        with cpu_kernel_groups():
             return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=fn.config())
 
     return backend
@@ -411,8 +440,8 @@ def partitioning(partitioner: Partitioner) -> Iterator[RematPartitionerFn]:
     `predicted_peak` count it) and is checked: `OverBudget` (or its warning) where that is above
     the budget. The steps run inside have run by then: `torch.compile` compiles a module's graphs
     as it first runs them, so no re-plan can come before (`remat.compile(..., compiler="inductor")`
-    re-plans before its step runs)."""
-    fn = RematPartitionerFn(partitioner)
-    with torch._inductor.config.patch(**fn.config()), partitioned(), kernel_by_kernel():
+    re-plans before its step runs), and every graph is lowered as scheduled at once."""
+    fn = RematPartitionerFn(partitioner, as_scheduled=True)
+    with torch._inductor.config.patch(**fn.config()), partitioned(), cpu_kernel_groups():
         yield fn
     fn.check_held()

@@ -345,14 +345,15 @@ def test_inductor_runs_its_kernels_in_the_schedules_order(binary: str, monkeypat
     nodes the schedule runs before them (`reorder_for_peak_memory`, by its own estimate of one
     graph's peak), and its code held 49,544 bytes of activations for a schedule of 17,524; under
     remat the pass is off: no kernel runs before one placed ahead of it (22,312 bytes held, above
-    the budget of 17,610; since `realize_held`, `kernel_by_kernel` and the estimate's fixes, 16,936
-    held and 17,312 estimated for a schedule of 17,524, with no re-plan: it fits)."""
+    the budget of 17,610; since it is lowered again as scheduled where that is over, and the
+    estimate's fixes, 16,936 held and 17,312 estimated for a schedule of 17,524, with no re-plan:
+    it fits)."""
     lowered: list[Any] = []
     held = remat.inductor.held_activations
 
-    def spy(forward: Any, backward: Any) -> int:
+    def spy(forward: Any, backward: Any, each_kernel: bool) -> int:
         lowered[:] = [forward, backward]
-        return held(forward, backward)
+        return held(forward, backward, each_kernel)
 
     monkeypatch.setattr(remat.inductor, "held_activations", spy)
     model, _, inputs, targets, loss_fn = families.unet(batch=1, resolution=8, width=8)
@@ -441,7 +442,9 @@ def test_inductor_holds_a_unet_within_its_budget_at_0_3(binary: str) -> None:
     batch norm's backward, two hundred kernels after the recomputed concatenation it reads through
     an inlined gradient, kept that copy alive beside the next one (now the gradient is realized
     where the schedule computes it, `realize_held`), and the CPU code freed dead buffers only at
-    the end of a group of kernels (now after each, `kernel_by_kernel`). A larger U-Net (4, 64, 32)
+    the end of a group of kernels (now after each, `free_after_each_kernel`): Inductor's own
+    lowering is over the budget, so the step lowers the graph again as scheduled (`RematPartitionerFn.
+    lower_as_scheduled`) before any re-plan. A larger U-Net (4, 64, 32)
     also needs the values a concatenation reads realized (`faithful.py`, docs/performance.md).
     What Inductor's code is estimated to hold is what it holds, to a few bytes: the batch norms'
     new running statistics, written into the module's buffers, were counted as storage of their
