@@ -232,10 +232,11 @@ def held_peak(
     written in place of a dying input, through any chain of removed buffers, or into an input it
     updates, takes no storage of its own);
     graph outputs to the end, counted only with `count_outputs`. Inductor frees a buffer after its
-    last use (`last_usage`) where it flushes the code generated so far: after each kernel with
-    `each_kernel` (lowered as scheduled: `free_after_each_kernel`; without it, a C++ kernel group
-    that Inductor flushes early, past its argument limit, is left out: freeing later is the upper
-    bound), before an extern kernel or a template, and at the end; an
+    last use (`last_usage`) where it flushes the code generated so far: after each kernel on a GPU
+    (`free_buffers_in_scheduler` after each Triton kernel) and on the CPU with `each_kernel`
+    (lowered as scheduled: `free_after_each_kernel`; without it, a C++ kernel group that Inductor
+    flushes early, past its argument limit, is left out: freeing later is the upper bound), before
+    an extern kernel or a template, and at the end; an
     extern kernel's own last uses are freed right after it (and after the elements of its result,
     its outputs), a kernel that runs nothing (`NopKernelSchedulerNode`) frees nothing. The inputs
     of a concatenation Inductor lowers in place write into its storage, which the first of them
@@ -292,7 +293,9 @@ def held_peak(
             current += own
         peak = max(peak, current)
         pending |= set(node.last_usage)
-        if each_kernel and not (node.is_extern() or isinstance(node, NopKernelSchedulerNode)):
+        device = node.get_device()
+        on_gpu = device is not None and device.type != "cpu"  # Triton's code frees after each kernel
+        if (each_kernel or on_gpu) and not (node.is_extern() or isinstance(node, NopKernelSchedulerNode)):
             flush()
     return peak
 
