@@ -440,15 +440,13 @@ def test_inductor_holds_a_unet_within_its_budget_at_0_3(binary: str) -> None:
     schedule does, with the same loss and gradients. Before, its code held 1,344,776 bytes of
     activations for a budget of 1,111,453 and a schedule of 1,081,988, after every re-plan: a
     batch norm's backward, two hundred kernels after the recomputed concatenation it reads through
-    an inlined gradient, kept that copy alive beside the next one (now the gradient is realized
-    where the schedule computes it, `realize_held`), and the CPU code freed dead buffers only at
-    the end of a group of kernels (now after each, `free_after_each_kernel`): Inductor's own
-    lowering is over the budget, so the step lowers the graph again as scheduled (`RematPartitionerFn.
-    lower_as_scheduled`) before any re-plan. A larger U-Net (4, 64, 32)
-    also needs the values a concatenation reads realized (`faithful.py`, docs/performance.md).
-    What Inductor's code is estimated to hold is what it holds, to a few bytes: the batch norms'
-    new running statistics, written into the module's buffers, were counted as storage of their
-    own (1,099,968 estimated for 1,081,992 held)."""
+    an inlined gradient, kept that copy alive beside the next one, and the CPU code freed dead
+    buffers only at the end of a group of kernels. Inductor's own lowering is over the budget, so
+    the step lowers the graph again as scheduled (`RematPartitionerFn.lower_as_scheduled`: the
+    gradient realized where the schedule computes it, `realize_held`; buffers freed after each
+    kernel, `free_after_each_kernel`) before any re-plan. What Inductor's code is estimated to hold
+    is what it holds, to a few bytes: the batch norms' new running statistics, written into the
+    module's buffers, were counted as storage of their own (1,099,968 estimated, 1,081,992 held)."""
     model, _, inputs, targets, loss_fn = families.unet(batch=2, resolution=32, width=16)
     plain = plain_step(model, inputs, targets, loss_fn)
     step = remat_compile(
