@@ -79,6 +79,7 @@ class Partitioned:
     key: str  # the graph's hash (`graph_key`): the Partitioner's re-plans are kept by it
     target: int = 0  # the budget in bytes (the solve's own where 0; a re-plan solves below it)
     inductor: int | None = None  # bytes of activations Inductor's compiled code holds (`remat.inductor`)
+    as_scheduled: bool = False  # whether Inductor lowered it as scheduled (`remat.inductor.realize_held`)
 
     @property
     def budget(self) -> int:
@@ -311,8 +312,9 @@ class Partitioner:
             f"{int(p.result['stats']['peak_memory'])}"
             + (f"; the partition deviates from it: {'; '.join(p.deviations[:5])}" if p.deviations else "")
             + (
-                f"; Inductor's code holds {p.inductor} bytes of activations after "
-                f"{len(self.squeeze.get(p.key, [0])) - 1} re-plans below the budget"
+                f"; Inductor's code holds {p.inductor} bytes of activations"
+                + (", lowered as scheduled," if p.as_scheduled else "")
+                + f" after {len(self.squeeze.get(p.key, [0])) - 1} re-plans below the budget"
                 if p.inductor is not None
                 else ""
             )

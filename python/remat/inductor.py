@@ -350,6 +350,8 @@ class RematPartitionerFn(CustomPartitionerFn):
         forward, backward = self.partitioner(gm, joint_inputs, **kwargs)
         last = self.partitioner.last
         self.each_kernel = self.scheduled is None or (last is not None and last.key in self.scheduled)
+        if last is not None:
+            last.as_scheduled = self.each_kernel
         if self.each_kernel:
             realize_held(forward)
             realize_held(backward)
