@@ -339,7 +339,6 @@ class RematPartitionerFn(CustomPartitionerFn):
         self.lowered = Lowered()
         self.unchecked: list[Partitioned] = []  # `partitioning`: compiled, not yet checked
         self.scheduled: set[str] | None = None if as_scheduled else set()  # graph keys (`graph_key`)
-        self.each_kernel = False  # whether the last partition is lowered as scheduled
 
     def __call__(
         self, gm: torch.fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any
@@ -349,10 +348,9 @@ class RematPartitionerFn(CustomPartitionerFn):
         self.lowered.graphs.clear()
         forward, backward = self.partitioner(gm, joint_inputs, **kwargs)
         last = self.partitioner.last
-        self.each_kernel = self.scheduled is None or (last is not None and last.key in self.scheduled)
-        if last is not None:
-            last.as_scheduled = self.each_kernel
-        if self.each_kernel:
+        assert last is not None  # every partition sets it
+        last.as_scheduled = self.scheduled is None or last.key in self.scheduled
+        if last.as_scheduled:
             realize_held(forward)
             realize_held(backward)
             free_after_each_kernel()
@@ -376,7 +374,7 @@ class RematPartitionerFn(CustomPartitionerFn):
         last, graphs = self.partitioner.last, self.lowered.graphs
         if last is None or last.inductor is not None or len(graphs) < 2:
             return None
-        last.inductor = held_activations(graphs[0], graphs[-1], self.each_kernel)
+        last.inductor = held_activations(graphs[0], graphs[-1], last.as_scheduled)
         return last
 
     def defer_check(self) -> None:
