@@ -111,9 +111,9 @@
 //! HiGHS's objective, exact only up to its tolerances, but `L(y)` of its row duals
 //! ([`super::lagrangian`]); an integral cut's is HiGHS's dual bound, which may lie above the
 //! cut's optimum by the tolerance within which its branch and bound prunes (1e-6 of the
-//! cut's largest cost: with a cost of 1e12 among its values, 8e5 above was measured). Each becomes a cost through
-//! [`super::resolution::within_resolution`], lowered by what it may be off and raised to the
-//! next integer where every cost is one.
+//! cut's largest cost: with a cost of 1e12 among its values, 8e5 above was measured). Each
+//! becomes a cost through [`super::resolution::within_resolution`], lowered by what it may be
+//! off and raised to the next integer where every cost is one.
 //!
 //! # Scope
 //!
