@@ -28,10 +28,10 @@ default: Inductor's own lowering mostly holds less than the schedule, and compil
 backward with the forward and, after code generation, reads what the step's code holds from
 Inductor's scheduler (`held_activations`: `Lowered` records each graph's `GraphLowering` through
 `_post_fusion_custom_pass`); the step's prediction is the larger of that and the simulator's,
-and a plan above the budget is solved again below it (`Replan`, `Partitioner.tighten`) before
-anything runs. The `partitioning` context
-gives plain `torch.compile` users the partition and reads the same figure for each partition
-compiled inside it, checking it as the context closes (after the steps run inside: no re-plan). Measure with
+and a plan above the budget, once lowered as scheduled, is solved again below it (`Replan`,
+`Partitioner.tighten`) before anything runs. The `partitioning` context gives plain
+`torch.compile` users the partition and reads the same figure for each partition compiled inside
+it, checking it as the context closes (after the steps run inside: no re-plan). Measure with
 `remat.measure_compiled.AllocatorBytes` (Inductor's buffers are no dispatcher ops).
 
 Caches: `uuid()` (Inductor's and AOTAutograd's caches key compiled code on it) covers the
