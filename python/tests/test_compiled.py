@@ -502,6 +502,19 @@ def test_a_reused_storage_is_found_through_removed_buffers() -> None:
     assert _reused_storage("a", reuses, storage) is None  # a cycle ends
 
 
+def realized(g: torch.fx.Graph) -> list[torch.fx.Node]:
+    """The nodes of `g` (every value a 4-float tensor) that `realize_held` marks, checked against the
+    count it returns."""
+    for n in g.nodes:
+        if n.op != "output":
+            n.meta["val"] = torch.empty(4)
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    count = remat.inductor.realize_held(gm)
+    marked = [n for n in gm.graph.nodes if n.meta.get("inductor_realize_to_strides")]
+    assert count == len(marked)
+    return marked
+
+
 def test_realize_held_marks_a_value_held_in_place_of_a_dying_input() -> None:
     """`realize_held` marks a value whose input dies at it while its reader runs later (the
     schedule holds the value in between, Inductor would hold the input) or is a concatenation
@@ -519,13 +532,7 @@ def test_realize_held_marks_a_value_held_in_place_of_a_dying_input() -> None:
     summed = g.call_function(aten.add.Tensor, (out, out))  # `out` dies here, concatenated right after
     cat = g.call_function(aten.cat.default, ([summed, weight],))
     g.output((cat,))
-    for n in g.nodes:
-        if n.op != "output":
-            n.meta["val"] = torch.empty(4)
-    gm = torch.fx.GraphModule(torch.nn.Module(), g)
-    assert remat.inductor.realize_held(gm) == 2
-    marked = [n for n in gm.graph.nodes if n.meta.get("inductor_realize_to_strides")]
-    assert marked == [held, summed]
+    assert realized(g) == [held, summed]
 
 
 def test_realize_held_marks_a_value_read_at_once_and_again_later() -> None:
@@ -542,12 +549,7 @@ def test_realize_held_marks_a_value_read_at_once_and_again_later() -> None:
     scaled = g.call_function(aten.mul.Tensor, (first, 2))
     second = g.call_function(aten.add.Tensor, (scaled, twice))  # ... and again two ops later
     g.output((second,))
-    for n in g.nodes:
-        if n.op != "output":
-            n.meta["val"] = torch.empty(4)
-    gm = torch.fx.GraphModule(torch.nn.Module(), g)
-    assert remat.inductor.realize_held(gm) == 1
-    assert [n for n in gm.graph.nodes if n.meta.get("inductor_realize_to_strides")] == [twice]
+    assert realized(g) == [twice]
 
 
 def test_inductor_predicts_on_a_cache_hit(binary: str) -> None:
