@@ -62,6 +62,22 @@ def test_budget_below_minimum_raises_with_the_cause(backend: Client | Local) -> 
     assert e.value.result is not None and e.value.result["status"] == "infeasible"
 
 
+def test_an_unproven_infeasible_budget_says_a_budget_that_fits(backend: Client | Local, binary: str) -> None:
+    """Where `auto` finds no schedule and cannot prove that none exists (a 41-node random layered
+    graph at its proven minimum), the error's result has a budget at which `auto` finds one, over
+    HTTP as from the binary; solving there gives a schedule within it."""
+    out = subprocess.run([binary, "gen", "random-layered", "--nodes", "41", "--seed", "4"], capture_output=True)
+    g = json.loads(out.stdout)
+    least = backend.inspect(g)["min_feasible_budget"]
+    with pytest.raises(remat.InfeasibleBudget, match="finds a schedule within") as e:
+        backend.solve(g, least, time_limit=30)
+    assert e.value.result is not None and e.value.result["proven"] is False
+    found = e.value.result["least_budget_found"]
+    assert found["budget"] > least and found["solver"] == "sethi-ullman" and found["complete"]
+    result = backend.solve(g, found["budget"], time_limit=30)
+    assert result["stats"]["peak_memory"] <= found["budget"]
+
+
 def test_bad_budget_string_raises_the_problem(server: str, binary: str) -> None:
     g = load("tiny-residual.json")
     with pytest.raises(remat.SolveError, match="unknown unit") as e:

@@ -147,6 +147,20 @@ fn print_result(g: &Graph, peak: u64, r: &SolveResult) {
     if let Some(m) = &r.message {
         println!("note       {m}");
     }
+    if let Some(l) = &r.least_budget_found {
+        println!(
+            "fits at    {} = {:.1}% of the checkpoint-all peak ({} finds a schedule there, and so \
+             does auto{})",
+            bytes(l.budget),
+            100.0 * l.budget as f64 / peak.max(1) as f64,
+            l.solver,
+            if l.complete {
+                ""
+            } else {
+                "; the search for the least such budget ran out of time"
+            }
+        );
+    }
     if let Some(e) = r.ended_by {
         println!("ended by   {}", ended_phrase(e));
     }

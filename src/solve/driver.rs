@@ -8,6 +8,7 @@ use super::details::Details;
 use super::dp::{block_rotor, bptt, chain_dp, join_dp, revolve, two_level};
 use super::exact::{checkmate, exhaustive};
 use super::heuristic::{baseline, chen, dtr, dtr_ahead, fastsa, knapsack, sethi_ullman};
+use super::least_budget::{self, LeastBudget};
 use super::result::SolveResult;
 use crate::schedule::{simulate, Schedule, SimError};
 use std::time::Instant;
@@ -129,14 +130,61 @@ fn drive(
     } else {
         run(instance)?
     };
+    let (outcome, least) = with_least_budget(instance, solver_name, outcome, options, start);
     let elapsed = start.elapsed().as_secs_f64();
-    SolveResult::judge(
+    let mut result = SolveResult::judge(
         instance,
         solver_name,
         outcome,
         elapsed,
         &Stop::judging(options),
-    )
+    )?;
+    result.least_budget_found = least;
+    Ok(result)
+}
+
+/// `auto`'s failure without a proof, with the least budget found above it
+/// ([`least_budget::search`], within the solve's own time limit counted from `start`) said in
+/// its reason; any other outcome as it is.
+fn with_least_budget(
+    instance: &Instance,
+    solver_name: &str,
+    outcome: Outcome,
+    options: &SolveOptions,
+    start: Instant,
+) -> (Outcome, Option<LeastBudget>) {
+    let (solver, proven, reason) = match outcome {
+        Outcome::Infeasible {
+            solver,
+            proven,
+            reason,
+        } if solver_name == "auto" && proven != Some(Scope::GlobalOptimum) => {
+            (solver, proven, reason)
+        }
+        other => return (other, None),
+    };
+    let deadline = options.time_limit.and_then(|t| start.checked_add(t));
+    let least = least_budget::search(instance.graph, instance.budget, options, deadline);
+    let reason = match &least {
+        Some(l) => format!(
+            "{reason}; {} finds a schedule within {} bytes, {} above the budget{}",
+            l.solver,
+            l.budget,
+            l.budget - instance.budget,
+            if l.complete {
+                ""
+            } else {
+                " (the search for the least such budget ran out of time)"
+            }
+        ),
+        None => reason,
+    };
+    let outcome = Outcome::Infeasible {
+        solver,
+        proven,
+        reason,
+    };
+    (outcome, least)
 }
 
 /// Simulates a candidate schedule and returns it as a plan when it fits the budget, else

@@ -8,7 +8,9 @@
 //!   against the memory limit.
 //! * `driver` names every solver ([`registry`], [`find`]) and runs one
 //!   ([`solve`]): it replays every plan in the simulator, checks it against the budget and
-//!   builds the [`SolveResult`] from the simulator's numbers (`result`).
+//!   builds the [`SolveResult`] from the simulator's numbers (`result`). Where `auto` finds
+//!   no schedule and cannot prove that none exists, `least_budget` searches for a budget at
+//!   which it does ([`LeastBudget`]).
 //! * The solvers, one file or folder per algorithm, grouped by family: `exact` (the
 //!   oracle and the Checkmate MILP), `heuristic` (baselines, Chen, DTR), the dynamic
 //!   programs, and `auto`, the portfolio that picks among them.
@@ -23,6 +25,7 @@ mod driver;
 mod exact;
 pub mod footprint;
 mod heuristic;
+mod least_budget;
 mod result;
 
 pub use self::core::{
@@ -34,6 +37,7 @@ pub(crate) use driver::{admitted, fit, internal, replayed_within_budget};
 pub use driver::{find, registry, solve, solve_exhaustive_unbounded};
 pub use exact::checkmate::{model_size, ModelSize};
 pub use footprint::Footprint;
+pub use least_budget::LeastBudget;
 pub use result::{SolveResult, Status};
 
 // What callers outside the solvers use of the dynamic programs, each by this one path: the

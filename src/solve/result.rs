@@ -2,7 +2,9 @@
 //! Every figure in it comes from the simulator.
 
 use super::core::{SolveError, Stop, Stopped};
-use super::{Bound, BoundMethod, Claim, Details, EndedBy, Instance, Outcome, Plan, Scope};
+use super::{
+    Bound, BoundMethod, Claim, Details, EndedBy, Instance, LeastBudget, Outcome, Plan, Scope,
+};
 use crate::schedule::{simulate_polled, ScheduleJson, SimStats};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -108,6 +110,9 @@ pub struct SolveResult {
     /// What ended the search, for `auto` (its `details.ended_by`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_by: Option<EndedBy>,
+    /// For `auto`'s `infeasible` without a proof: a budget at which it finds a schedule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub least_budget_found: Option<LeastBudget>,
     pub solve_time_s: f64,
 }
 
@@ -191,6 +196,7 @@ impl SolveResult {
             message: None,
             details: None,
             ended_by: None,
+            least_budget_found: None,
             solve_time_s,
         }
     }

@@ -41,6 +41,29 @@ fn solve_prints_a_table_and_exits_0() {
     );
 }
 
+/// Where `auto` finds no schedule and cannot prove that none exists (a 41-node random layered
+/// graph at its proven minimum), the table says a budget at which it does find one.
+#[test]
+fn an_unproven_infeasible_solve_says_where_a_schedule_fits() {
+    let graph = temp_dir("least-budget").join("random-layered-41.json");
+    let o = remat(&["gen", "random-layered", "--nodes", "41", "--seed", "4"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    std::fs::write(&graph, &o.stdout).unwrap();
+    let graph = graph.to_str().unwrap();
+    let o = remat(&["inspect", graph, "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let min = report["min_feasible_budget"].as_u64().unwrap().to_string();
+    let o = remat(&["solve", graph, "--budget", &min]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("this solver found no schedule that fits")
+            && out.contains("fits at ")
+            && out.contains("(sethi-ullman finds a schedule there, and so does auto)"),
+        "{out}"
+    );
+}
+
 #[test]
 fn infeasible_exits_1_and_bad_input_exits_2() {
     let o = remat(&[

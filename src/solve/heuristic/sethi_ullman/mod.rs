@@ -298,6 +298,12 @@ const POLL_EVERY: usize = 1024;
 /// writing of it (about four times more on a 15x recomputing chain: `docs/performance.md`).
 const ANSWER_TIMES: u32 = 6;
 
+/// `need_budget`: the budget from which the construction is guaranteed a schedule (the module
+/// doc's **Guarantee**), `None` beyond `u64`.
+pub(crate) fn need_budget(graph: &Graph) -> Option<u64> {
+    Needs::of(graph).budget(graph)
+}
+
 /// Builds the compute sequence of `instance` (see the module doc): one construction per
 /// neighbourhood of [`VARIANTS`], the cheapest kept; or says why none was found (the
 /// first construction's failure, the most informative).
