@@ -4,13 +4,13 @@
 //!
 //! The probes run `sethi-ullman`: Sethi–Ullman's recursive rematerialisation is the first of
 //! `auto`'s constructive candidates, the floor every answer beats, so at a budget where it
-//! finds a schedule `auto` finds one too (the argument `remat max-batch` brackets with). The
-//! first probe is at its `need_budget`, from which its construction never runs out of memory
-//! (it may still pass its work cap), where that is below the checkpoint-all peak `P`
-//! (checkpoint-all's schedule fits there); then
-//! the search bisects between `M` (no candidate fits it) and the least budget found so far.
-//! Each probe's schedule is replayed by the simulator; the answer is the least probed budget
-//! whose schedule fits, or `P` itself.
+//! finds a schedule (with the same options) `auto` finds one too (the argument `remat
+//! max-batch` brackets with). The first probe is at its `need_budget`, from which its
+//! construction never runs out of memory (it may still pass its work cap), where that is
+//! below the checkpoint-all peak `P` (checkpoint-all's schedule fits there); then the search
+//! bisects between `M` (no candidate fits it) and the least budget found so far. Each probe's
+//! schedule is replayed by the simulator; the answer is the least probed budget whose schedule
+//! fits, or `P` itself.
 //!
 //! Scope: a heuristic that fits at `b` need not fit at every budget above `b`, so this is a
 //! budget at which a schedule was found, with probes below it having found none; it is not
@@ -46,7 +46,8 @@ pub struct LeastBudget {
     pub budget: u64,
     /// `sethi-ullman`, or `checkpoint-all` where no probe found a schedule.
     pub solver: &'static str,
-    /// Whether every probe ran: `false` when the time ended the search first.
+    /// Whether every probe ran: `false` when the time (or a probe that could not run, such as
+    /// one over the memory limit) ended the search first.
     pub complete: bool,
 }
 
@@ -98,7 +99,7 @@ pub(crate) fn search(
 }
 
 /// Whether the probe finds a schedule within `budget` that the simulator replays within it;
-/// `None` when `until` passes first or the caller cancels.
+/// `None` when `until` passes first, the caller cancels, or the probe cannot run.
 fn fits_at(
     graph: &Graph,
     budget: u64,
