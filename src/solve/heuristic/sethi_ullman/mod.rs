@@ -24,7 +24,8 @@
 //! evictable, so the pinned bytes never exceed what `need` accounts for, and by induction
 //! over the recursion:
 //!
-//! > **Guarantee.** Every budget `≥ K + max_v need(v)` (`need_budget`) gets a schedule.
+//! > **Guarantee.** Every budget `≥ K + max_v need(v)` (`need_budget`) gets a schedule,
+//! > given the work (see **Limits**).
 //!
 //! When the room left allows it (checked against the needs of the missing inputs), the
 //! resident inputs are pinned first instead, which spares recomputing them and keeps the
@@ -63,7 +64,8 @@
 //! graph's lower bound, but pinned inputs can fill the budget ([`NotFound::NoRoom`]). The
 //! tree unfolding of a DAG can be exponential at tight budgets, so the work is capped at
 //! [`WORK_PER_NODE`] computes per node (at least [`MIN_WORK`]) and the caller's deadline
-//! and cancel flag are polled. Sethi–Ullman's order is optimal for trees only: on a DAG,
+//! and cancel flag are polled: the guarantee is one of memory, and the cap can end a
+//! construction at any budget (a 500-node random layered graph at its `need_budget`). Sethi–Ullman's order is optimal for trees only: on a DAG,
 //! computing an input first can make another one cheap (a shared ancestor), which the
 //! needs do not see. A failure names `need_budget` and the graph's proven lower
 //! bound, so the answer says how far from a schedule the budget is.
@@ -214,7 +216,8 @@ impl NotFound {
         let (lower, _) = graph.min_feasible_budget();
         let guaranteed = match need_budget {
             Some(b) => format!(
-                "it is guaranteed a schedule from {b} bytes, {} bytes above the budget",
+                "from {b} bytes, {} bytes above the budget, its construction never runs out \
+                 of memory (only its work cap can end it there)",
                 b.saturating_sub(instance.budget)
             ),
             None => "its need bound exceeds 2^64 bytes".into(),
@@ -298,8 +301,8 @@ const POLL_EVERY: usize = 1024;
 /// writing of it (about four times more on a 15x recomputing chain: `docs/performance.md`).
 const ANSWER_TIMES: u32 = 6;
 
-/// `need_budget`: the budget from which the construction is guaranteed a schedule (the module
-/// doc's **Guarantee**), `None` beyond `u64`.
+/// `need_budget`: the budget from which the construction never runs out of memory (the module
+/// doc's **Guarantee**; its work cap can still end it), `None` beyond `u64`.
 pub(crate) fn need_budget(graph: &Graph) -> Option<u64> {
     Needs::of(graph).budget(graph)
 }
