@@ -11,7 +11,6 @@ use super::heuristic::{baseline, chen, dtr, dtr_ahead, fastsa, knapsack, sethi_u
 use super::least_budget::{self, LeastBudget};
 use super::result::SolveResult;
 use crate::schedule::{simulate, Schedule, SimError};
-use std::time::Instant;
 
 /// Every solver, by name.
 pub fn registry() -> &'static [&'static dyn Solver] {
@@ -111,10 +110,10 @@ fn drive(
     options: &SolveOptions,
     run: impl FnOnce(&Instance) -> Result<Outcome, SolveError>,
 ) -> Result<SolveResult, SolveError> {
-    let start = Instant::now();
+    let stop = Stop::start(options);
     let graph = instance.graph;
     let (min_budget, widest) = graph.min_feasible_budget();
-    let outcome = if instance.budget < min_budget {
+    let mut outcome = if instance.budget < min_budget {
         Outcome::Infeasible {
             solver,
             proven: Some(Scope::GlobalOptimum),
@@ -130,8 +129,8 @@ fn drive(
     } else {
         run(instance)?
     };
-    let (outcome, least) = with_least_budget(instance, solver_name, outcome, options, start);
-    let elapsed = start.elapsed().as_secs_f64();
+    let least = least_budget_said(instance, solver_name, &mut outcome, options, &stop);
+    let elapsed = stop.elapsed().as_secs_f64();
     let mut result = SolveResult::judge(
         instance,
         solver_name,
@@ -143,48 +142,35 @@ fn drive(
     Ok(result)
 }
 
-/// `auto`'s failure without a proof, with the least budget found above it
-/// ([`least_budget::search`], within the solve's own time limit counted from `start`) said in
-/// its reason; any other outcome as it is.
-fn with_least_budget(
+/// For `auto`'s failure without a proof, the least budget found above it
+/// ([`least_budget::search`], within the time limit of the solve `stop` times), said in its
+/// reason too; `None` for any other outcome.
+fn least_budget_said(
     instance: &Instance,
     solver_name: &str,
-    outcome: Outcome,
+    outcome: &mut Outcome,
     options: &SolveOptions,
-    start: Instant,
-) -> (Outcome, Option<LeastBudget>) {
-    let (solver, proven, reason) = match outcome {
-        Outcome::Infeasible {
-            solver,
-            proven,
-            reason,
-        } if solver_name == "auto" && proven != Some(Scope::GlobalOptimum) => {
-            (solver, proven, reason)
+    stop: &Stop,
+) -> Option<LeastBudget> {
+    let Outcome::Infeasible { proven, reason, .. } = outcome else {
+        return None;
+    };
+    if solver_name != "auto" || *proven == Some(Scope::GlobalOptimum) {
+        return None;
+    }
+    let least = least_budget::search(instance.graph, instance.budget, options, stop)?;
+    reason.push_str(&format!(
+        "; {} finds a schedule within {} bytes, {} above the budget{}",
+        least.solver,
+        least.budget,
+        least.budget - instance.budget,
+        if least.complete {
+            ""
+        } else {
+            " (the search for the least such budget ran out of time)"
         }
-        other => return (other, None),
-    };
-    let deadline = options.time_limit.and_then(|t| start.checked_add(t));
-    let least = least_budget::search(instance.graph, instance.budget, options, deadline);
-    let reason = match &least {
-        Some(l) => format!(
-            "{reason}; {} finds a schedule within {} bytes, {} above the budget{}",
-            l.solver,
-            l.budget,
-            l.budget - instance.budget,
-            if l.complete {
-                ""
-            } else {
-                " (the search for the least such budget ran out of time)"
-            }
-        ),
-        None => reason,
-    };
-    let outcome = Outcome::Infeasible {
-        solver,
-        proven,
-        reason,
-    };
-    (outcome, least)
+    ));
+    Some(least)
 }
 
 /// Simulates a candidate schedule and returns it as a plan when it fits the budget, else

@@ -20,13 +20,14 @@
 //! Time: at most [`PROBES`] probes, within [`SEARCH_TIME`] and the solve's own deadline. When
 //! either ends a probe, the search answers the least budget found so far, `complete: false`.
 
-use super::core::{Instance, Outcome, SolveOptions};
-use super::driver::{admitted, find};
+use super::core::{Instance, SolveOptions, Stop};
+use super::driver::solve;
 use super::heuristic::sethi_ullman;
+use super::result::Status;
 use crate::graph::Graph;
-use crate::schedule::{checkpoint_all_peak_by, simulate};
+use crate::schedule::checkpoint_all_peak_by;
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -51,19 +52,17 @@ pub struct LeastBudget {
     pub complete: bool,
 }
 
-/// The least budget above `failed` at which a probe finds a schedule, searched until
-/// `deadline` (the solve's own, if any) or [`SEARCH_TIME`] from now; `None` when `failed` is at
-/// or above the checkpoint-all peak, or when the time ends before that peak is known.
+/// The least budget above `failed` at which a probe finds a schedule, searched until the
+/// deadline of `stop` (the solve's) or [`SEARCH_TIME`] from now; `None` when `failed` is at or
+/// above the checkpoint-all peak, or when the time ends before that peak is known.
 pub(crate) fn search(
     graph: &Graph,
     failed: u64,
     options: &SolveOptions,
-    deadline: Option<Instant>,
+    stop: &Stop,
 ) -> Option<LeastBudget> {
-    let until = Instant::now()
-        .checked_add(SEARCH_TIME)
-        .map_or(deadline, |own| Some(deadline.map_or(own, |d| d.min(own))));
-    let peak = checkpoint_all_peak_by(graph, until)?;
+    let stop = stop.sooner(SEARCH_TIME);
+    let peak = checkpoint_all_peak_by(graph, stop.deadline())?;
     if failed >= peak {
         return None;
     }
@@ -83,7 +82,7 @@ pub(crate) fn search(
         let probe = guaranteed
             .take()
             .unwrap_or(fails + (fits.budget - fails) / 2);
-        match fits_at(graph, probe, options, until) {
+        match fits_at(graph, probe, options, &stop) {
             Some(true) => {
                 fits.budget = probe;
                 fits.solver = PROBE;
@@ -98,16 +97,14 @@ pub(crate) fn search(
     Some(fits)
 }
 
-/// Whether the probe finds a schedule within `budget` that the simulator replays within it;
-/// `None` when `until` passes first, the caller cancels, or the probe cannot run.
-fn fits_at(
-    graph: &Graph,
-    budget: u64,
-    options: &SolveOptions,
-    until: Option<Instant>,
-) -> Option<bool> {
-    let left = until.map(|u| u.saturating_duration_since(Instant::now()));
-    if left.is_some_and(|l| l.is_zero()) || options.cancel.load(Ordering::Relaxed) {
+/// Whether the probe, solved and judged as any solve is ([`solve`]), finds a schedule within
+/// `budget`; `None` when `stop`'s deadline passes first, the caller cancels, or the probe
+/// cannot run.
+fn fits_at(graph: &Graph, budget: u64, options: &SolveOptions, stop: &Stop) -> Option<bool> {
+    let left = stop
+        .deadline()
+        .map(|d| d.saturating_duration_since(Instant::now()));
+    if left.is_some_and(|l| l.is_zero()) || stop.cancelled() {
         return None;
     }
     // The caller's cancel flag, a time limit of the probe's own, and a time-out flag of its
@@ -118,13 +115,12 @@ fn fits_at(
         progress: None,
         ..options.clone()
     };
-    let solver = find(PROBE).ok()?;
-    match admitted(solver, &Instance { graph, budget }, &probe).ok()? {
-        Outcome::Plan(plan) => {
-            Some(simulate(graph, &plan.schedule).is_ok_and(|stats| stats.peak_memory <= budget))
-        }
-        Outcome::Infeasible { .. } => Some(false),
-        Outcome::NoSolution { .. } => None,
+    let judged = solve(&Instance { graph, budget }, PROBE, &probe).ok()?;
+    match judged.status {
+        _ if judged.stats.is_some() => Some(true),
+        // no schedule, or one the simulator rejected or found over the budget
+        Status::Infeasible | Status::Error => Some(false),
+        _ => None,
     }
 }
 
@@ -133,7 +129,8 @@ mod tests {
     use super::*;
     use crate::graph::generate::random_layered;
     use crate::schedule::checkpoint_all_peak;
-    use crate::solve::{solve, Status};
+    use crate::solve::SolveResult;
+    use std::sync::atomic::Ordering;
 
     /// A 41-node random layered graph at its proven minimum budget: `auto` finds no schedule
     /// and cannot prove that none exists.
@@ -143,22 +140,22 @@ mod tests {
         (graph, min)
     }
 
+    fn solved(graph: &Graph, budget: u64, solver: &str) -> SolveResult {
+        solve(
+            &Instance { graph, budget },
+            solver,
+            &SolveOptions::default(),
+        )
+        .unwrap()
+    }
+
     /// Where `auto` answers infeasible without a proof, its answer has the least budget found,
     /// above the budget and at most the checkpoint-all peak, and said in its message; `auto`
     /// and Sethi–Ullman at that budget each find a schedule within it (the simulator's replay).
     #[test]
     fn an_unproven_infeasible_answer_has_a_budget_auto_fits() {
         let (graph, budget) = unproven();
-        let options = SolveOptions::default();
-        let r = solve(
-            &Instance {
-                graph: &graph,
-                budget,
-            },
-            "auto",
-            &options,
-        )
-        .unwrap();
+        let r = solved(&graph, budget, "auto");
         assert_eq!((r.status, r.proven), (Status::Infeasible, Some(false)));
         let least = r.least_budget_found.clone().expect("a least budget found");
         let peak = checkpoint_all_peak(&graph);
@@ -171,15 +168,7 @@ mod tests {
             "{message}"
         );
 
-        let at = solve(
-            &Instance {
-                graph: &graph,
-                budget: least.budget,
-            },
-            "auto",
-            &options,
-        )
-        .unwrap();
+        let at = solved(&graph, least.budget, "auto");
         assert!(matches!(
             at.status,
             Status::Feasible | Status::Optimal | Status::OptimalInScope
@@ -187,15 +176,7 @@ mod tests {
         let stats = at.stats.unwrap();
         assert!(stats.peak_memory <= least.budget);
 
-        let su = solve(
-            &Instance {
-                graph: &graph,
-                budget: least.budget,
-            },
-            PROBE,
-            &options,
-        )
-        .unwrap();
+        let su = solved(&graph, least.budget, PROBE);
         assert!(su.stats.is_some_and(|s| s.peak_memory <= least.budget));
     }
 
@@ -203,21 +184,12 @@ mod tests {
     #[test]
     fn only_auto_s_unproven_failures_carry_one() {
         let (graph, budget) = unproven();
-        let options = SolveOptions::default();
         for (solver, at) in [
             ("auto", budget - 1),
             ("auto", checkpoint_all_peak(&graph)),
             ("dtr", budget),
         ] {
-            let r = solve(
-                &Instance {
-                    graph: &graph,
-                    budget: at,
-                },
-                solver,
-                &options,
-            )
-            .unwrap();
+            let r = solved(&graph, at, solver);
             assert_eq!(
                 r.least_budget_found, None,
                 "{solver} at {at}: {:?}",
@@ -231,18 +203,17 @@ mod tests {
     #[test]
     fn a_search_stopped_at_once_answers_the_peak_incomplete() {
         let (graph, budget) = unproven();
+        let no_time = SolveOptions {
+            time_limit: Some(Duration::ZERO),
+            ..SolveOptions::default()
+        };
         assert_eq!(
-            search(
-                &graph,
-                budget,
-                &SolveOptions::default(),
-                Some(Instant::now())
-            ),
+            search(&graph, budget, &no_time, &Stop::start(&no_time)),
             None
         );
         let cancelled = SolveOptions::default();
         cancelled.cancel.store(true, Ordering::Relaxed);
-        let least = search(&graph, budget, &cancelled, None).unwrap();
+        let least = search(&graph, budget, &cancelled, &Stop::start(&cancelled)).unwrap();
         assert_eq!(
             least,
             LeastBudget {
