@@ -17,8 +17,11 @@
 //! the least budget of any schedule, which lies between the proven minimum
 //! (`Graph::min_feasible_budget`) and it.
 //!
-//! Time: at most [`PROBES`] probes, within [`SEARCH_TIME`] and the solve's own deadline. When
-//! either ends a probe, the search answers the least budget found so far, `complete: false`.
+//! Time: at most [`PROBES`] probes, within [`SEARCH_TIME`] and the solve's own deadline. A
+//! probe may take [`PROBE_SHARE`] of the time left: Sethi–Ullman answers quickly where it fits
+//! and can spend seconds on its work cap where it does not, so a probe cut short by its share
+//! counts as finding nothing (`complete: false`) and the bisection goes on above it. When the
+//! search's own time ends, it answers the least budget found so far, `complete: false`.
 
 use super::core::{Instance, SolveOptions, Stop};
 use super::driver::solve;
@@ -37,6 +40,9 @@ const PROBES: u32 = 12;
 /// The most time one search may take, besides the solve's own deadline.
 const SEARCH_TIME: Duration = Duration::from_secs(5);
 
+/// The share of the search's time left that one probe may take.
+const PROBE_SHARE: u32 = 3;
+
 /// The solver that probes.
 const PROBE: &str = "sethi-ullman";
 
@@ -47,8 +53,8 @@ pub struct LeastBudget {
     pub budget: u64,
     /// `sethi-ullman`, or `checkpoint-all` where no probe found a schedule.
     pub solver: &'static str,
-    /// Whether every probe ran: `false` when the time (or a probe that could not run, such as
-    /// one over the memory limit) ended the search first.
+    /// Whether every probe ran to its end: `false` when the time cut a probe short or ended
+    /// the search first, or a probe could not run (such as one over the memory limit).
     pub complete: bool,
 }
 
@@ -66,6 +72,22 @@ pub(crate) fn search(
     if failed >= peak {
         return None;
     }
+    let guaranteed = sethi_ullman::need_budget(graph).filter(|&b| b > failed && b < peak);
+    Some(bisect(failed, peak, guaranteed, &stop, |budget, share| {
+        fits_at(graph, budget, options, share)
+    }))
+}
+
+/// The search's steps: from `first` (if any), then halfway between the highest budget whose
+/// probe found nothing (from `failed`) and the least whose probe found a schedule (from `peak`),
+/// each probe by [`PROBE_SHARE`] of the time left to `stop`.
+fn bisect(
+    failed: u64,
+    peak: u64,
+    mut first: Option<u64>,
+    stop: &Stop,
+    mut probe_at: impl FnMut(u64, &Stop) -> Probe,
+) -> LeastBudget {
     let (mut fails, mut fits) = (
         failed,
         LeastBudget {
@@ -74,53 +96,71 @@ pub(crate) fn search(
             complete: true,
         },
     );
-    let mut guaranteed = sethi_ullman::need_budget(graph).filter(|&b| b > failed && b < peak);
     for _ in 0..PROBES {
         if fits.budget - fails <= 1 {
             break;
         }
-        let probe = guaranteed
-            .take()
-            .unwrap_or(fails + (fits.budget - fails) / 2);
-        match fits_at(graph, probe, options, &stop) {
-            Some(true) => {
+        let probe = first.take().unwrap_or(fails + (fits.budget - fails) / 2);
+        let share = stop.sooner(time_left(stop) / PROBE_SHARE);
+        match probe_at(probe, &share) {
+            Probe::Fits => {
                 fits.budget = probe;
                 fits.solver = PROBE;
             }
-            Some(false) => fails = probe,
-            None => {
+            Probe::NotFound => fails = probe,
+            Probe::CutShort if !time_left(stop).is_zero() && !stop.cancelled() => {
+                fits.complete = false;
+                fails = probe;
+            }
+            Probe::CutShort | Probe::CannotRun => {
                 fits.complete = false;
                 break;
             }
         }
     }
-    Some(fits)
+    fits
 }
 
-/// Whether the probe, solved and judged as any solve is ([`solve`]), finds a schedule within
-/// `budget`; `None` when `stop`'s deadline passes first, the caller cancels, or the probe
-/// cannot run.
-fn fits_at(graph: &Graph, budget: u64, options: &SolveOptions, stop: &Stop) -> Option<bool> {
-    let left = stop
-        .deadline()
-        .map(|d| d.saturating_duration_since(Instant::now()));
-    if left.is_some_and(|l| l.is_zero()) || stop.cancelled() {
-        return None;
+/// What one probe found.
+enum Probe {
+    /// A schedule the simulator replays within the budget.
+    Fits,
+    /// No schedule, or one the simulator rejected or found over the budget.
+    NotFound,
+    /// The probe's time ran out before it found a schedule.
+    CutShort,
+    /// The probe could not run: cancelled, no time left, or refused (over the memory limit).
+    CannotRun,
+}
+
+/// The time until `stop`'s deadline (which the search always has).
+fn time_left(stop: &Stop) -> Duration {
+    stop.deadline()
+        .map_or(SEARCH_TIME, |d| d.saturating_duration_since(Instant::now()))
+}
+
+/// What the probe, solved and judged as any solve is ([`solve`]), finds within `budget` by
+/// `stop`'s deadline.
+fn fits_at(graph: &Graph, budget: u64, options: &SolveOptions, stop: &Stop) -> Probe {
+    let left = time_left(stop);
+    if left.is_zero() || stop.cancelled() {
+        return Probe::CannotRun;
     }
     // The caller's cancel flag, a time limit of the probe's own, and a time-out flag of its
     // own: a probe cut short says nothing of the solve that came before it.
     let probe = SolveOptions {
-        time_limit: left,
+        time_limit: Some(left),
         timed_out: Arc::new(AtomicBool::new(false)),
         progress: None,
         ..options.clone()
     };
-    let judged = solve(&Instance { graph, budget }, PROBE, &probe).ok()?;
-    match judged.status {
-        _ if judged.stats.is_some() => Some(true),
-        // no schedule, or one the simulator rejected or found over the budget
-        Status::Infeasible | Status::Error => Some(false),
-        _ => None,
+    match solve(&Instance { graph, budget }, PROBE, &probe) {
+        Ok(judged) if judged.stats.is_some() => Probe::Fits,
+        Ok(judged) => match judged.status {
+            Status::Infeasible | Status::Error => Probe::NotFound,
+            _ => Probe::CutShort,
+        },
+        Err(_) => Probe::CannotRun,
     }
 }
 
@@ -196,6 +236,43 @@ mod tests {
                 r.status
             );
         }
+    }
+
+    /// A probe cut short by its share of the time counts as finding nothing: the bisection
+    /// goes on above it (here to the least budget the fake probe fits, 700), and the answer
+    /// says it is incomplete. Each probe gets a third of the time left.
+    #[test]
+    fn a_probe_cut_short_by_its_share_is_passed_over() {
+        let options = SolveOptions {
+            time_limit: Some(Duration::from_secs(3600)),
+            ..SolveOptions::default()
+        };
+        let stop = Stop::start(&options);
+        let mut probed = Vec::new();
+        let least = bisect(0, 1024, Some(100), &stop, |budget, share| {
+            let left = time_left(share).as_secs_f64();
+            assert!(left <= time_left(&stop).as_secs_f64() / 3.0 + 1.0, "{left}");
+            probed.push(budget);
+            match budget {
+                0..=299 => Probe::CutShort,
+                300..=699 => Probe::NotFound,
+                _ => Probe::Fits,
+            }
+        });
+        assert_eq!(probed[..3], [100, 562, 793]);
+        assert_eq!(
+            least,
+            LeastBudget {
+                budget: 700,
+                solver: PROBE,
+                complete: false
+            }
+        );
+        let no_cut = bisect(299, 1024, None, &stop, |budget, _| match budget {
+            0..=699 => Probe::NotFound,
+            _ => Probe::Fits,
+        });
+        assert!(no_cut.complete, "{no_cut:?}");
     }
 
     /// A search stopped before its first probe (here by the caller's cancel flag) answers the
