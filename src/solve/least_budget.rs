@@ -30,7 +30,7 @@ use super::result::Status;
 use crate::graph::Graph;
 use crate::schedule::checkpoint_all_peak_by;
 use serde::Serialize;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -148,14 +148,18 @@ fn fits_at(graph: &Graph, budget: u64, options: &SolveOptions, stop: &Stop) -> P
     }
     // The caller's cancel flag, a time limit of the probe's own, and a time-out flag of its
     // own: a probe cut short says nothing of the solve that came before it.
+    let timed_out = Arc::new(AtomicBool::new(false));
     let probe = SolveOptions {
         time_limit: Some(left),
-        timed_out: Arc::new(AtomicBool::new(false)),
+        timed_out: timed_out.clone(),
         progress: None,
         ..options.clone()
     };
     match solve(&Instance { graph, budget }, PROBE, &probe) {
         Ok(judged) if judged.stats.is_some() => Probe::Fits,
+        // Sethi–Ullman's constructions past its work cap answer `infeasible` even where the
+        // clock ended the last of them: the flag says so.
+        Ok(_) if timed_out.load(Ordering::Relaxed) => Probe::CutShort,
         Ok(judged) => match judged.status {
             Status::Infeasible | Status::Error => Probe::NotFound,
             _ => Probe::CutShort,
@@ -170,7 +174,6 @@ mod tests {
     use crate::graph::generate::random_layered;
     use crate::schedule::checkpoint_all_peak;
     use crate::solve::SolveResult;
-    use std::sync::atomic::Ordering;
 
     /// A 41-node random layered graph at its proven minimum budget: `auto` finds no schedule
     /// and cannot prove that none exists.
