@@ -157,7 +157,7 @@ fn print_result(g: &Graph, peak: u64, r: &SolveResult) {
             if l.complete {
                 ""
             } else {
-                "; the search for the least such budget ran out of time"
+                "; the search below it did not finish"
             }
         );
     }

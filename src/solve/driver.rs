@@ -167,7 +167,7 @@ fn least_budget_said(
         if least.complete {
             ""
         } else {
-            " (the search for the least such budget ran out of time)"
+            " (the search below it did not finish)"
         }
     ));
     Some(least)
