@@ -35,7 +35,8 @@
 //!    polishes the best schedule of all candidates. After a proof within a scope both get
 //!    [`IMPROVER_SHARE_AFTER_PROOF`] of their effort.
 //! 7. `dtr-ahead` runs again under negotiated weights ([`steered`]): each of its rules
-//!    round after round, a value recomputed in one round dearer to evict in the next. Where
+//!    round after round, a value recomputed in one round dearer to evict in the next; then a
+//!    local search over the weights of the cheapest negotiated schedule's rule. Where
 //!    the eviction rule is what decides (ResNets at a tenth of the span, whose stems and
 //!    first stages every plain rule recomputes three to five times), it is the cheapest
 //!    candidate; like the guided run, after the polishing and never its start (under
@@ -58,7 +59,8 @@
 //! iterations, each polishing round [`ROUND_WORK`] iterations (at most [`MAX_ROUNDS`]
 //! rounds, each from the best schedule so far with its own seed), the MILP at most
 //! [`MILP_NODES`] branch-and-bound nodes, each negotiation of DTR-ahead's weights
-//! [`dtr_ahead::NEGOTIATION_ROUNDS`] rounds a rule; the others run to their end. Polishing
+//! [`dtr_ahead::NEGOTIATION_ROUNDS`] rounds a rule, the local search after them
+//! [`dtr_ahead::CLIMB_ROUNDS`] runs; the others run to their end. Polishing
 //! stops at the first round that finds nothing cheaper by [`STALL_GAIN`] of the cost (the
 //! stall window, one round; what it found is kept). HiGHS runs with one thread unless the
 //! caller sets `threads`. So the same graph, budget and options give
@@ -278,7 +280,7 @@ impl Solver for Auto {
     }
 }
 
-/// `dtr-ahead` steered two ways, each run a candidate like the others:
+/// `dtr-ahead` steered three ways, each run a candidate like the others:
 ///
 /// * **Guided** by the stage-cut LP's keep shares, once the bound has a cut
 ///   (`dtr_ahead::solve_guided`).
@@ -286,6 +288,8 @@ impl Solver for Auto {
 ///   a round whose run computes many eviction scores, on graphs of thousands of nodes,
 ///   counts as several), a value recomputed in one round weighed dearer to evict in the
 ///   next; from weights of 1, then, once the bound has a cut, from each of the two guides.
+/// * **Climbed**: from the cheapest negotiated schedule of the three, a local search over
+///   its rule's weights, [`dtr_ahead::CLIMB_ROUNDS`] runs (`dtr_ahead::climb`).
 ///
 /// Under [`Effort::Work`] they run after the improvers, never as the polishing's start: a
 /// cheaper start can end the polishing at a dearer local optimum (on the MLSys set's
@@ -304,12 +308,29 @@ fn steered(portfolio: &mut Portfolio) -> Result<(), SolveError> {
         })?;
         starts.extend([Start::Weigh(keep), Start::Retain(keep, *cut)]);
     }
+    let mut cheapest: Option<dtr_ahead::Negotiated> = None;
     for start in starts {
         portfolio.run(
             "dtr-ahead",
             KEEP_SHARE,
             Some(dtr_ahead::NEGOTIATION_ROUNDS),
-            |i, o| dtr_ahead::solve_negotiated(i, o, start),
+            |i, o| {
+                let (outcome, negotiated) = dtr_ahead::negotiate(i, o, start)?;
+                if let Some(n) = negotiated {
+                    if cheapest.as_ref().is_none_or(|c| n.cost() < c.cost()) {
+                        cheapest = Some(n);
+                    }
+                }
+                Ok(outcome)
+            },
+        )?;
+    }
+    if let Some(from) = &cheapest {
+        portfolio.run(
+            "dtr-ahead",
+            KEEP_SHARE,
+            Some(dtr_ahead::CLIMB_ROUNDS),
+            |i, o| dtr_ahead::climb(i, o, from),
         )?;
     }
     Ok(())
