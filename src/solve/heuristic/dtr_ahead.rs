@@ -73,8 +73,8 @@
 //! schedule's cost. Its answer is never dearer than the schedule it starts from.
 //!
 //! Scope: a heuristic, no optimality claim; eight runs of DTR's engine (per guide; per
-//! negotiation round), one per step of the climb, each with its limits (the caller's `stop` polled, cascades given
-//! up), so on graphs where DTR gives up at a budget every rule may too.
+//! negotiation round), one per step of the climb, each with its limits (the caller's `stop`
+//! polled, cascades given up), so on graphs where DTR gives up at a budget every rule may too.
 
 use super::dtr;
 use crate::graph::Graph;
@@ -465,8 +465,8 @@ pub(crate) fn climb(
     let work = options.work_limit.unwrap_or(CLIMB_ROUNDS);
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
     let mut guide = from.guide.clone();
-    let mut best = Cheapest(Some((from.cost, from.schedule.clone())));
-    let mut again = recomputed(graph, &from.schedule);
+    let (mut cost, mut schedule) = (from.cost, from.schedule.clone());
+    let mut again = recomputed(graph, &schedule);
     let mut spent = 0;
     while spent < work.saturating_mul(ROUND_SCORES) {
         let v = if !again.is_empty() && rng.random::<bool>() {
@@ -486,14 +486,15 @@ pub(crate) fn climb(
         };
         spent += scored.max(ROUND_SCORES);
         match found {
-            Some((cost, schedule)) if best.0.as_ref().is_some_and(|(c, _)| cost <= *c) => {
-                again = recomputed(graph, &schedule);
-                best.0 = Some((cost, schedule));
+            Some((c, s)) if c <= cost => {
+                again = recomputed(graph, &s);
+                (cost, schedule) = (c, s);
             }
             _ => guide.weight[v] = was,
         }
     }
-    Ok(best.outcome(instance, 0, ""))
+    // Replayed within the budget by `run_rule` (or the negotiation's, by it too).
+    Ok(replayed_within_budget("dtr-ahead", schedule, None))
 }
 
 /// The values `schedule` computes more than once, each once.
