@@ -65,10 +65,11 @@
 //! tree unfolding of a DAG can be exponential at tight budgets, so the work is capped at
 //! [`WORK_PER_NODE`] computes per node (at least [`MIN_WORK`]) and the caller's deadline
 //! and cancel flag are polled: the guarantee is one of memory, and the cap can end a
-//! construction at any budget (a 500-node random layered graph at its `need_budget`). Sethi–Ullman's order is optimal for trees only: on a DAG,
-//! computing an input first can make another one cheap (a shared ancestor), which the
-//! needs do not see. A failure names `need_budget` and the graph's proven lower
-//! bound, so the answer says how far from a schedule the budget is.
+//! construction at any budget (a 500-node random layered graph at its `need_budget`).
+//! Sethi–Ullman's order is optimal for trees only: on a DAG, computing an input first can
+//! make another one cheap (a shared ancestor), which the needs do not see. A failure names
+//! `need_budget` and the graph's proven lower bound, so the answer says how far from a
+//! schedule the budget is.
 
 use crate::graph::Graph;
 use crate::schedule::sequence::from_computes;
