@@ -432,13 +432,8 @@ pub(crate) fn negotiate(
                     schedule: schedule.clone(),
                 });
             }
-            let mut computed = vec![false; graph.len()];
-            for &event in &schedule.events {
-                if let Event::Compute(v) = event {
-                    if std::mem::replace(&mut computed[v], true) {
-                        guide.weight[v] *= raise(&mut rng);
-                    }
-                }
+            for v in recomputations(graph, &schedule) {
+                guide.weight[v] *= raise(&mut rng);
             }
         }
     }
@@ -497,15 +492,24 @@ pub(crate) fn climb(
     Ok(replayed_within_budget("dtr-ahead", schedule, None))
 }
 
-/// The values `schedule` computes more than once, each once.
+/// Each computation of a value after its first in `schedule`, in the schedule's order.
+fn recomputations<'s>(graph: &Graph, schedule: &'s Schedule) -> impl Iterator<Item = usize> + 's {
+    let mut computed = vec![false; graph.len()];
+    schedule
+        .events
+        .iter()
+        .filter_map(move |&event| match event {
+            Event::Compute(v) if std::mem::replace(&mut computed[v], true) => Some(v),
+            _ => None,
+        })
+}
+
+/// The values `schedule` computes more than once, each once, in node order.
 fn recomputed(graph: &Graph, schedule: &Schedule) -> Vec<usize> {
-    let mut computed = vec![0u32; graph.len()];
-    for &event in &schedule.events {
-        if let Event::Compute(v) = event {
-            computed[v] += 1;
-        }
-    }
-    (0..graph.len()).filter(|&v| computed[v] > 1).collect()
+    let mut values: Vec<usize> = recomputations(graph, schedule).collect();
+    values.sort_unstable();
+    values.dedup();
+    values
 }
 
 /// A negotiation round's factor of a weight: `1 + η·u`, `u` uniform in `[0, 1)`.
