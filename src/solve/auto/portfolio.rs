@@ -314,13 +314,48 @@ impl<'a> Portfolio<'a> {
         self.run_with(name, options, solve)
     }
 
+    /// How many draws a search that restarts rather than lengthens makes (`auto`'s
+    /// `steered`): under [`Effort::Work`] one per whole unit of effort (at least one), under
+    /// [`Effort::Time`] one.
+    pub(super) fn draws(&self) -> u64 {
+        match self.options.effort {
+            Effort::Work(scale) => (scale.floor() as u64).max(1),
+            Effort::Time => 1,
+        }
+    }
+
+    /// [`Portfolio::run`] for one of [`Portfolio::draws`] draws of a candidate, with `seed`:
+    /// under [`Effort::Work`] each draw gets `work` scaled by the effort over the draws (at a
+    /// whole effort, `work` itself: each draw is the default effort's run with its own seed).
+    pub(super) fn run_draw(
+        &mut self,
+        name: &'static str,
+        share: f64,
+        work: u64,
+        seed: u64,
+        solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
+    ) -> Result<(), SolveError> {
+        if self.stop.should_stop() || self.done() {
+            return Ok(());
+        }
+        let mut options = self.allot_part(share, Some(work), self.draws());
+        options.seed = seed;
+        self.run_with(name, options, solve)
+    }
+
     /// A candidate's options. Under [`Effort::Work`]: `work` (scaled by the effort) as its
     /// work limit, the time left as its safety cap; a candidate that counts no work runs to
     /// its end within that cap. Under [`Effort::Time`]: `share` of the time left.
     fn allot(&self, share: f64, work: Option<u64>) -> SolveOptions {
+        self.allot_part(share, work, 1)
+    }
+
+    /// [`Portfolio::allot`] for one of `parts` runs that share the work.
+    fn allot_part(&self, share: f64, work: Option<u64>, parts: u64) -> SolveOptions {
         let mut options = self.options.clone();
         match self.options.effort {
             Effort::Work(scale) => {
+                let scale = scale / parts as f64;
                 options.time_limit = self.time_left();
                 options.work_limit = work.map(|w| (w as f64 * scale).ceil().max(1.0) as u64);
             }
