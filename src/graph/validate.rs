@@ -1,7 +1,7 @@
-//! The checks [`Graph::new`] makes of a [`GraphSpec`], each problem naming its node and
-//! field (ids empty, unprintable or used twice; costs; sizes and totals within
-//! [`MAX_BYTES`] and [`MAX_TOTAL_COST`]; self-loops, unknown inputs, cycles), and the
-//! solver order of a spec that passes them.
+//! The checks [`Graph::new`](crate::graph::Graph::new) makes of a [`GraphSpec`], each
+//! problem naming its node and field (ids empty, unprintable or used twice; costs; sizes and
+//! totals within [`MAX_BYTES`] and [`MAX_TOTAL_COST`]; self-loops, unknown inputs, cycles),
+//! and the solver order of a spec that passes them.
 
 use super::{
     load, GraphError, GraphSpec, Problem, ProblemKind, Problems, MAX_BYTES, MAX_TOTAL_COST,
@@ -22,7 +22,8 @@ pub(super) fn unprintable(what: &str, text: &str) -> Option<String> {
     ))
 }
 
-/// [`Graph::new_by`]'s deadline, looked at every `TIME_CHECK_EVERY` nodes of a pass.
+/// [`Graph::new_by`](crate::graph::Graph::new_by)'s deadline, looked at every
+/// `TIME_CHECK_EVERY` nodes of a pass.
 pub(super) struct Clock {
     pub(super) deadline: Option<Instant>,
     pub(super) nodes: usize,

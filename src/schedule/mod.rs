@@ -3,11 +3,11 @@
 //! A schedule is an ordered list of events `compute(v)` / `free(v)`,
 //! and, on a graph with a slow storage tier, `store(v)` / `load(v)`: asynchronous copies
 //! fast -> slow and slow -> fast (Kukreja, Hückelheim, Gorman, §2). Every solver emits one;
-//! [`simulate`] replays it against the graph and is the single source of peak memory and
+//! [`simulate()`] replays it against the graph and is the single source of peak memory and
 //! cost; for schedules with copies it runs the timed replay of [`timeline`] (makespan,
 //! stalls, fast-tier peak). Solvers that think in Checkmate stages attach their (R, S)
 //! matrices ([`Stages`]), built and turned into events by [`stages`]. The checkpoint-all
-//! schedule ([`checkpoint_all`]) and its peak, the 100% of percentage budgets, live here too,
+//! schedule ([`checkpoint_all()`]) and its peak, the 100% of percentage budgets, live here too,
 //! as does [`sequence`], the schedule of a compute sequence with every free implied.
 
 mod checkpoint_all;

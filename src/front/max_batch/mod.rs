@@ -21,7 +21,7 @@
 //! * both are capped by `b_max`, the largest batch with `K(b) + Σ_v s_v(b) <= 2^53` and
 //!   `Σ_v c_v(b) <= 1e290` (`MAX_TOTAL_COST`), the largest `Graph::at_batch` can build.
 //!
-//! # The search ([`search`])
+//! # The search ([`search()`])
 //!
 //! `fits(b)` holds when `b <= b_ca`, or when `S` returns a schedule at `b` (replayed by the
 //! simulator, as always) within `M` whose overhead is at most `ρ`. Starting from

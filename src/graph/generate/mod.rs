@@ -1,8 +1,8 @@
 //! Generated training graphs: Checkmate's linear graph, chains with chosen costs, sizes and
 //! backward reads, join graphs of chains meeting at the loss, random layered training
-//! graphs, decoder-only transformers ([`transformer`]), small random DAGs for the oracle sweeps, and the seeded random chains and joins
-//! the dynamic programs are tested on (unit tests, integration tests and benchmarks share
-//! them).
+//! graphs, decoder-only transformers ([`transformer()`]), small random DAGs for the oracle
+//! sweeps, and the seeded random chains and joins the dynamic programs are tested on (unit
+//! tests, integration tests and benchmarks share them).
 
 use super::structure::StageSpec;
 use super::{Graph, GraphSpec, NodeKind, NodeSpec};

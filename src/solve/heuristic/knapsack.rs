@@ -26,7 +26,7 @@
 //! until the schedule fits the budget; then, in reverse rank order, every dropped value
 //! whose saving still fits is saved again. The cheaper of the rankings' schedules is the
 //! answer, as a compute sequence
-//! ([`from_computes`](crate::schedule::sequence::from_computes)).
+//! ([`from_computes`]).
 //!
 //! `auto` runs one more ranking ([`solve_keeping`]): by the share of each value the
 //! stage-cut bound's LP keeps resident at its cut (`crate::solve::exact::checkmate`'s

@@ -1,7 +1,7 @@
 //! The transient memory of one block's forward `F_j` or backward `B_j` (Rockmate's
 //! per-option peak, which rotor's chain model, with one size per stage, does not have).
 //!
-//! [`local_peak`] replays a compute sequence as `schedule::sequence::from_computes` frees
+//! [`Replay::local_peak`] replays a compute sequence as `schedule::sequence::from_computes` frees
 //! it (each copy freed after its last read before the value's next computation), counting
 //! only the block's own values: the largest `Σ_{u live} s_u + s_w` at a compute of `w`.
 //! Values of other blocks that the sequence reads (`x_{j−1}`, the incoming gradient
@@ -12,7 +12,7 @@
 
 use crate::graph::Graph;
 
-/// What [`local_peak`] counts and keeps.
+/// What [`Replay::local_peak`] counts and keeps.
 pub struct Replay<'a> {
     pub graph: &'a Graph,
     /// Whether a value is the block's own (counted).

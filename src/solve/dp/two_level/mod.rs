@@ -83,7 +83,7 @@
 //! * `schedule.rs`: `two_level_schedule`, the events of the scheme.
 //! * `solver.rs`: [`TwoLevel`], which searches the snapshot count in the simulator and
 //!   compares with plain Revolve ([`super::revolve::Revolve::fit`]).
-//! * `figure3.rs`: the Figure 3 table ([`figure3`]) and the simulated factor.
+//! * `figure3.rs`: the Figure 3 table ([`figure3()`]) and the simulated factor.
 
 mod figure3;
 mod model;

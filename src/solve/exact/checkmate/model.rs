@@ -111,7 +111,8 @@ pub(super) fn cost_scale(graph: &Graph) -> f64 {
 
 impl StageModel {
     /// Builds the model of `instance` (`budget >= fixed_memory` is the caller's check,
-    /// and [`admit`] the check that it fits in memory), polling `stop` once per stage.
+    /// and [`admit`](super::admit) the check that it fits in memory), polling `stop` once
+    /// per stage.
     pub(crate) fn build(instance: &Instance, stop: &Stop) -> Result<StageModel, Stopped> {
         StageModel::build_within(instance, 0, stop)
     }

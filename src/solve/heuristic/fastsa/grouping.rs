@@ -88,7 +88,7 @@ impl Groups {
         model
     }
 
-    /// [`Groups::model`], calling `poll` first, after every [`POLL_EVERY`] members and
+    /// `Groups::model` (the tests'), calling `poll` first, after every [`POLL_EVERY`] members and
     /// edges or so (between groups: one group's work is linear in its members and their
     /// inputs) and last; its error ends the build.
     pub(super) fn model_polled<E>(
