@@ -300,9 +300,9 @@ impl Solver for Auto {
 /// (the rounds' draws decide which of many near-equal schedules a negotiation ends at, and
 /// the climb's steps which local optimum it reaches), fresh draws also find more than longer
 /// ones: on the MLSys set's ResNet50 at a tenth of the span, 32 climbs of 3,000 runs from
-/// one start reached +7.12% to +7.39%, three of 30,000 runs +7.24%. A negotiation twice as long drew other
-/// weights for every rule after the first, so it could end dearer (the exported ResNet-50 at
-/// a tenth of the span: +15.29% at effort 4, +14.47% at effort 1).
+/// one start reached +7.12% to +7.39%, three of 30,000 runs +7.24%. A negotiation twice as
+/// long drew other weights for every rule after the first, so it could end dearer (the
+/// exported ResNet-50 at a tenth of the span: +15.29% at effort 4, +14.47% at effort 1).
 ///
 /// Under [`Effort::Work`] they run after the improvers, never as the polishing's start: a
 /// cheaper start can end the polishing at a dearer local optimum (on the MLSys set's
@@ -486,12 +486,13 @@ mod tests {
             let one = steered_costs(&instance, 1.0);
             let three = steered_costs(&instance, 3.0);
             // The guided run, then per draw three negotiations and the climb.
-            assert_eq!(one.len(), 1 + 4, "seed {seed}: {one:?}");
-            assert_eq!(three.len(), 1 + 3 * 4, "seed {seed}: {three:?}");
-            assert_eq!(three[..one.len()], one[..], "seed {seed}");
+            let case = format!("{nodes} nodes, seed {seed}");
+            assert_eq!(one.len(), 1 + 4, "{case}: {one:?}");
+            assert_eq!(three.len(), 1 + 3 * 4, "{case}: {three:?}");
+            assert_eq!(three[..one.len()], one[..], "{case}");
             let cheapest = |costs: &[Option<f64>]| costs.iter().flatten().copied().reduce(f64::min);
-            assert!(cheapest(&one).is_some(), "seed {seed}: {one:?}");
-            assert!(cheapest(&three) <= cheapest(&one), "seed {seed}");
+            assert!(cheapest(&one).is_some(), "{case}: {one:?}");
+            assert!(cheapest(&three) <= cheapest(&one), "{case}");
         }
     }
 }
