@@ -322,6 +322,10 @@ fn steered(portfolio: &mut Portfolio, seed: u64) -> Result<(), SolveError> {
         starts.extend([Start::Weigh(keep), Start::Retain(keep, *cut)]);
     }
     for draw in 0..portfolio.draws() {
+        // Past the deadline or done, no draw would run: the loop ends, whatever the effort.
+        if portfolio.stopped() || portfolio.done() {
+            break;
+        }
         negotiate_and_climb(portfolio, &starts, draw_seed(seed, STEERED_STREAMS, draw))?;
     }
     Ok(())
@@ -467,6 +471,31 @@ mod tests {
             panic!("no portfolio details");
         };
         details.tried.iter().map(|t| t.cost).collect()
+    }
+
+    /// An effort no front door admits (unbounded: as many draws as a `u64` counts) still ends
+    /// at the time limit, the draws with it.
+    #[test]
+    fn an_unbounded_effort_ends_at_the_time_limit() {
+        let graph = random_layered(45, 0);
+        let instance = Instance {
+            graph: &graph,
+            budget: between_min_and_peak(&graph, 0.1),
+        };
+        let options = SolveOptions {
+            effort: Effort::Work(f64::INFINITY),
+            time_limit: Some(Duration::from_secs(1)),
+            threads: Some(1),
+            ..SolveOptions::default()
+        };
+        let started = std::time::Instant::now();
+        let result = crate::solve::solve(&instance, "auto", &options).unwrap();
+        assert!(result.stats.is_some(), "{:?}", result.message);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     /// At a whole effort `k` the steered search makes `k` draws, the first of them the default
