@@ -32,8 +32,9 @@
 //! 6. FastSA's simulated annealing over compute sequences (which also reorders) searches
 //!    from the solver order (under [`Effort::Work`] again with other seeds, [`MAX_SEARCHES`]
 //!    searches in all, when the first one's schedule beats every candidate before it), then
-//!    polishes the best schedule of all candidates. After a proof within a scope both get
-//!    [`IMPROVER_SHARE_AFTER_PROOF`] of their effort.
+//!    polishes the best schedule of all candidates; above the default effort the default's
+//!    search and polishing run first, then both lengthened by the effort ([`anneal`]). After
+//!    a proof within a scope both get [`IMPROVER_SHARE_AFTER_PROOF`] of their effort.
 //! 7. `dtr-ahead` runs again under negotiated weights ([`steered`]): each of its rules
 //!    round after round, a value recomputed in one round dearer to evict in the next; then a
 //!    local search over the weights of the cheapest negotiated schedule's rule; both once
@@ -62,7 +63,11 @@
 //! [`MILP_NODES`] branch-and-bound nodes, each negotiation of DTR-ahead's weights
 //! [`dtr_ahead::NEGOTIATION_ROUNDS`] rounds a rule, the local search after them
 //! [`dtr_ahead::CLIMB_ROUNDS`] runs (these two not lengthened by more effort but drawn again
-//! with other seeds, once per whole unit); the others run to their end. Polishing
+//! with other seeds, once per whole unit); the others run to their end. Above the default
+//! effort FastSA runs the default's work first and then the lengthened work, and the first
+//! draw of DTR-ahead's is the default's, so where the MILP (the one candidate before them
+//! that more effort lengthens) does not run, more effort's answer is never dearer than the
+//! default's, unless the time limit ends a part of the solve. Polishing
 //! stops at the first round that finds nothing cheaper by [`STALL_GAIN`] of the cost (the
 //! stall window, one round; what it found is kept). HiGHS runs with one thread unless the
 //! caller sets `threads`. So the same graph, budget and options give
@@ -92,6 +97,7 @@ use super::heuristic::knapsack;
 use super::{
     Effort, Footprint, Instance, Outcome, Scope, SolveError, SolveOptions, Solver, SolverInfo,
 };
+use crate::schedule::Schedule;
 use portfolio::Portfolio;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -156,7 +162,7 @@ const SEARCH_SHARE: f64 = 0.75;
 const SEARCH_WORK: u64 = 4_000_000;
 
 /// [`Effort::Work`]: the searches from the solver order (each [`SEARCH_WORK`] iterations)
-/// when the first one's schedule is the best of all candidates ([`search`]).
+/// when the first one's schedule is the best of all candidates ([`Pass::search`]).
 const MAX_SEARCHES: u64 = 4;
 
 /// [`Effort::Work`]: FastSA's iterations in one polishing round; a round that saves less
@@ -272,8 +278,12 @@ impl Solver for Auto {
                 }
             }
             Effort::Work(_) => {
-                search(&mut portfolio, scaled(SEARCH_WORK), options.seed)?;
-                polish(&mut portfolio, scaled(ROUND_WORK), options.seed)?;
+                anneal(
+                    &mut portfolio,
+                    scaled(SEARCH_WORK),
+                    scaled(ROUND_WORK),
+                    options.seed,
+                )?;
                 steered(&mut portfolio, options.seed)?;
             }
         }
@@ -368,59 +378,143 @@ fn negotiate_and_climb(
     Ok(())
 }
 
-/// [`Effort::Work`]'s search from the solver order: FastSA with `work` iterations and the
-/// caller's seed. When its schedule is the best of all candidates (the constructive
-/// solvers found nothing cheaper, so the annealing is what works on this graph), it runs
-/// again with seeds of its own, [`MAX_SEARCHES`] searches in all: where one search is the
-/// answer, its outcome depends on the seed (on the MLSys set's random layered n250 a
-/// quarter of the way from the minimum budget to the peak, one search with its polishing
-/// ends anywhere from +0.9% to +3.4%), and polishing starts from the best of them.
-fn search(portfolio: &mut Portfolio, work: u64, seed: u64) -> Result<(), SolveError> {
-    let search_with = |portfolio: &mut Portfolio, k: u64| {
-        portfolio.run("fastsa", 1.0, Some(work), |i, o| {
-            let mut o = o.clone();
-            o.seed = draw_seed(seed, SEARCH_STREAMS, k);
-            FastSa.solve(i, &o)
-        })
-    };
-    search_with(portfolio, 0)?;
-    if portfolio.best_is(fastsa::NAME) {
-        for k in 1..MAX_SEARCHES {
-            search_with(portfolio, k)?;
-        }
+/// [`Effort::Work`]'s annealing: FastSA's search from the solver order with `search_work`
+/// iterations ([`Pass::search`]), then its polishing in rounds of `round_work`
+/// ([`Pass::polish`]), both scaled by the effort.
+///
+/// Above the default effort the default's annealing runs first, unscaled: searches and
+/// rounds lengthened end elsewhere, and may end dearer (on `remat gen random-layered --nodes
+/// 50 --seed 0` a tenth of the way from the minimum budget to the peak, at effort 2 at a cost
+/// of 447 where the default's ends at 446), so its schedules are found again and more effort
+/// is never dearer here. Then the lengthened annealing, not drawn again as [`steered`] is:
+/// where the annealing is what works, one longer anneal finds more than several short ones
+/// (on `remat gen random-layered --nodes 400 --seed 2` a quarter of the way, +11.64% at
+/// effort 4 against +12.11% from four draws of the default's). Each pass starts from the
+/// best schedule before either ([`Lead`]) with the caller's seed, so each runs as it would
+/// alone: the lengthened one as the same effort ran before the default's came first.
+fn anneal(
+    portfolio: &mut Portfolio,
+    search_work: u64,
+    round_work: u64,
+    seed: u64,
+) -> Result<(), SolveError> {
+    let start = portfolio
+        .best_schedule()
+        .zip(portfolio.best_cost())
+        .map(|(schedule, cost)| Lead { schedule, cost });
+    let effort = portfolio.work_scale();
+    let mut passes = vec![effort];
+    if effort.is_some_and(|effort| effort > 1.0) {
+        passes.insert(0, Some(1.0));
     }
-    Ok(())
-}
-
-/// [`Effort::Work`]'s polishing: rounds of `fastsa::improve` from the best schedule so
-/// far, `work` iterations each with a seed of its own, until a round saves less than
-/// [`STALL_GAIN`] of the cost (a stall), the solve converges or stops, or [`MAX_ROUNDS`]
-/// rounds have run.
-fn polish(portfolio: &mut Portfolio, work: u64, seed: u64) -> Result<(), SolveError> {
-    for round in 1..=MAX_ROUNDS {
-        if portfolio.done() || portfolio.stopped() {
-            return Ok(());
-        }
-        let (Some(start), Some(before)) = (portfolio.best_schedule(), portfolio.best_cost()) else {
-            return Ok(());
+    for scale in passes {
+        let mut pass = Pass {
+            scale,
+            seed,
+            lead: start.clone(),
         };
-        portfolio.run("fastsa", 1.0, Some(work), |i, o| {
-            let mut o = o.clone();
-            o.seed = round_seed(seed, round);
-            fastsa::improve(i, &o, &start)
-        })?;
-        if portfolio
-            .best_cost()
-            .is_some_and(|after| after > before * (1.0 - STALL_GAIN))
-        {
-            portfolio.stall();
-            return Ok(());
-        }
+        pass.search(portfolio, search_work)?;
+        pass.polish(portfolio, round_work)?;
     }
     Ok(())
 }
 
-/// The seed of draw `k` of several from `streams` ([`search`], [`steered`]): the caller's
+/// One pass of [`anneal`]: its work scale ([`Portfolio::run_seeded`]), the caller's seed, and
+/// its lead.
+struct Pass {
+    scale: Option<f64>,
+    seed: u64,
+    lead: Option<Lead>,
+}
+
+/// The schedule an annealing pass polishes: the cheapest of the one it started from and
+/// those it found.
+#[derive(Clone)]
+struct Lead {
+    schedule: Schedule,
+    cost: f64,
+}
+
+impl Pass {
+    /// The search from the solver order: FastSA with `work` iterations. When its schedule is
+    /// cheaper than the pass's lead (the constructive solvers found nothing cheaper, so the
+    /// annealing is what works on this graph), it runs again with seeds of its own,
+    /// [`MAX_SEARCHES`] searches in all: where one search is the answer, its outcome depends
+    /// on the seed (on the MLSys set's random layered n250 a quarter of the way from the
+    /// minimum budget to the peak, one search with its polishing ends anywhere from +0.9% to
+    /// +3.4%), and polishing starts from the best of them.
+    fn search(&mut self, portfolio: &mut Portfolio, work: u64) -> Result<(), SolveError> {
+        let seed = self.seed;
+        let mut search_with = |pass: &mut Pass, k: u64| {
+            let seed = draw_seed(seed, SEARCH_STREAMS, k);
+            pass.run(portfolio, work, seed, |i, o| FastSa.solve(i, o))
+        };
+        if search_with(self, 0)? {
+            for k in 1..MAX_SEARCHES {
+                search_with(self, k)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The polishing: rounds of `fastsa::improve` from the pass's lead, `work` iterations
+    /// each with a seed of its own, until a round saves less than [`STALL_GAIN`] of the cost
+    /// (a stall), the solve converges or stops, or [`MAX_ROUNDS`] rounds have run.
+    fn polish(&mut self, portfolio: &mut Portfolio, work: u64) -> Result<(), SolveError> {
+        for round in 1..=MAX_ROUNDS {
+            if portfolio.done() || portfolio.stopped() {
+                return Ok(());
+            }
+            let Some(Lead {
+                schedule: start,
+                cost: before,
+            }) = self.lead.clone()
+            else {
+                return Ok(());
+            };
+            let seed = round_seed(self.seed, round);
+            self.run(portfolio, work, seed, |i, o| fastsa::improve(i, o, &start))?;
+            if self
+                .lead
+                .as_ref()
+                .is_some_and(|after| after.cost > before * (1.0 - STALL_GAIN))
+            {
+                portfolio.stall();
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs FastSA's `solve` with `work` iterations at the pass's scale and `seed`; whether
+    /// its schedule is cheaper than the pass's lead (it then is the lead).
+    fn run(
+        &mut self,
+        portfolio: &mut Portfolio,
+        work: u64,
+        seed: u64,
+        solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
+    ) -> Result<bool, SolveError> {
+        let mut schedule = None;
+        let cost = portfolio.run_seeded(fastsa::NAME, 1.0, work, self.scale, seed, |i, o| {
+            let outcome = solve(i, o)?;
+            if let Outcome::Plan(plan) = &outcome {
+                schedule = Some(plan.schedule.clone());
+            }
+            Ok(outcome)
+        })?;
+        let (Some(schedule), Some(cost)) = (schedule, cost) else {
+            return Ok(false);
+        };
+        if self.lead.as_ref().is_some_and(|lead| lead.cost <= cost) {
+            return Ok(false);
+        }
+        self.lead = Some(Lead { schedule, cost });
+        Ok(true)
+    }
+}
+
+/// The seed of draw `k` of several from `streams` ([`Pass::search`], [`steered`]): the caller's
 /// seed for the first; the others draw streams apart from every polishing round's
 /// ([`round_seed`]) and from the other searches'.
 fn draw_seed(seed: u64, streams: u64, k: u64) -> u64 {
@@ -453,19 +547,29 @@ mod tests {
     use crate::solve::details::Details;
     use crate::solve::Outcome;
 
+    /// The costs of a portfolio's candidates in the order they ran (`None`: no schedule).
+    type Costs = Vec<Option<f64>>;
+
     /// The costs of the DTR-ahead runs of [`steered`] (the guided run, then each draw's
     /// negotiations and climb) at `effort`, after the stage-cut bound whose LP guides them.
-    fn steered_costs(instance: &Instance, effort: f64) -> Vec<Option<f64>> {
+    fn steered_costs(instance: &Instance, effort: f64) -> Costs {
+        costs_of(instance, effort, |portfolio| {
+            portfolio.prove_bound(BOUND_SHARE).unwrap();
+            steered(portfolio, 0).unwrap();
+        })
+    }
+
+    /// The costs of the candidates `runs` adds to an empty portfolio at `effort`, in order.
+    fn costs_of(instance: &Instance, effort: f64, runs: impl FnOnce(&mut Portfolio)) -> Costs {
         let options = SolveOptions {
             effort: Effort::Work(effort),
             threads: Some(1),
             ..SolveOptions::default()
         };
         let mut portfolio = Portfolio::new(instance, &options);
-        portfolio.prove_bound(BOUND_SHARE).unwrap();
-        steered(&mut portfolio, options.seed).unwrap();
+        runs(&mut portfolio);
         let Outcome::Plan(plan) = portfolio.finish() else {
-            panic!("no steered schedule");
+            panic!("no schedule");
         };
         let Some(Details::Auto(details)) = plan.details else {
             panic!("no portfolio details");
@@ -506,22 +610,65 @@ mod tests {
     /// effort 4 against 14.47% at effort 1).
     #[test]
     fn more_effort_draws_the_default_steered_search_again_with_other_seeds() {
-        for (nodes, seed) in [(45, 0), (45, 3), (60, 0)] {
+        let cases = [(45, 0), (45, 3), (60, 0)];
+        for (case, one, three) in default_and_more(&cases, 0.1, 3.0, steered_costs) {
+            // The guided run, then per draw three negotiations and the climb.
+            assert_eq!(one.len(), 1 + 4, "{case}: {one:?}");
+            assert_eq!(three.len(), 1 + 3 * 4, "{case}: {three:?}");
+            assert_default_first(&case, &one, &three);
+        }
+    }
+
+    /// For each random layered graph of `(nodes, seed)` at `fraction` of the way from the
+    /// minimum budget to the peak: its name, then `costs` at the default effort and at
+    /// `effort`.
+    fn default_and_more(
+        cases: &[(usize, u64)],
+        fraction: f64,
+        effort: f64,
+        costs: impl Fn(&Instance, f64) -> Costs,
+    ) -> Vec<(String, Costs, Costs)> {
+        let at = |&(nodes, seed): &(usize, u64)| {
             let graph = random_layered(nodes, seed);
             let instance = Instance {
                 graph: &graph,
-                budget: between_min_and_peak(&graph, 0.1),
+                budget: between_min_and_peak(&graph, fraction),
             };
-            let one = steered_costs(&instance, 1.0);
-            let three = steered_costs(&instance, 3.0);
-            // The guided run, then per draw three negotiations and the climb.
             let case = format!("{nodes} nodes, seed {seed}");
-            assert_eq!(one.len(), 1 + 4, "{case}: {one:?}");
-            assert_eq!(three.len(), 1 + 3 * 4, "{case}: {three:?}");
-            assert_eq!(three[..one.len()], one[..], "{case}");
-            let cheapest = |costs: &[Option<f64>]| costs.iter().flatten().copied().reduce(f64::min);
-            assert!(cheapest(&one).is_some(), "{case}: {one:?}");
-            assert!(cheapest(&three) <= cheapest(&one), "{case}");
+            (case, costs(&instance, 1.0), costs(&instance, effort))
+        };
+        cases.iter().map(at).collect()
+    }
+
+    /// `more`, the costs of a part of `auto` at more effort, starts with `one`, the default
+    /// effort's, so that its cheapest is never dearer.
+    fn assert_default_first(case: &str, one: &[Option<f64>], more: &[Option<f64>]) {
+        assert_eq!(more[..one.len()], one[..], "{case}");
+        let cheapest = |costs: &[Option<f64>]| costs.iter().flatten().copied().reduce(f64::min);
+        assert!(cheapest(one).is_some(), "{case}: {one:?}");
+        assert!(cheapest(more) <= cheapest(one), "{case}");
+    }
+
+    /// Above the default effort FastSA's annealing runs the default's first: its searches
+    /// and polishing rounds come again first, in the same order, then the lengthened ones, so
+    /// more effort is never dearer there.
+    #[test]
+    fn more_effort_runs_the_default_annealing_first() {
+        // A tenth of the default's work: the debug build's iterations are slow.
+        let anneal_costs = |instance: &Instance, effort: f64| {
+            costs_of(instance, effort, |portfolio| {
+                anneal(portfolio, SEARCH_WORK / 10, ROUND_WORK / 10, 0).unwrap();
+            })
+        };
+        for (case, one, two) in default_and_more(&[(45, 0), (50, 1)], 0.5, 2.0, anneal_costs) {
+            // Four searches (the annealing is the only candidate), then at least one round;
+            // at effort 2 as many again, lengthened.
+            assert!(one.len() > MAX_SEARCHES as usize, "{case}: {one:?}");
+            assert!(
+                two.len() > one.len() + MAX_SEARCHES as usize,
+                "{case}: {two:?}"
+            );
+            assert_default_first(&case, &one, &two);
         }
     }
 }

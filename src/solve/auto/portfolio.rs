@@ -285,11 +285,6 @@ impl<'a> Portfolio<'a> {
         self.best.as_ref().map(|b| b.plan.schedule.clone())
     }
 
-    /// Whether the best plan so far is `solver`'s.
-    pub(super) fn best_is(&self, solver: &str) -> bool {
-        self.best.as_ref().is_some_and(|b| b.plan.solver == solver)
-    }
-
     /// Whether the best plan is proven optimal within a scope narrower than all schedules.
     pub(super) fn best_is_optimal_in_scope(&self) -> bool {
         self.best
@@ -311,7 +306,7 @@ impl<'a> Portfolio<'a> {
             return Ok(());
         }
         let options = self.allot(share, work);
-        self.run_with(name, options, solve)
+        self.run_with(name, options, solve).map(drop)
     }
 
     /// How many draws a search that restarts rather than lengthens makes (`auto`'s
@@ -321,6 +316,15 @@ impl<'a> Portfolio<'a> {
         match self.options.effort {
             Effort::Work(scale) => (scale.floor() as u64).max(1),
             Effort::Time => 1,
+        }
+    }
+
+    /// The effort's multiple of the default work under [`Effort::Work`]; `None` under
+    /// [`Effort::Time`].
+    pub(super) fn work_scale(&self) -> Option<f64> {
+        match self.options.effort {
+            Effort::Work(scale) => Some(scale),
+            Effort::Time => None,
         }
     }
 
@@ -335,10 +339,27 @@ impl<'a> Portfolio<'a> {
         seed: u64,
         solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
     ) -> Result<(), SolveError> {
+        let scale = self.work_scale().map(|s| s / self.draws() as f64);
+        self.run_seeded(name, share, work, scale, seed, solve)
+            .map(drop)
+    }
+
+    /// [`Portfolio::run`] with `seed`, and under [`Effort::Work`] `work` scaled by `scale`
+    /// (the effort's own where `None`) rather than by the effort; the verified cost of its
+    /// plan when it fits the budget (`None` too where it did not run).
+    pub(super) fn run_seeded(
+        &mut self,
+        name: &'static str,
+        share: f64,
+        work: u64,
+        scale: Option<f64>,
+        seed: u64,
+        solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
+    ) -> Result<Option<f64>, SolveError> {
         if self.stop.should_stop() || self.done() {
-            return Ok(());
+            return Ok(None);
         }
-        let mut options = self.allot_part(share, Some(work), self.draws());
+        let mut options = self.allot_scaled(share, Some(work), scale);
         options.seed = seed;
         self.run_with(name, options, solve)
     }
@@ -347,15 +368,16 @@ impl<'a> Portfolio<'a> {
     /// work limit, the time left as its safety cap; a candidate that counts no work runs to
     /// its end within that cap. Under [`Effort::Time`]: `share` of the time left.
     fn allot(&self, share: f64, work: Option<u64>) -> SolveOptions {
-        self.allot_part(share, work, 1)
+        self.allot_scaled(share, work, None)
     }
 
-    /// [`Portfolio::allot`] for one of `parts` runs that share the work.
-    fn allot_part(&self, share: f64, work: Option<u64>, parts: u64) -> SolveOptions {
+    /// [`Portfolio::allot`] with `work` scaled by `scale` rather than by the effort (where
+    /// `Some`).
+    fn allot_scaled(&self, share: f64, work: Option<u64>, scale: Option<f64>) -> SolveOptions {
         let mut options = self.options.clone();
         match self.options.effort {
-            Effort::Work(scale) => {
-                let scale = scale / parts as f64;
+            Effort::Work(effort) => {
+                let scale = scale.unwrap_or(effort);
                 options.time_limit = self.time_left();
                 options.work_limit = work.map(|w| (w as f64 * scale).ceil().max(1.0) as u64);
             }
@@ -381,15 +403,17 @@ impl<'a> Portfolio<'a> {
             return Ok(());
         }
         let options = self.allot(1.0, None);
-        self.run_with(name, options, solve)
+        self.run_with(name, options, solve).map(drop)
     }
 
+    /// Runs a candidate with `options` and records it; the verified cost of its plan when it
+    /// fits the budget.
     fn run_with(
         &mut self,
         name: &'static str,
         options: SolveOptions,
         solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
-    ) -> Result<(), SolveError> {
+    ) -> Result<Option<f64>, SolveError> {
         let started = self.stop.elapsed();
         let outcome = solve(self.instance, &options);
         let mut tried = Tried {
@@ -432,8 +456,11 @@ impl<'a> Portfolio<'a> {
             }
         }
         tried.finished_s = self.stop.elapsed().as_secs_f64();
+        let fits = (tried.verdict == Verdict::Schedule)
+            .then_some(tried.cost)
+            .flatten();
         self.tried.push(tried);
-        Ok(())
+        Ok(fits)
     }
 
     /// Replays `plan` and keeps it when it fits and is the cheapest so far.
