@@ -382,11 +382,12 @@ fn negotiate_and_climb(
 /// iterations ([`Pass::search`]), then its polishing in rounds of `round_work`
 /// ([`Pass::polish`]), both scaled by the effort.
 ///
-/// Above the default effort the default's annealing runs first, unscaled: searches and
-/// rounds lengthened end elsewhere, and may end dearer (on `remat gen random-layered --nodes
-/// 50 --seed 0` a tenth of the way from the minimum budget to the peak, at effort 2 at a cost
-/// of 447 where the default's ends at 446), so its schedules are found again and more effort
-/// is never dearer here. Then the lengthened annealing, not drawn again as [`steered`] is:
+/// Above the default effort the default's annealing runs first, with the default's work:
+/// searches and rounds lengthened end elsewhere, and may end dearer (on `remat gen
+/// random-layered --nodes 50 --seed 0` a tenth of the way from the minimum budget to the
+/// peak, effort 2's lengthened annealing ends at a cost of 447 where the default's ends at
+/// 446), so its schedules are found again and more effort is never dearer here. Then the
+/// lengthened annealing, not drawn again as [`steered`] is:
 /// where the annealing is what works, one longer anneal finds more than several short ones
 /// (on `remat gen random-layered --nodes 400 --seed 2` a quarter of the way, +11.64% at
 /// effort 4 against +12.11% from four draws of the default's). Each pass starts from the
