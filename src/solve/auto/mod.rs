@@ -387,12 +387,12 @@ fn negotiate_and_climb(
 /// random-layered --nodes 50 --seed 0` a tenth of the way from the minimum budget to the
 /// peak, effort 2's lengthened annealing ends at a cost of 447 where the default's ends at
 /// 446), so its schedules are found again and more effort is never dearer here. Then the
-/// lengthened annealing, not drawn again as [`steered`] is:
-/// where the annealing is what works, one longer anneal finds more than several short ones
-/// (on `remat gen random-layered --nodes 400 --seed 2` a quarter of the way, +11.64% at
-/// effort 4 against +12.11% from four draws of the default's). Each pass starts from the
-/// best schedule before either ([`Lead`]) with the caller's seed, so each runs as it would
-/// alone: the lengthened one as the same effort ran before the default's came first.
+/// lengthened annealing, not drawn again as [`steered`] is: where the annealing is what
+/// works, one longer anneal finds more than several short ones (on `remat gen random-layered
+/// --nodes 400 --seed 2` a quarter of the way, +11.64% at effort 4 against +12.11% from four
+/// draws of the default's). Each pass starts from the best schedule before either
+/// ([`Lead`]) with the caller's seed, so each runs as it would alone: the lengthened one as
+/// the same effort ran before the default's came first.
 fn anneal(
     portfolio: &mut Portfolio,
     search_work: u64,

@@ -313,10 +313,8 @@ impl<'a> Portfolio<'a> {
     /// `steered`): under [`Effort::Work`] one per whole unit of effort (at least one), under
     /// [`Effort::Time`] one.
     pub(super) fn draws(&self) -> u64 {
-        match self.options.effort {
-            Effort::Work(scale) => (scale.floor() as u64).max(1),
-            Effort::Time => 1,
-        }
+        self.work_scale()
+            .map_or(1, |scale| (scale.floor() as u64).max(1))
     }
 
     /// The effort's multiple of the default work under [`Effort::Work`]; `None` under
