@@ -33,6 +33,7 @@
 //! MIP starts of [`crate::solve::exact::checkmate`].
 
 use super::dtr_ahead::Lookahead;
+use super::walk::Walk;
 use crate::graph::Graph;
 use crate::schedule::stages::{Keep, StagePlan, Stages};
 use crate::schedule::{Event, Schedule};
@@ -174,6 +175,8 @@ struct State<'g> {
     /// (inputs, reshapes) still cost events, and a neighbourhood of them is no free
     /// eviction (without it, zero-cost tensors are evicted and rematerialised in cascades).
     unit: f64,
+    /// The scores' walks through the evicted neighbourhoods.
+    walk: Walk,
 }
 
 /// An op being materialised: its inputs that were not resident when it started, and how
@@ -203,8 +206,9 @@ const POLL_EVERY: usize = 1024;
 const EVENTS_PER_NODE: usize = 16;
 
 /// The most non-resident ancestors `h_DTR` visits per candidate: beyond it the evicted
-/// neighbourhood is cut short (its cost only grows, so the cut favours deep tensors).
-const NEIGHBOURHOOD: usize = 64;
+/// neighbourhood is cut short (its cost only grows, so the cut favours deep tensors). Also
+/// the most evicted descendants DTR-ahead's `next(t)` visits.
+pub(crate) const NEIGHBOURHOOD: usize = 64;
 
 /// Runs DTR; with `ahead`, its eviction rule divides by the distance to the next use
 /// instead of the staleness.
@@ -237,6 +241,7 @@ fn run(graph: &Graph, budget: u64, stop: &Stop, ahead: Option<&Lookahead>) -> Re
             u if u > 0.0 => u,
             _ => 1.0,
         },
+        walk: Walk::new(n),
     };
     for v in 0..n {
         if v % POLL_EVERY == 0 {
@@ -383,6 +388,7 @@ impl State<'_> {
             self.stop.poll().map_err(Stuck::Stopped)?;
             // The least score, the lowest index among equals.
             let mut scored = 0;
+            let mut walk = std::mem::take(&mut self.walk);
             let victim = self
                 .residents
                 .iter()
@@ -390,11 +396,11 @@ impl State<'_> {
                 .filter(|&t| self.pins[t] == 0 && self.graph.memory(t) > 0)
                 .map(|t| {
                     scored += 1;
-                    (self.score(t), t)
+                    (self.score(t, &mut walk), t)
                 })
-                .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
-                .ok_or(Stuck::NoRoom(w))?
-                .1;
+                .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            self.walk = walk;
+            let victim = victim.ok_or(Stuck::NoRoom(w))?.1;
             self.free(victim);
             self.evictions += 1;
             self.scored += scored;
@@ -405,26 +411,23 @@ impl State<'_> {
     /// `h_DTR(t)`: the cost of rematerialising `t` (its op and the non-resident ancestors
     /// that would be recomputed with it) over its size times its staleness (with `ahead`:
     /// its distance to the next use).
-    fn score(&self, t: usize) -> f64 {
+    fn score(&self, t: usize, walk: &mut Walk) -> f64 {
         let graph = self.graph;
         let mut cost = graph.cost(t) + self.unit;
-        // At most NEIGHBOURHOOD tensors are seen: a list is the set.
-        let mut seen: Vec<usize> = Vec::with_capacity(NEIGHBOURHOOD);
-        let mut stack: Vec<usize> = graph.preds(t).to_vec();
-        while let Some(u) = stack.pop() {
-            if self.resident[u] || seen.contains(&u) {
+        walk.start(graph.preds(t));
+        while let Some(u) = walk.next() {
+            if self.resident[u] || !walk.see(u) {
                 continue;
             }
-            seen.push(u);
             cost += graph.cost(u) + self.unit;
-            if seen.len() == NEIGHBOURHOOD {
+            if walk.seen() == NEIGHBOURHOOD {
                 break;
             }
-            stack.extend_from_slice(graph.preds(u));
+            walk.extend(graph.preds(u));
         }
         let (spacing, weight) = match self.ahead {
             Some(ahead) => (
-                ahead.distance(graph, t, self.stage, &self.computed, &self.resident),
+                ahead.distance(graph, t, self.stage, &self.computed, &self.resident, walk),
                 ahead.weight(t, self.stage),
             ),
             None => ((self.clock - self.last_use[t] + 1) as f64, 1.0),

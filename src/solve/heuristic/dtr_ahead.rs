@@ -21,7 +21,7 @@
 //! direct consumer does not show (a block's input, evicted after its forward, is needed
 //! again as soon as the block's backward recomputes the block). So a rule may take
 //! `next(t)` as the least next use over `t` and its evicted descendants reachable through
-//! evicted tensors (the downstream half of the paper's `e*`, at most [`NEIGHBOURHOOD`]
+//! evicted tensors (the downstream half of the paper's `e*`, at most [`dtr::NEIGHBOURHOOD`]
 //! of them): a lower estimate of the next read, never later than the direct one.
 //!
 //! The rules are the two measures with `β = 1` and `β = 1/2` ([`RULES`]), each with the
@@ -77,6 +77,7 @@
 //! polled, cascades given up), so on graphs where DTR gives up at a budget every rule may too.
 
 use super::dtr;
+use super::walk::Walk;
 use crate::graph::Graph;
 use crate::schedule::{simulate_polled, Event, Schedule};
 use crate::solve::{
@@ -99,12 +100,32 @@ enum Measure {
 
 /// The distances tried, each with and without the evicted descendants, in order: the
 /// measure of `d(t)` and its exponent `β`.
-const RULES: [(Measure, f64); 4] = [
-    (Measure::Ops, 1.0),
-    (Measure::Ops, 0.5),
-    (Measure::Cost, 1.0),
-    (Measure::Cost, 0.5),
+const RULES: [(Measure, Beta); 4] = [
+    (Measure::Ops, Beta::One),
+    (Measure::Ops, Beta::Half),
+    (Measure::Cost, Beta::One),
+    (Measure::Cost, Beta::Half),
 ];
+
+/// The exponent `β` of the distance.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Beta {
+    /// `β = 1`.
+    One,
+    /// `β = 1/2`.
+    Half,
+}
+
+impl Beta {
+    /// `d^β`: `d`, or its square root, which IEEE 754 rounds correctly (so on every machine
+    /// the same, where a libm's `pow` need not be).
+    fn of(self, d: f64) -> f64 {
+        match self {
+            Beta::One => d,
+            Beta::Half => d.sqrt(),
+        }
+    }
+}
 
 /// `η`, the most a negotiation round raises the weight of a value it recomputed
 /// ([`negotiate`]).
@@ -127,13 +148,10 @@ const CLIMB_STEP: f64 = 4.0;
 /// graph, about eight rounds), one that finds no schedule as one round.
 const ROUND_SCORES: u64 = 10_000;
 
-/// The most evicted descendants `next(t)` visits (as DTR's `e*`).
-const NEIGHBOURHOOD: usize = 64;
-
 /// One eviction rule: the distance `d(t)^β` that divides `h`, under a guide.
 pub(crate) struct Lookahead<'a> {
     measure: Measure,
-    exponent: f64,
+    exponent: Beta,
     /// Whether `next(t)` also counts the next use of `t`'s evicted descendants.
     downstream: bool,
     /// `prefix[v]`: `Σ_{u < v} c_u`, in solver order.
@@ -193,7 +211,7 @@ impl Guide {
 impl<'a> Lookahead<'a> {
     fn new(
         graph: &Graph,
-        (measure, exponent, downstream): (Measure, f64, bool),
+        (measure, exponent, downstream): (Measure, Beta, bool),
         guide: &'a Guide,
     ) -> Lookahead<'a> {
         let mut prefix = Vec::with_capacity(graph.len() + 1);
@@ -230,7 +248,8 @@ impl<'a> Lookahead<'a> {
     }
 
     /// `d(t)^β` while op `stage` is being run, `computed` flagging the ops computed at
-    /// least once (all those before `stage`) and `resident` those in memory.
+    /// least once (all those before `stage`) and `resident` those in memory; `walk` is the
+    /// run's walk through the evicted descendants.
     pub(crate) fn distance(
         &self,
         graph: &Graph,
@@ -238,6 +257,7 @@ impl<'a> Lookahead<'a> {
         stage: usize,
         computed: &[bool],
         resident: &[bool],
+        walk: &mut Walk,
     ) -> f64 {
         let next_use = |v: usize| {
             graph
@@ -250,19 +270,16 @@ impl<'a> Lookahead<'a> {
         };
         let mut next = next_use(t);
         if self.downstream {
-            // At most NEIGHBOURHOOD tensors are seen: a list is the set.
-            let mut seen: Vec<usize> = Vec::with_capacity(NEIGHBOURHOOD);
-            let mut stack: Vec<usize> = graph.succs(t).to_vec();
-            while let Some(u) = stack.pop() {
-                if resident[u] || !computed[u] || seen.contains(&u) {
+            walk.start(graph.succs(t));
+            while let Some(u) = walk.next() {
+                if resident[u] || !computed[u] || !walk.see(u) {
                     continue;
                 }
-                seen.push(u);
                 next = next.min(next_use(u));
-                if seen.len() == NEIGHBOURHOOD {
+                if walk.seen() == dtr::NEIGHBOURHOOD {
                     break;
                 }
-                stack.extend_from_slice(graph.succs(u));
+                walk.extend(graph.succs(u));
             }
         }
         let next = next.max(stage);
@@ -270,7 +287,7 @@ impl<'a> Lookahead<'a> {
             Measure::Ops => (next - stage + 1) as f64,
             Measure::Cost => self.prefix[next] - self.prefix[stage] + self.unit,
         };
-        d.powf(self.exponent)
+        self.exponent.of(d)
     }
 }
 
@@ -366,7 +383,7 @@ impl Start<'_> {
 /// What a negotiation leaves for [`climb`]: the rule and the weights (with the start's held
 /// values) of its cheapest schedule, that schedule and its cost.
 pub(crate) struct Negotiated {
-    rule: (Measure, f64, bool),
+    rule: (Measure, Beta, bool),
     guide: Guide,
     cost: f64,
     schedule: Schedule,
@@ -519,7 +536,7 @@ fn raise(rng: &mut ChaCha8Rng) -> f64 {
 
 /// The eight rules: each distance of [`RULES`], with the direct and with the downstream
 /// `next(t)`.
-fn rules() -> impl Iterator<Item = (Measure, f64, bool)> {
+fn rules() -> impl Iterator<Item = (Measure, Beta, bool)> {
     [false, true]
         .into_iter()
         .flat_map(|downstream| RULES.map(|(m, e)| (m, e, downstream)))
@@ -539,7 +556,7 @@ enum Run {
 fn run_rule(
     instance: &Instance,
     stop: &Stop,
-    rule: (Measure, f64, bool),
+    rule: (Measure, Beta, bool),
     guide: &Guide,
 ) -> Result<Run, SolveError> {
     let graph = instance.graph;

@@ -11,6 +11,9 @@
 //!   dropped value recomputed once, just before the backward pass reads it.
 //! * [`sethi_ullman`]: recursive rematerialisation in Sethi–Ullman order, a schedule at
 //!   every budget from its need bound.
+//!
+//! `walk` is the walk through an evicted neighbourhood that the eviction scores of DTR,
+//! DTR-ahead and Sethi–Ullman take.
 
 pub mod baseline;
 pub mod chen;
@@ -19,3 +22,4 @@ pub mod dtr_ahead;
 pub mod fastsa;
 pub mod knapsack;
 pub mod sethi_ullman;
+mod walk;

@@ -50,8 +50,7 @@ impl PeakTree {
             l >>= 1;
             r >>= 1;
         }
-        self.pull(l0);
-        self.pull(r0);
+        self.pull(l0, r0);
     }
 
     fn apply(&mut self, p: usize, value: i64) {
@@ -61,11 +60,16 @@ impl PeakTree {
         }
     }
 
-    /// Recomputes the ancestors of `p`.
-    fn pull(&mut self, mut p: usize) {
-        while p > 1 {
-            p >>= 1;
-            self.max[p] = self.max[2 * p].max(self.max[2 * p + 1]) + self.pending[p];
+    /// Recomputes the ancestors of the leaves `l` and `r`, level by level, those they share
+    /// once.
+    fn pull(&mut self, mut l: usize, mut r: usize) {
+        while l > 1 {
+            l >>= 1;
+            r >>= 1;
+            self.max[l] = self.max[2 * l].max(self.max[2 * l + 1]) + self.pending[l];
+            if r != l {
+                self.max[r] = self.max[2 * r].max(self.max[2 * r + 1]) + self.pending[r];
+            }
         }
     }
 

@@ -3,6 +3,7 @@
 
 use super::{Dead, Fail, Variant, SAMPLE};
 use crate::graph::Graph;
+use crate::solve::heuristic::walk::Walk;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -27,11 +28,8 @@ pub(super) struct Cache<'g> {
     /// A thousandth of the mean op cost, added to every op `c_remat` counts (free ops are
     /// no free recomputation: they cost events and lengthen chains).
     pub(super) unit: f64,
-    /// Stamps of the ancestors `c_remat` visited, per call.
-    pub(super) seen: Vec<u32>,
-    pub(super) stamp: u32,
-    /// The stack of `c_remat`'s walk, kept between calls.
-    pub(super) walk: Vec<usize>,
+    /// `c_remat`'s walk through the non-resident ancestors, kept between calls.
+    pub(super) walk: Walk,
     pub(super) rng: ChaCha8Rng,
     pub(super) variant: Variant,
     /// Values that no target reads again, pushed when they become so (some since evicted).
@@ -57,9 +55,7 @@ impl<'g> Cache<'g> {
                 u if u > 0.0 => u,
                 _ => 1.0,
             },
-            seen: vec![0; n],
-            stamp: 0,
-            walk: Vec::new(),
+            walk: Walk::new(n),
             rng: ChaCha8Rng::seed_from_u64(seed),
             variant,
             dead: Vec::new(),
@@ -216,29 +212,20 @@ impl<'g> Cache<'g> {
             // Read by no target again, though maybe by recomputations: past the end.
             None => 2 * graph.len() - self.now + 1,
         };
-        self.stamp = self.stamp.wrapping_add(1);
-        if self.stamp == 0 {
-            self.seen.fill(0);
-            self.stamp = 1;
-        }
         let mut cost = graph.cost(t) + self.unit + downstream;
-        let mut stack = std::mem::take(&mut self.walk);
-        stack.clear();
-        stack.extend_from_slice(graph.preds(t));
-        let mut visited = 0;
-        while let Some(u) = stack.pop() {
-            if self.resident[u] || self.seen[u] == self.stamp {
+        let mut walk = std::mem::take(&mut self.walk);
+        walk.start(graph.preds(t));
+        while let Some(u) = walk.next() {
+            if self.resident[u] || !walk.see(u) {
                 continue;
             }
-            self.seen[u] = self.stamp;
             cost += graph.cost(u) + self.unit;
-            visited += 1;
-            if visited == self.variant.neighbourhood {
+            if walk.seen() == self.variant.neighbourhood {
                 break;
             }
-            stack.extend_from_slice(graph.preds(u));
+            walk.extend(graph.preds(u));
         }
-        self.walk = stack;
+        self.walk = walk;
         cost / (graph.memory(t) as f64 * distance as f64)
     }
 }
