@@ -62,10 +62,10 @@
 //! rounds, each from the best schedule so far with its own seed), the MILP at most
 //! [`MILP_NODES`] branch-and-bound nodes, each negotiation of DTR-ahead's weights
 //! [`dtr_ahead::NEGOTIATION_ROUNDS`] rounds a rule, the local search after them
-//! [`dtr_ahead::CLIMB_ROUNDS`] runs (these two not lengthened by more effort but drawn again
-//! with other seeds, once per whole unit); the others run to their end. Above the default
-//! effort FastSA runs the default's work first and then the lengthened work, and the first
-//! draw of DTR-ahead's is the default's, so where the MILP (the one candidate before them
+//! [`dtr_ahead::CLIMB_ROUNDS`] runs (these two drawn again with other seeds, once per whole
+//! unit, then, from two draws on, once lengthened); the others run to their end. Above the
+//! default effort FastSA runs the default's work first and then the lengthened work, and the
+//! first draw of DTR-ahead's is the default's, so where the MILP (the one candidate before them
 //! that more effort lengthens) does not run, more effort's answer is never dearer than the
 //! default's, unless the time limit ends a part of the solve. Polishing
 //! stops at the first round that finds nothing cheaper by [`STALL_GAIN`] of the cost (the
@@ -303,16 +303,20 @@ impl Solver for Auto {
 /// * **Climbed**: from the cheapest negotiated schedule of the three, a local search over
 ///   its rule's weights, [`dtr_ahead::CLIMB_ROUNDS`] runs (`dtr_ahead::climb`).
 ///
-/// More effort draws the negotiations and the climb again rather than lengthening them: one
-/// draw per whole unit of effort ([`Portfolio::draws`]), each with the default effort's work
-/// and a seed of its own, the first the caller's ([`draw_seed`]). So the default effort's
-/// candidates are among them and more effort is never dearer here. Where the two are chaotic
-/// (the rounds' draws decide which of many near-equal schedules a negotiation ends at, and
-/// the climb's steps which local optimum it reaches), fresh draws also find more than longer
-/// ones: on the MLSys set's ResNet50 at a tenth of the span, 32 climbs of 3,000 runs from
-/// one start reached +7.12% to +7.39%, three of 30,000 runs +7.24%. A negotiation twice as
-/// long drew other weights for every rule after the first, so it could end dearer (the
-/// exported ResNet-50 at a tenth of the span: +15.29% at effort 4, +14.47% at effort 1).
+/// More effort draws the negotiations and the climb again: one draw per whole unit of effort
+/// ([`Portfolio::draws`]), each with the default effort's work and a seed of its own, the
+/// first the caller's ([`draw_seed`]). So the default effort's candidates come first and more
+/// effort is never dearer here. Where the two are chaotic (the rounds' draws decide which of
+/// many near-equal schedules a negotiation ends at, and the climb's steps which local
+/// optimum it reaches), fresh draws find more than longer ones: on the MLSys set's ResNet50
+/// at a tenth of the span, 32 climbs of 3,000 runs from one start reached +7.12% to +7.39%,
+/// three of 30,000 runs +7.24%. A negotiation twice as long draws other weights for every
+/// rule after the first, so alone it could end dearer than the default's (the exported
+/// ResNet-50 at a tenth of the span: +15.29% at effort 4, +14.47% at effort 1). But where
+/// the negotiation is what works, one long negotiation finds what short ones miss (a random
+/// layered graph of 400 nodes at a tenth of the span: +16.90% against four draws' +17.21%),
+/// so after two draws or more the negotiations and the climb run once more, lengthened by
+/// the whole effort, with the caller's seed.
 ///
 /// Under [`Effort::Work`] they run after the improvers, never as the polishing's start: a
 /// cheaper start can end the polishing at a dearer local optimum (on the MLSys set's
@@ -331,29 +335,39 @@ fn steered(portfolio: &mut Portfolio, seed: u64) -> Result<(), SolveError> {
         })?;
         starts.extend([Start::Weigh(keep), Start::Retain(keep, *cut)]);
     }
-    for draw in 0..portfolio.draws() {
+    let draws = portfolio.draws();
+    let per_draw = portfolio.work_scale().map(|scale| scale / draws as f64);
+    for draw in 0..draws {
         // Past the deadline or done, no draw would run: the loop ends, whatever the effort.
         if portfolio.stopped() || portfolio.done() {
             break;
         }
-        negotiate_and_climb(portfolio, &starts, draw_seed(seed, STEERED_STREAMS, draw))?;
+        let seed = draw_seed(seed, STEERED_STREAMS, draw);
+        negotiate_and_climb(portfolio, &starts, seed, per_draw)?;
+    }
+    if draws > 1 {
+        // Then once lengthened by the whole effort, with the caller's seed.
+        negotiate_and_climb(portfolio, &starts, seed, portfolio.work_scale())?;
     }
     Ok(())
 }
 
 /// One draw of [`steered`]: DTR-ahead negotiated from each of `starts` with `seed`, then the
-/// climb from the cheapest negotiated schedule with it.
+/// climb from the cheapest negotiated schedule with it, each with its default work scaled
+/// by `scale` ([`Portfolio::run_seeded`]).
 fn negotiate_and_climb(
     portfolio: &mut Portfolio,
     starts: &[Start],
     seed: u64,
+    scale: Option<f64>,
 ) -> Result<(), SolveError> {
     let mut cheapest: Option<dtr_ahead::Negotiated> = None;
     for &start in starts {
-        portfolio.run_draw(
+        portfolio.run_seeded(
             "dtr-ahead",
             KEEP_SHARE,
             dtr_ahead::NEGOTIATION_ROUNDS,
+            scale,
             seed,
             |i, o| {
                 let (outcome, negotiated) = dtr_ahead::negotiate(i, o, start)?;
@@ -367,10 +381,11 @@ fn negotiate_and_climb(
         )?;
     }
     if let Some(from) = &cheapest {
-        portfolio.run_draw(
+        portfolio.run_seeded(
             "dtr-ahead",
             KEEP_SHARE,
             dtr_ahead::CLIMB_ROUNDS,
+            scale,
             seed,
             |i, o| dtr_ahead::climb(i, o, from),
         )?;
@@ -604,18 +619,19 @@ mod tests {
     }
 
     /// At a whole effort `k` the steered search makes `k` draws, the first of them the default
-    /// effort's own: every schedule the default effort's steered search finds is found again,
-    /// in the same order, so more effort is never dearer there (a negotiation twice as long
-    /// drew other weights for every rule after the first and could end dearer: on the
-    /// exported ResNet-50 a tenth of the way from the minimum budget to the peak, 15.29% at
-    /// effort 4 against 14.47% at effort 1).
+    /// effort's own, then once more lengthened by `k`: every schedule the default effort's
+    /// steered search finds is found again, first and in the same order, so more effort is
+    /// never dearer there (a negotiation twice as long drew other weights for every rule
+    /// after the first and could end dearer: on the exported ResNet-50 a tenth of the way
+    /// from the minimum budget to the peak, 15.29% at effort 4 against 14.47% at effort 1).
     #[test]
     fn more_effort_draws_the_default_steered_search_again_with_other_seeds() {
         let cases = [(45, 0), (45, 3), (60, 0)];
         for (case, one, three) in default_and_more(&cases, 0.1, 3.0, steered_costs) {
-            // The guided run, then per draw three negotiations and the climb.
+            // The guided run, then per draw three negotiations and the climb; at effort 3
+            // three draws and the lengthened one.
             assert_eq!(one.len(), 1 + 4, "{case}: {one:?}");
-            assert_eq!(three.len(), 1 + 3 * 4, "{case}: {three:?}");
+            assert_eq!(three.len(), 1 + 3 * 4 + 4, "{case}: {three:?}");
             assert_default_first(&case, &one, &three);
         }
     }

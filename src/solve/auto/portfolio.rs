@@ -309,8 +309,8 @@ impl<'a> Portfolio<'a> {
         self.run_with(name, options, solve).map(drop)
     }
 
-    /// How many draws a search that restarts rather than lengthens makes (`auto`'s
-    /// `steered`): under [`Effort::Work`] one per whole unit of effort (at least one), under
+    /// How many draws a search drawn again with other seeds makes (`auto`'s `steered`):
+    /// under [`Effort::Work`] one per whole unit of effort (at least one), under
     /// [`Effort::Time`] one.
     pub(super) fn draws(&self) -> u64 {
         self.work_scale()
@@ -324,22 +324,6 @@ impl<'a> Portfolio<'a> {
             Effort::Work(scale) => Some(scale),
             Effort::Time => None,
         }
-    }
-
-    /// [`Portfolio::run`] for one of [`Portfolio::draws`] draws of a candidate, with `seed`:
-    /// under [`Effort::Work`] each draw gets `work` scaled by the effort over the draws (at a
-    /// whole effort, `work` itself: each draw is the default effort's run with its own seed).
-    pub(super) fn run_draw(
-        &mut self,
-        name: &'static str,
-        share: f64,
-        work: u64,
-        seed: u64,
-        solve: impl FnOnce(&Instance, &SolveOptions) -> Result<Outcome, SolveError>,
-    ) -> Result<(), SolveError> {
-        let scale = self.work_scale().map(|s| s / self.draws() as f64);
-        self.run_seeded(name, share, work, scale, seed, solve)
-            .map(drop)
     }
 
     /// [`Portfolio::run`] with `seed`, and under [`Effort::Work`] `work` scaled by `scale`
