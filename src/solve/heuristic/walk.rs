@@ -6,7 +6,8 @@
 //! takes the next stamp instead of clearing a set).
 
 /// A depth-first walk over nodes, each seen at most once ([`Walk::see`]), reused walk
-/// after walk.
+/// after walk. `Walk::default()` walks over no nodes: it holds a run's place while the run
+/// lends its walk out (`std::mem::take`).
 #[derive(Default)]
 pub(crate) struct Walk {
     stack: Vec<usize>,
