@@ -63,7 +63,7 @@
 //! [`MILP_NODES`] branch-and-bound nodes, each negotiation of DTR-ahead's weights
 //! [`dtr_ahead::NEGOTIATION_ROUNDS`] rounds a rule, the local search after them
 //! [`dtr_ahead::CLIMB_ROUNDS`] runs (these two drawn again with other seeds, once per whole
-//! unit, then, from two draws on, once lengthened); the others run to their end. Above the
+//! unit, then, above the default effort, once lengthened); the others run to their end. Above the
 //! default effort FastSA runs the default's work first and then the lengthened work, and the
 //! first draw of DTR-ahead's is the default's, so where the MILP (the one candidate before them
 //! that more effort lengthens) does not run, more effort's answer is never dearer than the
@@ -304,8 +304,9 @@ impl Solver for Auto {
 ///   its rule's weights, [`dtr_ahead::CLIMB_ROUNDS`] runs (`dtr_ahead::climb`).
 ///
 /// More effort draws the negotiations and the climb again: one draw per whole unit of effort
-/// ([`Portfolio::draws`]), each with the default effort's work and a seed of its own, the
-/// first the caller's ([`draw_seed`]). So the default effort's candidates come first and more
+/// ([`Portfolio::draws`]), each with the default effort's work (a fraction of a unit adds
+/// no draw, and no work to the draws) and a seed of its own, the first the caller's
+/// ([`draw_seed`]). So the default effort's candidates come first and more
 /// effort is never dearer here. Where the two are chaotic (the rounds' draws decide which of
 /// many near-equal schedules a negotiation ends at, and the climb's steps which local
 /// optimum it reaches), fresh draws find more than longer ones: on the MLSys set's ResNet50
@@ -315,8 +316,8 @@ impl Solver for Auto {
 /// ResNet-50 at a tenth of the span: +15.29% at effort 4, +14.47% at effort 1). But where
 /// the negotiation is what works, one long negotiation finds what short ones miss (a random
 /// layered graph of 400 nodes at a tenth of the span: +16.90% against four draws' +17.21%),
-/// so after two draws or more the negotiations and the climb run once more, lengthened by
-/// the whole effort, with the caller's seed.
+/// so above the default effort the negotiations and the climb run once more after the
+/// draws, lengthened by the whole effort, with the caller's seed.
 ///
 /// Under [`Effort::Work`] they run after the improvers, never as the polishing's start: a
 /// cheaper start can end the polishing at a dearer local optimum (on the MLSys set's
@@ -335,9 +336,10 @@ fn steered(portfolio: &mut Portfolio, seed: u64) -> Result<(), SolveError> {
         })?;
         starts.extend([Start::Weigh(keep), Start::Retain(keep, *cut)]);
     }
-    let draws = portfolio.draws();
-    let per_draw = portfolio.work_scale().map(|scale| scale / draws as f64);
-    for draw in 0..draws {
+    let effort = portfolio.work_scale();
+    // Each draw with the default's work, or less below the default effort.
+    let per_draw = effort.map(|effort| effort.min(1.0));
+    for draw in 0..portfolio.draws() {
         // Past the deadline or done, no draw would run: the loop ends, whatever the effort.
         if portfolio.stopped() || portfolio.done() {
             break;
@@ -345,9 +347,9 @@ fn steered(portfolio: &mut Portfolio, seed: u64) -> Result<(), SolveError> {
         let seed = draw_seed(seed, STEERED_STREAMS, draw);
         negotiate_and_climb(portfolio, &starts, seed, per_draw)?;
     }
-    if draws > 1 {
+    if effort.is_some_and(|effort| effort > 1.0) {
         // Then once lengthened by the whole effort, with the caller's seed.
-        negotiate_and_climb(portfolio, &starts, seed, portfolio.work_scale())?;
+        negotiate_and_climb(portfolio, &starts, seed, effort)?;
     }
     Ok(())
 }
@@ -618,21 +620,25 @@ mod tests {
         );
     }
 
-    /// At a whole effort `k` the steered search makes `k` draws, the first of them the default
-    /// effort's own, then once more lengthened by `k`: every schedule the default effort's
-    /// steered search finds is found again, first and in the same order, so more effort is
-    /// never dearer there (a negotiation twice as long drew other weights for every rule
-    /// after the first and could end dearer: on the exported ResNet-50 a tenth of the way
-    /// from the minimum budget to the peak, 15.29% at effort 4 against 14.47% at effort 1).
+    /// At an effort `k` above the default the steered search makes `⌊k⌋` draws of the default
+    /// effort's work, the first of them the default effort's own, then once more lengthened by
+    /// `k`: every schedule the default effort's steered search finds is found again, first and
+    /// in the same order, so more effort is never dearer there, whole or not (a negotiation
+    /// twice as long drew other weights for every rule after the first and could end dearer:
+    /// on the exported ResNet-50 a tenth of the way from the minimum budget to the peak,
+    /// 15.29% at effort 4 against 14.47% at effort 1, and so did effort 1.5's one draw 1.5
+    /// times as long).
     #[test]
     fn more_effort_draws_the_default_steered_search_again_with_other_seeds() {
         let cases = [(45, 0), (45, 3), (60, 0)];
-        for (case, one, three) in default_and_more(&cases, 0.1, 3.0, steered_costs) {
-            // The guided run, then per draw three negotiations and the climb; at effort 3
-            // three draws and the lengthened one.
-            assert_eq!(one.len(), 1 + 4, "{case}: {one:?}");
-            assert_eq!(three.len(), 1 + 3 * 4 + 4, "{case}: {three:?}");
-            assert_default_first(&case, &one, &three);
+        // The guided run, then per draw three negotiations and the climb, then as many
+        // lengthened: at effort 1.5 one draw, at effort 3 three.
+        for (effort, draws) in [(1.5, 1), (3.0, 3)] {
+            for (case, one, more) in default_and_more(&cases, 0.1, effort, steered_costs) {
+                assert_eq!(one.len(), 1 + 4, "{case}: {one:?}");
+                assert_eq!(more.len(), 1 + draws * 4 + 4, "{case}, {effort}: {more:?}");
+                assert_default_first(&case, &one, &more);
+            }
         }
     }
 
