@@ -171,9 +171,7 @@ struct State<'g> {
     scored: u64,
     /// The eviction rule's distance to the next use, in place of the staleness.
     ahead: Option<&'g Lookahead<'g>>,
-    /// A thousandth of the mean op cost, added to every op that `h_DTR` counts: free ops
-    /// (inputs, reshapes) still cost events, and a neighbourhood of them is no free
-    /// eviction (without it, zero-cost tensors are evicted and rematerialised in cascades).
+    /// `ε` ([`unit`]), added to every op that `h_DTR` counts.
     unit: f64,
     /// The scores' walks through the evicted neighbourhoods.
     walk: Walk,
@@ -210,6 +208,17 @@ const EVENTS_PER_NODE: usize = 16;
 /// the most evicted descendants DTR-ahead's `next(t)` visits.
 pub(crate) const NEIGHBOURHOOD: usize = 64;
 
+/// `ε`, added to the cost of every op an eviction score counts: a thousandth of the mean op
+/// cost (1 where every op is free). Free ops (inputs, reshapes) still cost events, and a
+/// neighbourhood of them is no free eviction (without it, zero-cost tensors are evicted and
+/// rematerialised in cascades); DTR-ahead's distances in cost are never zero.
+pub(crate) fn unit(graph: &Graph) -> f64 {
+    match graph.total_cost() / graph.len().max(1) as f64 * 1e-3 {
+        u if u > 0.0 => u,
+        _ => 1.0,
+    }
+}
+
 /// Runs DTR; with `ahead`, its eviction rule divides by the distance to the next use
 /// instead of the staleness.
 fn run(graph: &Graph, budget: u64, stop: &Stop, ahead: Option<&Lookahead>) -> Result<Run, Stuck> {
@@ -237,10 +246,7 @@ fn run(graph: &Graph, budget: u64, stop: &Stop, ahead: Option<&Lookahead>) -> Re
         evictions: 0,
         scored: 0,
         ahead,
-        unit: match graph.total_cost() / n as f64 * 1e-3 {
-            u if u > 0.0 => u,
-            _ => 1.0,
-        },
+        unit: unit(graph),
         walk: Walk::new(n),
     };
     for v in 0..n {

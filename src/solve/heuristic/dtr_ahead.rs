@@ -156,7 +156,7 @@ pub(crate) struct Lookahead<'a> {
     downstream: bool,
     /// `prefix[v]`: `Σ_{u < v} c_u`, in solver order.
     prefix: Vec<f64>,
-    /// `ε`, so that a distance in cost is never zero.
+    /// `ε` ([`dtr::unit`]), so that a distance in cost is never zero.
     unit: f64,
     /// The relaxation's guide, under [`solve_guided`].
     guide: &'a Guide,
@@ -219,16 +219,12 @@ impl<'a> Lookahead<'a> {
         for v in 0..graph.len() {
             prefix.push(prefix[v] + graph.cost(v));
         }
-        let unit = match graph.total_cost() / graph.len().max(1) as f64 * 1e-3 {
-            u if u > 0.0 => u,
-            _ => 1.0,
-        };
         Lookahead {
             measure,
             exponent,
             downstream,
             prefix,
-            unit,
+            unit: dtr::unit(graph),
             guide,
         }
     }

@@ -3,6 +3,7 @@
 
 use super::{Dead, Fail, Variant, SAMPLE};
 use crate::graph::Graph;
+use crate::solve::heuristic::dtr;
 use crate::solve::heuristic::walk::Walk;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -25,8 +26,8 @@ pub(super) struct Cache<'g> {
     /// The current target.
     pub(super) now: usize,
     pub(super) evictions: usize,
-    /// A thousandth of the mean op cost, added to every op `c_remat` counts (free ops are
-    /// no free recomputation: they cost events and lengthen chains).
+    /// `ε` ([`dtr::unit`]), added to every op `c_remat` counts (free ops are no free
+    /// recomputation: they cost events and lengthen chains).
     pub(super) unit: f64,
     /// `c_remat`'s walk through the non-resident ancestors, kept between calls.
     pub(super) walk: Walk,
@@ -51,10 +52,7 @@ impl<'g> Cache<'g> {
             next: vec![0; n],
             now: 0,
             evictions: 0,
-            unit: match graph.total_cost() / n as f64 * 1e-3 {
-                u if u > 0.0 => u,
-                _ => 1.0,
-            },
+            unit: dtr::unit(graph),
             walk: Walk::new(n),
             rng: ChaCha8Rng::seed_from_u64(seed),
             variant,
