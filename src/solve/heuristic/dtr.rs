@@ -171,7 +171,7 @@ struct State<'g> {
     scored: u64,
     /// The eviction rule's distance to the next use, in place of the staleness.
     ahead: Option<&'g Lookahead<'g>>,
-    /// `ε` ([`unit`]), added to every op that `h_DTR` counts.
+    /// `ε` ([`unit()`]), added to every op that `h_DTR` counts.
     unit: f64,
     /// The scores' walks through the evicted neighbourhoods.
     walk: Walk,
