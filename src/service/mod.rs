@@ -48,6 +48,7 @@ pub use pool::panic_message;
 pub use problem::PROBLEM_JSON;
 
 use axum::extract::{MatchedPath, Request, State};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -58,6 +59,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::classify::ServerErrorsFailureClass;
 use tower_http::compression::CompressionLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
@@ -151,10 +153,25 @@ pub fn router(state: Arc<AppState>) -> Router {
                     .unwrap_or("-");
                 tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
             })
-            .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)),
+            .on_response(DefaultOnResponse::new().level(tracing::Level::INFO))
+            .on_failure(log_failure),
         )
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
+}
+
+/// A response of status 5xx in the log: the contract's 503 (the queue or the job table full,
+/// or draining) and 504 (the request's own time limit passed) are what the service answers
+/// under load or when asked, at WARN; anything else (a 500 is a bug) at ERROR, where an
+/// operator's alerts look.
+fn log_failure(class: ServerErrorsFailureClass, latency: Duration, _span: &tracing::Span) {
+    let latency_ms = latency.as_millis();
+    match class {
+        ServerErrorsFailureClass::StatusCode(
+            status @ (StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT),
+        ) => tracing::warn!(%status, latency_ms, "answered {status}"),
+        class => tracing::error!(classification = %class, latency_ms, "response failed"),
+    }
 }
 
 /// Counts every request by route and status, with its latency.
@@ -424,6 +441,49 @@ pub fn run(config: Config) -> i32 {
 mod tests {
     use super::*;
     use axum::http::{header, StatusCode};
+
+    /// What the log says of a response of `status`.
+    fn logged(status: StatusCode) -> String {
+        #[derive(Clone, Default)]
+        struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Captured {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let captured = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer({
+                let captured = captured.clone();
+                move || captured.clone()
+            })
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let class = ServerErrorsFailureClass::StatusCode(status);
+            log_failure(class, Duration::from_millis(25), &tracing::Span::none());
+        });
+        let bytes = captured.0.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    /// Back-pressure and a request's own time limit are warnings; any other 5xx is an error.
+    #[test]
+    fn a_busy_or_timed_out_answer_is_logged_as_a_warning_a_500_as_an_error() {
+        for status in [StatusCode::SERVICE_UNAVAILABLE, StatusCode::GATEWAY_TIMEOUT] {
+            let line = logged(status);
+            assert!(
+                line.contains(" WARN ") && line.contains(status.as_str()),
+                "{line}"
+            );
+        }
+        let line = logged(StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(line.contains(" ERROR ") && line.contains("500"), "{line}");
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn draining_waits_for_no_solver_past_the_grace() {
