@@ -419,18 +419,8 @@ impl State<'_> {
     /// its distance to the next use).
     fn score(&self, t: usize, walk: &mut Walk) -> f64 {
         let graph = self.graph;
-        let mut cost = graph.cost(t) + self.unit;
-        walk.start(graph.preds(t));
-        while let Some(u) = walk.next() {
-            if self.resident[u] || !walk.see(u) {
-                continue;
-            }
-            cost += graph.cost(u) + self.unit;
-            if walk.seen() == NEIGHBOURHOOD {
-                break;
-            }
-            walk.extend(graph.preds(u));
-        }
+        let own = graph.cost(t) + self.unit;
+        let cost = walk.evicted_ancestors(graph, t, &self.resident, self.unit, NEIGHBOURHOOD, own);
         let (spacing, weight) = match self.ahead {
             Some(ahead) => (
                 ahead.distance(graph, t, self.stage, &self.computed, &self.resident, walk),

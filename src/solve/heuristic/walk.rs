@@ -5,6 +5,8 @@
 //! and the nodes seen in the current walk, those whose stamp is the walk's (a new walk
 //! takes the next stamp instead of clearing a set).
 
+use crate::graph::Graph;
+
 /// A depth-first walk over nodes, each seen at most once ([`Walk::see`]), reused walk
 /// after walk. `Walk::default()` walks over no nodes: it holds a run's place while the run
 /// lends its walk out (`std::mem::take`).
@@ -62,6 +64,33 @@ impl Walk {
     /// Goes on from `nodes` too.
     pub(crate) fn extend(&mut self, nodes: &[usize]) {
         self.stack.extend_from_slice(nodes);
+    }
+
+    /// `cost` plus `c_u + ε` (`unit`) for each node `u` not `resident` that a walk from `t`'s
+    /// inputs reaches through such nodes, at most `limit` of them: what rematerialising `t`
+    /// recomputes with it (the neighbourhood of DTR's `h_DTR` and Sethi–Ullman's `c_remat`),
+    /// added to `cost` in the walk's order.
+    pub(crate) fn evicted_ancestors(
+        &mut self,
+        graph: &Graph,
+        t: usize,
+        resident: &[bool],
+        unit: f64,
+        limit: usize,
+        mut cost: f64,
+    ) -> f64 {
+        self.start(graph.preds(t));
+        while let Some(u) = self.next() {
+            if resident[u] || !self.see(u) {
+                continue;
+            }
+            cost += graph.cost(u) + unit;
+            if self.seen() == limit {
+                break;
+            }
+            self.extend(graph.preds(u));
+        }
+        cost
     }
 }
 

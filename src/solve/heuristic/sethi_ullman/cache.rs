@@ -210,20 +210,11 @@ impl<'g> Cache<'g> {
             // Read by no target again, though maybe by recomputations: past the end.
             None => 2 * graph.len() - self.now + 1,
         };
-        let mut cost = graph.cost(t) + self.unit + downstream;
-        let mut walk = std::mem::take(&mut self.walk);
-        walk.start(graph.preds(t));
-        while let Some(u) = walk.next() {
-            if self.resident[u] || !walk.see(u) {
-                continue;
-            }
-            cost += graph.cost(u) + self.unit;
-            if walk.seen() == self.variant.neighbourhood {
-                break;
-            }
-            walk.extend(graph.preds(u));
-        }
-        self.walk = walk;
+        let own = graph.cost(t) + self.unit + downstream;
+        let limit = self.variant.neighbourhood;
+        let cost = self
+            .walk
+            .evicted_ancestors(graph, t, &self.resident, self.unit, limit, own);
         cost / (graph.memory(t) as f64 * distance as f64)
     }
 }
