@@ -195,7 +195,10 @@ impl FromStr for Budget {
                 .trim()
                 .parse()
                 .map_err(|_| err("a percentage is a number followed by %, e.g. 80%"))?;
-            if !v.is_finite() || v <= 0.0 {
+            if !v.is_finite() {
+                return Err(err("a percentage must be a finite number, e.g. 80%"));
+            }
+            if v <= 0.0 {
                 return Err(err("a percentage must be greater than 0"));
             }
             return Ok(Budget::OfPeak(v / 100.0));

@@ -10,4 +10,5 @@ pub mod graph;
 pub mod plot;
 pub mod schedule;
 pub mod service;
+pub mod shell;
 pub mod solve;

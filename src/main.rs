@@ -14,7 +14,7 @@ fn main() {
             .or_else(|| payload.downcast_ref::<&str>().copied())
             .unwrap_or("");
         if let Some(why) = message.strip_prefix("failed printing to stdout: ") {
-            eprintln!("error: cannot write standard output: {why}");
+            remat::shell::to_stderr(format_args!("error: cannot write standard output: {why}"));
             std::process::exit(2);
         }
         default_hook(info);

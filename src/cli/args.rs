@@ -278,11 +278,11 @@ pub(super) struct BenchArgs {
     pub fractions: Vec<f64>,
     /// Budgets this far of the way from the minimum feasible budget (`inspect`'s) to the
     /// checkpoint-all peak, e.g. `0.5,0.25,0.1`; replace --fractions.
-    #[arg(long, value_delimiter = ',', conflicts_with = "budgets")]
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["budgets", "fractions"])]
     pub span: Vec<f64>,
     /// Budgets: bytes, sizes (6GiB) or shares of the checkpoint-all peak (80%),
     /// comma-separated; replace --fractions.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', conflicts_with = "fractions")]
     pub budgets: Vec<String>,
     /// Time limit per case, in seconds.
     #[arg(long, allow_negative_numbers = true)]

@@ -43,7 +43,7 @@ pub(super) fn run(args: &MaxBatchArgs) -> Result<i32, CliError> {
     .validate(&g)?;
     let mut options = solve_options(&args.solver_flags, args.time_limit, 1)?;
     options.progress = Some(Arc::new(|p: Progress| {
-        eprintln!("max-batch: {}", p.message)
+        crate::shell::to_stderr(format_args!("max-batch: {}", p.message))
     }));
     let result = search(&g, &request, &options)?;
     deliver(&result, args.output.as_deref(), args.json, |r| {

@@ -98,7 +98,7 @@ pub fn run() -> i32 {
     match execute(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", printable(&e.to_string()));
+            crate::shell::to_stderr(format_args!("error: {}", printable(&e.to_string())));
             e.exit_code()
         }
     }

@@ -254,8 +254,13 @@ pub(super) fn check_output(output: &Path, inputs: &[&Path]) -> Result<(), super:
     }
     let dir = output.parent().filter(|d| !d.as_os_str().is_empty());
     if let Some(dir) = dir.filter(|d| !d.is_dir()) {
+        let what = if dir.exists() {
+            "is not a directory"
+        } else {
+            "does not exist"
+        };
         return Err(super::bad(format!(
-            "cannot write {}: {} is not a directory",
+            "cannot write {}: {} {what}",
             output.display(),
             dir.display()
         )));

@@ -49,7 +49,10 @@ pub(super) fn run(args: &PlotArgs) -> Result<i32, CliError> {
             match input::from_result(&g, &result) {
                 Ok(drawn) => (drawn, String::new()),
                 Err(e) => {
-                    eprintln!("error: {}", super::printable(&e.to_string()));
+                    crate::shell::to_stderr(format_args!(
+                        "error: {}",
+                        super::printable(&e.to_string())
+                    ));
                     return Ok(1);
                 }
             }
@@ -109,10 +112,10 @@ fn schedule_error(args: &PlotArgs, e: impl std::fmt::Display) -> CliError {
 /// Writes the picture to `--output`.
 fn write(args: &PlotArgs, svg: &str) -> Result<i32, CliError> {
     write_file(&args.output, svg.as_bytes())?;
-    eprintln!(
+    crate::shell::to_stderr(format_args!(
         "wrote {}",
         super::printable(&args.output.display().to_string())
-    );
+    ));
     Ok(0)
 }
 

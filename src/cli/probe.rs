@@ -28,11 +28,11 @@ pub(super) fn run(args: &ProbeArgs) -> Result<i32, CliError> {
     match status(addr, path, Duration::from_secs_f64(args.timeout)) {
         Ok(code) if (200..300).contains(&code) => Ok(0),
         Ok(code) => {
-            eprintln!("probe: GET {path} at {addr}: status {code}");
+            crate::shell::to_stderr(format_args!("probe: GET {path} at {addr}: status {code}"));
             Ok(1)
         }
         Err(e) => {
-            eprintln!("probe: GET {path} at {addr}: {e}");
+            crate::shell::to_stderr(format_args!("probe: GET {path} at {addr}: {e}"));
             Ok(1)
         }
     }

@@ -48,7 +48,7 @@ impl TransferRate {
 
 /// The slow tier: copy rates in both directions.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "StorageSpec", into = "StorageSpec")]
+#[serde(try_from = "StorageObject", into = "StorageSpec")]
 pub struct Storage {
     /// Fast -> slow (`store`).
     pub write: TransferRate,
@@ -149,6 +149,51 @@ impl TryFrom<StorageSpec> for Storage {
             write: direction(("write_bandwidth", spec.write_bandwidth), write_time)?,
             read: direction(("read_bandwidth", spec.read_bandwidth), read_time)?,
         })
+    }
+}
+
+/// The fields of [`StorageSpec`], for the hint of an unknown one.
+const FIELDS: &[&str] = &[
+    "write_bandwidth",
+    "read_bandwidth",
+    "write_time",
+    "read_time",
+    "transfer_time",
+];
+
+/// What [`Storage`] is read from: a JSON object and nothing else. serde's derived reader
+/// would also take an array as the fields in their order (`[1e9, 2e9]`: the two bandwidths),
+/// and names no field an unknown one most likely means.
+struct StorageObject(serde_json::Map<String, serde_json::Value>);
+
+impl<'de> Deserialize<'de> for StorageObject {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<StorageObject, D::Error> {
+        use serde::de::Error;
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::Object(fields) => Ok(StorageObject(fields)),
+            other => Err(D::Error::custom(format!(
+                "the storage tier must be an object such as {{\"transfer_time\": 8}}, not {}",
+                match other {
+                    serde_json::Value::Array(_) => "an array",
+                    serde_json::Value::String(_) => "a string",
+                    serde_json::Value::Number(_) => "a number",
+                    serde_json::Value::Bool(_) => "a boolean",
+                    _ => "null",
+                }
+            ))),
+        }
+    }
+}
+
+impl TryFrom<StorageObject> for Storage {
+    type Error = String;
+    fn try_from(object: StorageObject) -> Result<Storage, String> {
+        if let Some(field) = object.0.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+            return Err(super::load::unknown_field_message(field, FIELDS));
+        }
+        let spec: StorageSpec = serde_json::from_value(serde_json::Value::Object(object.0))
+            .map_err(|e| e.to_string())?;
+        Storage::try_from(spec).map_err(|e| e.to_string())
     }
 }
 

@@ -7,7 +7,7 @@ use crate::budget::human_bytes;
 use crate::front::read_schedule;
 use crate::graph::load::raw;
 use crate::graph::Graph;
-use crate::schedule::{Schedule, ScheduleJson, StageJson, Stages};
+use crate::schedule::{Event, Schedule, ScheduleJson, StageJson, Stages};
 use crate::solve::SolveResult;
 use fixedbitset::FixedBitSet;
 
@@ -60,7 +60,9 @@ fn caption(solver: &str, budget: u64) -> String {
     format!("{solver} at {}", human_bytes(budget))
 }
 
-/// A schedule's JSON form resolved against `graph`, its stage matrices included.
+/// A schedule's JSON form resolved against `graph`, its stage matrices included where they
+/// are those of its events (the simulator reads the events alone: matrices drawn beside
+/// other events would picture another schedule).
 pub fn from_json(
     graph: &Graph,
     json: &ScheduleJson,
@@ -72,11 +74,38 @@ pub fn from_json(
         .as_deref()
         .map(|rows| stages_from_json(graph, rows))
         .transpose()?;
+    if let Some(stages) = &schedule.stages {
+        agree(graph, stages, &schedule.events)?;
+    }
     Ok(Drawn {
         schedule,
         budget,
         caption: None,
     })
+}
+
+/// Checks that `stages` are Checkmate's `n × n` matrices whose events
+/// (`Stages::events`) are `events`.
+fn agree(graph: &Graph, stages: &Stages, events: &[Event]) -> Result<(), PlotError> {
+    let n = graph.len();
+    if stages.r.len() != n {
+        return Err(PlotError::StagesDisagree {
+            why: format!(
+                "have {} rows for a graph of {n} nodes (one per node)",
+                stages.r.len()
+            ),
+        });
+    }
+    let theirs = stages.events(graph);
+    match theirs.iter().zip(events).position(|(a, b)| a != b) {
+        None if theirs.len() == events.len() => Ok(()),
+        at => Err(PlotError::StagesDisagree {
+            why: format!(
+                "give other events: the schedule's event {} is not theirs",
+                at.unwrap_or(theirs.len().min(events.len()))
+            ),
+        }),
+    }
 }
 
 /// The R and S matrices of `rows`, one bit row per stage.

@@ -92,6 +92,12 @@ pub enum PlotError {
     /// A stage matrix names a node the graph does not have.
     #[error("stage {stage} of the schedule names node '{node}', which is not in the graph")]
     UnknownStageNode { stage: usize, node: String },
+    /// The schedule's stage matrices are not those of its events.
+    #[error(
+        "the schedule's stage matrices (`stages`) {why}; the events are the schedule: remove \
+         `stages` to draw the matrices read off them"
+    )]
+    StagesDisagree { why: String },
     /// A solve found no schedule to draw (its status and message).
     #[error("no schedule to plot: {0}")]
     NoSchedule(String),

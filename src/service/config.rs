@@ -24,16 +24,16 @@ pub struct Config {
     /// a request costs is the body plus the graph it describes (docker/README.md, Memory).
     #[arg(long, env = "REMAT_MAX_BODY", default_value = "64MiB", value_parser = parse_size)]
     pub max_body: usize,
-    /// Solves that run at once (default: the number of CPUs).
-    #[arg(long, env = "REMAT_WORKERS", default_value_t = default_workers(), value_parser = parse_positive)]
+    /// Solves that run at once, from 1 to 1024 (default: the number of CPUs, at most 1024).
+    #[arg(long, env = "REMAT_WORKERS", default_value_t = default_workers(), value_parser = parse_workers)]
     pub workers: usize,
     /// Requests whose bodies are read at once (parsed, their graphs built), beside the
     /// solves; more wait their turn. Bounds the memory of graphs being read (see
     /// `--max-body`).
     #[arg(long, env = "REMAT_READERS", default_value_t = DEFAULT_READERS, value_parser = parse_readers)]
     pub readers: usize,
-    /// Solves that may wait for a worker; beyond that, 503 with Retry-After.
-    #[arg(long, env = "REMAT_QUEUE", default_value_t = 32)]
+    /// Solves that may wait for a worker, from 0 to 65536; beyond that, 503 with Retry-After.
+    #[arg(long, env = "REMAT_QUEUE", default_value_t = 32, value_parser = parse_queue)]
     pub queue: usize,
     /// Time limit of a solve in seconds: the default and the cap of `time_limit_s`.
     #[arg(long, env = "REMAT_TIME_LIMIT", default_value_t = 60.0, value_parser = parse_seconds)]
@@ -179,6 +179,22 @@ fn parse_readers(s: &str) -> Result<usize, String> {
     parse_count(s, 1..=1024, "a number from 1 to 1024")
 }
 
+/// The most solves that run at once: each holds a thread and a share of `--solve-memory`
+/// (beyond some thousands of workers that share is too small for any model, and tokio's
+/// semaphore refuses more than 2^61 permits outright).
+const MAX_WORKERS: usize = 1024;
+
+fn parse_workers(s: &str) -> Result<usize, String> {
+    parse_count(s, 1..=MAX_WORKERS, "a number from 1 to 1024")
+}
+
+/// The most solves that may wait for a worker (each holds its graph while it waits).
+const MAX_QUEUE: usize = 1 << 16;
+
+fn parse_queue(s: &str) -> Result<usize, String> {
+    parse_count(s, 0..=MAX_QUEUE, "a number from 0 to 65536")
+}
+
 /// A count that must be at least 1 (0 workers, jobs, sweep budgets, nodes or edges would
 /// refuse every request, or be taken as 1).
 fn parse_positive(s: &str) -> Result<usize, String> {
@@ -190,14 +206,55 @@ fn parse_solve_memory(s: &str) -> Result<SolveMemory, String> {
 }
 
 fn default_workers() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_WORKERS))
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
-    match s.parse::<Budget>().map_err(|e| e.to_string())? {
-        Budget::Bytes(b) if b > 0 => usize::try_from(b).map_err(|_| format!("{s} is too large")),
+    match s.parse::<Budget>() {
+        Ok(Budget::Bytes(b)) if b > 0 => {
+            usize::try_from(b).map_err(|_| format!("{s} is too large"))
+        }
         _ => Err(format!(
-            "expected a positive size such as 65536 or 64MiB, got '{s}'"
+            "expected a positive size of at most 2^53 bytes, such as 65536 or 64MiB, got '{s}'"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        config: Config,
+    }
+
+    fn parse(args: &[&str]) -> Result<Config, String> {
+        Serve::try_parse_from([&["serve"], args].concat())
+            .map(|s| s.config)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn counts_that_would_overflow_or_starve_are_refused_naming_the_flag() {
+        for (args, says) in [
+            // tokio's semaphore panics above 2^61 - 1 permits; 2^32 workers left each solve
+            // too little memory for a two-node graph (413)
+            (["--workers", "2305843009213693952"], "--workers"),
+            (["--workers", "1025"], "a number from 1 to 1024"),
+            (["--workers", "0"], "--workers"),
+            // workers + queue wrapped around: every solve but the first answered 503
+            (["--queue", "18446744073709551615"], "--queue"),
+            (["--queue", "65537"], "a number from 0 to 65536"),
+        ] {
+            let said = parse(&args).err().unwrap_or_default();
+            assert!(said.contains(says), "{args:?}: {said}");
+        }
+        let config = parse(&["--workers", "1024", "--queue", "65536"]).unwrap();
+        assert_eq!((config.workers, config.queue), (1024, 65536));
+        assert_eq!(parse(&["--queue", "0"]).unwrap().queue, 0);
+        assert!((1..=MAX_WORKERS).contains(&parse(&[]).unwrap().workers));
     }
 }

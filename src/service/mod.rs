@@ -44,9 +44,9 @@ mod request;
 mod ui;
 
 pub use config::{Config, LogFormat};
-pub use pool::panic_message;
 pub use problem::PROBLEM_JSON;
 
+use crate::shell::panic_message;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
@@ -267,7 +267,7 @@ async fn limit_uri(req: Request, next: Next) -> Response {
 
 /// A panic outside the worker pool (in a handler) still answers with a problem document.
 fn panic_response(payload: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    let message = pool::panic_message(payload.as_ref());
+    let message = panic_message(payload.as_ref());
     tracing::error!(panic = %message, "a handler panicked");
     problem::ApiProblem::new(problem::Kind::Internal, format!("panic: {message}")).into_response()
 }
@@ -366,31 +366,6 @@ async fn serve_state(
     Ok(())
 }
 
-/// Resolves on SIGTERM or Ctrl-C with the signal's number (`remat batch` exits 128 + it); a
-/// signal that cannot be watched is never awaited.
-pub async fn shutdown_signal() -> i32 {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => libc::SIGINT,
-        () = term => libc::SIGTERM,
-    }
-}
-
 /// `remat serve`: sets up logging, binds, serves until SIGTERM. Returns the exit code.
 pub fn run(config: Config) -> i32 {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -405,7 +380,7 @@ pub fn run(config: Config) -> i32 {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            crate::shell::to_stderr(format_args!("error: cannot start the async runtime: {e}"));
             return 3;
         }
     };
@@ -413,14 +388,14 @@ pub fn run(config: Config) -> i32 {
         let listener = match TcpListener::bind(config.addr).await {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("error: cannot listen on {}: {e}", config.addr);
+                crate::shell::to_stderr(format_args!("error: cannot listen on {}: {e}", config.addr));
                 return 2;
             }
         };
         let addr = listener.local_addr().map_or(config.addr, |a| a);
         tracing::info!(%addr, workers = config.workers, queue = config.queue, time_limit_s = config.time_limit, "remat serve listening");
         match serve(config, listener, async {
-            shutdown_signal().await;
+            crate::shell::shutdown_signal().await;
         })
         .await
         {

@@ -15,6 +15,7 @@
 //! ([`release_free_memory`]): glibc keeps what a thread freed in that thread's arena, so
 //! after one 999-node MILP the server held 2.4 GB with nothing in use.
 
+use crate::shell::panic_message;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -116,7 +117,7 @@ impl Pool {
 
     /// Whether a new task would be refused.
     pub fn is_full(&self) -> bool {
-        self.admitted.load(Ordering::SeqCst) >= self.workers + self.queue
+        self.admitted.load(Ordering::SeqCst) >= self.workers.saturating_add(self.queue)
     }
 
     /// Raises the cancel flag of every admitted task.
@@ -136,7 +137,7 @@ impl Pool {
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
-        let limit = self.workers + self.queue;
+        let limit = self.workers.saturating_add(self.queue);
         let admitted = self
             .admitted
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
@@ -193,15 +194,6 @@ pub fn release_free_memory() {
     unsafe {
         libc::malloc_trim(0);
     }
-}
-
-/// The message of a panic payload (`&str` or `String`), else a placeholder.
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic with no message".into())
 }
 
 #[cfg(test)]

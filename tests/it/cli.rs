@@ -580,7 +580,11 @@ fn an_output_that_is_an_input_or_has_no_directory_is_refused_first() {
     let missing = dir.join("no-such-dir/r.json");
     let o = remat(&["solve", g, "-b", "90%", "-o", missing.to_str().unwrap()]);
     assert_eq!(code(&o), 2);
-    assert!(stderr(&o).contains("is not a directory"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no-such-dir does not exist"),
+        "{}",
+        stderr(&o)
+    );
     // A name of 245 bytes is a valid name: its temporary file's name must be one too.
     let long = dir.join(format!("{}.json", "y".repeat(245)));
     let o = remat(&["solve", g, "-b", "90%", "-o", long.to_str().unwrap()]);
@@ -608,6 +612,54 @@ fn an_unwritable_standard_output_exits_2() {
         stderr(&o)
     );
     assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+}
+
+/// Standard error that cannot be written loses its lines, not the exit code: each command
+/// still ends as it would have (an error 2, a plot 0), never with a panic (101).
+#[test]
+fn an_unwritable_standard_error_keeps_the_exit_code() {
+    let dir = temp_dir("stderr-full");
+    let svg = dir.join("t.svg");
+    for (args, expected) in [
+        (vec!["inspect", "/nonexistent/graph.json"], 2),
+        (vec!["solve", "graphs/tiny-residual.json", "-b", "nan"], 2),
+        (
+            vec![
+                "solve",
+                "graphs/tiny-residual.json",
+                "-b",
+                "100%",
+                "-s",
+                "nope",
+            ],
+            2,
+        ),
+        (
+            vec![
+                "plot",
+                "tradeoff",
+                "graphs/tiny-residual.json",
+                "--points",
+                "2",
+                "-o",
+                svg.to_str().unwrap(),
+            ],
+            0,
+        ),
+    ] {
+        let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+            eprintln!("skipped: no /dev/full on this machine");
+            return;
+        };
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_remat"))
+            .args(&args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stderr(full)
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), expected, "{args:?}");
+    }
+    assert!(svg.is_file());
 }
 
 /// `gen transformer` keeps within the generators' million nodes: more layers is a flag error.

@@ -156,6 +156,22 @@ fn misspelt_fields_are_refused_with_a_hint_and_meta_is_allowed() {
             "did you mean `fixed_memory`",
         ),
         (
+            "memory_per_sampel",
+            node(json!({"memory_per_sampel": 1})),
+            "did you mean `memory_per_sample`",
+        ),
+        (
+            "storage",
+            json!({"storage": {"write_bandwith": 1, "read_time": 1},
+                "nodes": [{"id": "a", "cost": 1, "memory": 1}]}),
+            "did you mean `write_bandwidth`",
+        ),
+        (
+            "fixed_memory_per_sampel",
+            json!({"fixed_memory_per_sampel": 3, "nodes": [{"id": "a", "cost": 1, "memory": 1}]}),
+            "did you mean `fixed_memory_per_sample`",
+        ),
+        (
             "node-link",
             json!({"nodes": [{"id": 0, "cost_cpu": 1, "cost_rma": 1}], "links": []}),
             "did you mean `cost_ram`",
@@ -277,6 +293,15 @@ fn budgets_and_numeric_flags_out_of_range_exit_2_naming_the_flag() {
         (vec!["serve", "--job-ttl", "1e308"], "--job-ttl"),
         (vec!["serve", "--grace", "1e308"], "--grace"),
         (vec!["serve", "--time-limit", "1e20"], "--time-limit"),
+        // tokio's semaphore panicked above 2^61 - 1 workers
+        (
+            vec!["serve", "--workers", "2305843009213693952"],
+            "--workers",
+        ),
+        (
+            vec!["serve", "--max-body", "1e30"],
+            "a positive size of at most 2^53 bytes",
+        ),
         (
             vec!["serve", "--solver-threads", "4000000000"],
             "--solver-threads",
@@ -319,6 +344,49 @@ fn budgets_and_numeric_flags_out_of_range_exit_2_naming_the_flag() {
             "2^53",
         ),
         (vec!["inspect", g, "--budget", "0.5"], "not a byte count"),
+        (
+            vec!["solve", g, "--budget", "inf%"],
+            "a percentage must be a finite number",
+        ),
+        (
+            vec!["solve", g, "-b", "90%", "--storage", "[1e9, 2e9]"],
+            "must be an object",
+        ),
+        (
+            vec![
+                "solve",
+                g,
+                "-b",
+                "90%",
+                "--storage",
+                r#"{"transfer_tme": 8}"#,
+            ],
+            "did you mean `transfer_time`",
+        ),
+        (
+            vec!["solve", g, "--budget", "NaN%"],
+            "a percentage must be a finite number",
+        ),
+        (
+            vec!["solve", g, "--budget=-5%"],
+            "a percentage must be greater than 0",
+        ),
+        (
+            vec!["batch", "--graphs", g, "--budgets", "90%", "--out", g],
+            "is not a directory",
+        ),
+        // --fractions was dropped without a word
+        (
+            vec![
+                "bench",
+                "--span",
+                "0.5",
+                "--fractions",
+                "0.3",
+                "graphs/linear-8.json",
+            ],
+            "cannot be used with '--fractions",
+        ),
     ] {
         assert_bad(&remat(&args), &[says], &args.join(" "));
     }
@@ -499,6 +567,15 @@ async fn http_numeric_fields_and_budgets_out_of_range_are_4xx_naming_the_field()
             json!({"graph": {"nodes": [{"id": "a", "cost": 1, "memory": 1, "deps": []}]},
                 "budget": "90%"}),
             "did you mean `inputs`",
+        ),
+        // an array was read as the storage fields in their order
+        (
+            json!({"graph": g, "budget": "90%", "storage": [1e9, 2e9]}),
+            "must be an object",
+        ),
+        (
+            json!({"graph": g, "budget": "90%", "storage": {"transfer_tme": 8}}),
+            "did you mean `transfer_time`",
         ),
     ] {
         let r = post(&app, "/v1/solve", &body).await;

@@ -163,6 +163,48 @@ fn stage_matrices_have_a_cell_per_entry_of_the_solvers_stages_or_the_events() {
     }
 }
 
+/// Stage matrices are drawn only where they are those of the schedule's events: every
+/// solver's own pass, and matrices from a file that picture another schedule (a row
+/// missing, a row changed) are refused, naming `stages`.
+#[test]
+fn stage_matrices_that_are_not_the_events_are_refused() {
+    let mut drawn_own = 0;
+    for (name, g) in graphs().into_iter().take(3) {
+        let budget = between_min_and_peak(&g, 0.5);
+        for solver in [
+            "checkpoint-all",
+            "recompute-all",
+            "chen-sqrt",
+            "lp-rounding",
+            "dtr",
+        ] {
+            let r = common::solve_on_one_thread(&g, budget, solver, Some(10));
+            let has_stages = r.schedule.as_ref().is_some_and(|s| s.stages.is_some());
+            if has_stages {
+                input::from_result(&g, &r).unwrap_or_else(|e| panic!("{name} {solver}: {e}"));
+                drawn_own += 1;
+            }
+        }
+        let result = solved(&g, budget, "recompute-all");
+        let mut fewer = result.clone();
+        let rows = fewer.schedule.as_mut().unwrap().stages.as_mut().unwrap();
+        rows.pop();
+        let mut other = result.clone();
+        let rows = other.schedule.as_mut().unwrap().stages.as_mut().unwrap();
+        let last = rows.last_mut().unwrap();
+        last.r.clear();
+        for (case, bad) in [("a row fewer", fewer), ("a row changed", other)] {
+            let e = input::from_result(&g, &bad).err();
+            let said = e.map(|e| e.to_string()).unwrap_or_default();
+            assert!(
+                said.contains("stage matrices (`stages`)"),
+                "{name}, {case}: {said}"
+            );
+        }
+    }
+    assert!(drawn_own >= 3, "{drawn_own} solvers' own matrices drawn");
+}
+
 fn run_sweep(g: &Graph, solvers: &[&str], points: usize, limit: Duration) -> sweep::Sweep {
     let request = sweep::Request {
         solvers: solvers.iter().map(|s| s.to_string()).collect(),

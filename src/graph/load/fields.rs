@@ -67,8 +67,10 @@ const ALIASES: &[(&str, &str)] = &[
     ("type", "kind"),
 ];
 
-/// The known field an unknown `field` most likely means: an alias, a field it is a prefix
-/// of (or that is a prefix of it), or one within two edits.
+/// The known field an unknown `field` most likely means: an alias, else of the fields it is
+/// a prefix of (or that are a prefix of it) and those within two edits, the fewest edits
+/// away (`memory_per_sampel` means `memory_per_sample`, not `memory`), the first listed of
+/// equals.
 pub(crate) fn suggest(field: &str, known: &[&'static str]) -> Option<&'static str> {
     let lower = field.to_ascii_lowercase();
     if let Some(&(_, to)) = ALIASES
@@ -85,7 +87,8 @@ pub(crate) fn suggest(field: &str, known: &[&'static str]) -> Option<&'static st
         .iter()
         .copied()
         .filter(|&k| k != "meta")
-        .find(|k| near(k))
+        .filter(near)
+        .min_by_key(|k| edit_distance(&lower, k))
 }
 
 /// Levenshtein distance (bytes; field names are ASCII).

@@ -102,8 +102,9 @@ const FIRST_CHUNK: u64 = 1 << 16;
 /// The text of the file at `path`, read within [`MAX_FILE_BYTES`]: a larger file is refused
 /// by its size before it is read, a stream (a pipe, `/dev/zero`) when it goes past the limit,
 /// and anything whose first byte (after white space and a byte-order mark) cannot start a
-/// JSON object or array once its first 64 KiB are read. Its memory is bounded
-/// whatever the path names.
+/// JSON object or array once its first 64 KiB are read. A UTF-8 byte-order mark (which some
+/// Windows editors write) is dropped: JSON has none. Its memory is bounded whatever the path
+/// names.
 pub fn read_text(path: &Path) -> std::io::Result<String> {
     read_text_by(path, None)
 }
@@ -136,13 +137,16 @@ pub fn read_text_by(path: &Path, deadline: Option<Instant>) -> std::io::Result<S
         if first != b'{' && first != b'[' {
             return Err(Error::new(
                 ErrorKind::InvalidData,
-                format!("not JSON: it starts with the byte 0x{first:02x}, not '{{' or '['"),
+                format!("not a JSON object or array: it starts with the byte 0x{first:02x}, not '{{' or '['"),
             ));
         }
     }
     reader.read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(too_large());
+    }
+    if bytes.starts_with(b"\xEF\xBB\xBF") {
+        bytes.drain(..3);
     }
     String::from_utf8(bytes).map_err(|e| Error::new(ErrorKind::InvalidData, e))
 }

@@ -160,7 +160,7 @@ async fn off_runtime_in<T: Send + 'static>(
     match read.await {
         Ok(result) => result,
         Err(e) if e.is_panic() => {
-            let message = super::pool::panic_message(e.into_panic().as_ref());
+            let message = crate::shell::panic_message(e.into_panic().as_ref());
             tracing::error!(panic = %message, "reading a request panicked");
             Err(ApiProblem::new(Kind::Internal, format!("panic: {message}")))
         }

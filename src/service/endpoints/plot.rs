@@ -35,7 +35,7 @@ impl From<PlotError> for ApiProblem {
         match e {
             PlotError::Schedule(e) => ApiProblem::schedule(e),
             PlotError::Input(e) => e.into(),
-            PlotError::UnknownStageNode { .. } => {
+            PlotError::UnknownStageNode { .. } | PlotError::StagesDisagree { .. } => {
                 ApiProblem::new(Kind::InvalidSchedule, e.to_string()).with_field("schedule")
             }
             PlotError::NoSchedule(_) => {
