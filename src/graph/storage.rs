@@ -234,6 +234,33 @@ mod tests {
     }
 
     #[test]
+    fn the_hint_knows_every_field_and_only_an_object_is_read() {
+        let every = StorageSpec {
+            write_bandwidth: Some(1.0),
+            read_bandwidth: Some(1.0),
+            write_time: Some(1.0),
+            read_time: Some(1.0),
+            transfer_time: Some(1.0),
+        };
+        let value = serde_json::to_value(every).unwrap();
+        let written: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut known = FIELDS.to_vec();
+        known.sort_unstable();
+        assert_eq!(written, known);
+        let said = parse(r#"{"read_tme": 1, "write_time": 1}"#).unwrap_err();
+        assert!(said.contains("did you mean `read_time`"), "{said}");
+        for json in ["[1e9, 2e9]", "[]", "8", "null"] {
+            let said = parse(json).unwrap_err();
+            assert!(said.contains("must be an object"), "{json}: {said}");
+        }
+    }
+
+    #[test]
     fn bad_storage_names_the_field() {
         for (json, field) in [
             (
