@@ -151,13 +151,56 @@ impl ChainSpec {
             name: self.name.clone(),
             ..chain_spec(&stages, &[], loss, fixed)
         })
+        .map_err(in_chain_terms)
     }
+}
+
+/// A problem of the converted graph's totals named by the chain's fields they come from:
+/// the file has no `cost`, `memory` or `fixed_memory` (costs come from `fw` and `bw`, sizes
+/// from `x`, `xbar`, `ftmp` and `btmp`).
+fn in_chain_terms(e: GraphError) -> GraphError {
+    let GraphError::Invalid(problems) = e else {
+        return e;
+    };
+    GraphError::Invalid(problems.map(|mut p| {
+        let (field, from) = match p.field.as_str() {
+            "cost" => ("fw", "`fw` and `bw`"),
+            "memory" | "fixed_memory" => ("x", "`x`, `xbar`, `ftmp` and `btmp`"),
+            _ => return p,
+        };
+        p.message = format!("the training graph of {from}: {}", p.message);
+        p.field = field.to_string();
+        p
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::graph::structure::chain;
+
+    #[test]
+    fn totals_over_the_limits_name_the_chain_fields() {
+        for (json, field, says) in [
+            (
+                r#"{"fw": [1e300, 1e300], "bw": [1e300, 1e300], "x": [1, 1], "xbar": [1, 1]}"#,
+                "fw",
+                "`fw` and `bw`",
+            ),
+            (
+                r#"{"fw": [1, 1], "bw": [1, 1], "x": [9007199254740992, 1], "xbar": [9007199254740992, 1]}"#,
+                "x",
+                "`x`, `xbar`, `ftmp` and `btmp`",
+            ),
+        ] {
+            let spec: ChainSpec = serde_json::from_str(json).unwrap();
+            let Err(GraphError::Invalid(problems)) = spec.to_graph() else {
+                panic!("{json}: not refused");
+            };
+            assert_eq!(problems[0].field, field, "{json}");
+            assert!(problems[0].message.contains(says), "{json}: {problems:?}");
+        }
+    }
 
     #[test]
     fn converts_to_a_chain() {

@@ -118,6 +118,13 @@ impl Problems {
         more.kept.into_iter().for_each(|p| self.push(p));
         self.total += dropped;
     }
+    /// The same problems, each rewritten by `f` (the count of all unchanged).
+    pub fn map(self, f: impl FnMut(Problem) -> Problem) -> Problems {
+        Problems {
+            kept: self.kept.into_iter().map(f).collect(),
+            total: self.total,
+        }
+    }
     /// Every problem found, kept or not.
     pub fn len(&self) -> usize {
         self.total
