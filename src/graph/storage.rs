@@ -173,13 +173,7 @@ impl<'de> Deserialize<'de> for StorageObject {
             serde_json::Value::Object(fields) => Ok(StorageObject(fields)),
             other => Err(D::Error::custom(format!(
                 "the storage tier must be an object such as {{\"transfer_time\": 8}}, not {}",
-                match other {
-                    serde_json::Value::Array(_) => "an array",
-                    serde_json::Value::String(_) => "a string",
-                    serde_json::Value::Number(_) => "a number",
-                    serde_json::Value::Bool(_) => "a boolean",
-                    _ => "null",
-                }
+                super::load::type_name(&other)
             ))),
         }
     }

@@ -422,7 +422,8 @@ fn short(v: &Value) -> String {
     excerpt(&v.to_string()).into_owned()
 }
 
-fn type_name(v: &Value) -> &'static str {
+/// What kind of JSON value `v` is, for messages (`a string`, `an array`).
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
