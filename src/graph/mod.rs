@@ -60,6 +60,9 @@ pub const MAX_BYTES: u64 = 1 << 53;
 /// The largest `Σ_v c_v`: leaves a factor of 10^18 for recomputation below `f64::MAX`.
 pub const MAX_TOTAL_COST: f64 = 1e290;
 
+/// The most nodes a cycle's problem names (a cycle can run through every node).
+const CYCLE_NODES_NAMED: usize = 20;
+
 /// The role of an op in the training step. Optional: graphs that do not say are
 /// treated as plain DAGs by the solvers that care (e.g. every node is a checkpoint
 /// candidate for Chen's heuristics).
@@ -177,12 +180,23 @@ impl Graph {
         let preds = edges(&spec, &position, &clock, &mut problems)?;
         let order = solver_order(&preds).map_err(|cycles| {
             for cycle in cycles {
-                let ids: Vec<&str> = cycle.iter().map(|&i| spec.nodes[i].id.as_str()).collect();
+                let ids: Vec<&str> = cycle
+                    .iter()
+                    .take(CYCLE_NODES_NAMED)
+                    .map(|&i| spec.nodes[i].id.as_str())
+                    .collect();
+                let more = match cycle.len() - ids.len() {
+                    0 => String::new(),
+                    k => format!(" and {k} more"),
+                };
                 problems.push(Problem::node(
                     ProblemKind::Cycle,
                     ids[0],
                     "inputs",
-                    format!("the inputs form a cycle through nodes {}", ids.join(" -> ")),
+                    format!(
+                        "the inputs form a cycle through nodes {}{more}",
+                        ids.join(" -> ")
+                    ),
                 ));
             }
         });

@@ -7,7 +7,6 @@ use super::{
     load, GraphError, GraphSpec, Problem, ProblemKind, Problems, MAX_BYTES, MAX_TOTAL_COST,
 };
 use crate::aside::Aside;
-use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::time::Instant;
 
@@ -243,24 +242,69 @@ pub(super) fn solver_order(preds: &[Vec<usize>]) -> Result<Vec<usize>, Vec<Vec<u
     if order.len() == n {
         return Ok(order);
     }
-    let mut g: DiGraph<(), ()> = DiGraph::with_capacity(n, 0);
-    for _ in 0..n {
-        g.add_node(());
+    let mut left = vec![true; n];
+    for &v in &order {
+        left[v] = false;
     }
-    for (v, ps) in preds.iter().enumerate() {
-        for &u in ps {
-            g.add_edge(NodeIndex::new(u), NodeIndex::new(v), ());
+    Err(cycles(preds, &succs, &left))
+}
+
+/// The strongly connected components of more than one node among the nodes `left` (those
+/// Kahn's algorithm could not order, which every cycle lies within), each as sorted file
+/// positions, in sorted order. Kosaraju's two passes with explicit stacks: a cycle can
+/// run through every node of the graph, deeper than any thread's stack would recurse.
+fn cycles(preds: &[Vec<usize>], succs: &[Vec<usize>], left: &[bool]) -> Vec<Vec<usize>> {
+    let n = preds.len();
+    // The first pass: the nodes in the order a depth-first search along `succs` finishes them.
+    let mut seen = vec![false; n];
+    let mut finished = Vec::new();
+    for root in 0..n {
+        if !left[root] || seen[root] {
+            continue;
+        }
+        seen[root] = true;
+        let mut stack = vec![(root, 0)];
+        while let Some(top) = stack.last_mut() {
+            let (v, next) = *top;
+            match succs[v].get(next) {
+                Some(&w) => {
+                    top.1 += 1;
+                    if left[w] && !seen[w] {
+                        seen[w] = true;
+                        stack.push((w, 0));
+                    }
+                }
+                None => {
+                    finished.push(v);
+                    stack.pop();
+                }
+            }
         }
     }
-    let mut cycles: Vec<Vec<usize>> = petgraph::algo::tarjan_scc(&g)
-        .into_iter()
-        .filter(|scc| scc.len() > 1)
-        .map(|scc| {
-            let mut c: Vec<usize> = scc.into_iter().map(|i| i.index()).collect();
-            c.sort_unstable();
-            c
-        })
-        .collect();
-    cycles.sort();
-    Err(cycles)
+    // The second: along `preds` from the last finished, each search one component.
+    let mut taken = vec![false; n];
+    let mut components = Vec::new();
+    for &root in finished.iter().rev() {
+        if taken[root] {
+            continue;
+        }
+        taken[root] = true;
+        let mut component = vec![root];
+        let mut stack = vec![root];
+        while let Some(v) = stack.pop() {
+            for &u in &preds[v] {
+                if left[u] && !taken[u] {
+                    taken[u] = true;
+                    component.push(u);
+                    stack.push(u);
+                }
+            }
+        }
+        if component.len() > 1 {
+            component.sort_unstable();
+            components.push(component);
+        }
+    }
+    components.sort();
+    components
 }
