@@ -437,3 +437,11 @@ pub trait Solver: Sync {
     fn footprint(&self, instance: &Instance) -> Footprint;
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError>;
 }
+
+/// The greatest common divisor (`gcd(0, b) = b`): sizes in units of theirs lose nothing.
+pub(crate) fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}

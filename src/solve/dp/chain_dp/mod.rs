@@ -15,7 +15,13 @@
 //! `x_{j−1}` and/or `x_j`. The loss is stage `L + 1`: `F_{L+1}` computes it from `x_L`, and
 //! its output is `δ_{L+1}`; `δ_{L+2}` is nothing. Sizes are in *slots* of `q` bytes:
 //! `X_j = ⌈|x_j|/q⌉`, `D_j = ⌈|δ_j|/q⌉` (rounded up) and the budget `m = ⌊(M − K)/q⌋`
-//! (rounded down), so a schedule within `m` slots is within the true budget `M`.
+//! (rounded down), so a schedule within `m` slots is within the true budget `M`. `q` is
+//! `⌈(M − K)/500⌉` (larger for long chains, whose table is capped), or the sizes' gcd `g`
+//! when `g ≥ q`: then nothing is rounded and the table's optimum is the policy's. Where
+//! `q` does not divide every size, the optimum is the policy's for the rounded sizes
+//! only: the plan is claimed feasible, not optimal, and says so. Whenever the
+//! checkpoint-all schedule fits `M` it is the answer (`Σ c`, a global optimum, and a
+//! persistent schedule): rounded up, its sizes can overflow `m` (at `M` = its peak, always).
 //!
 //! # Next-output reads (Checkmate's Keras rule)
 //!

@@ -4,6 +4,7 @@
 //! the slot arithmetic that turns a byte budget into the table's `m`.
 
 use crate::graph::structure::{Chain, Join, Stage};
+use crate::solve::core::gcd;
 use std::ops::Add;
 
 /// The default number of memory slots the budget is discretised into.
@@ -164,6 +165,15 @@ impl DpChain {
         c.x = c.x_bytes.iter().map(|&b| slots(b)).collect();
         c.d = c.d_bytes.iter().map(|&b| slots(b)).collect();
         c
+    }
+
+    /// The greatest common divisor of the sizes the table counts in slots (0 when they are
+    /// all 0): slots of `q` bytes round nothing exactly when `q` divides it.
+    pub(super) fn size_gcd(&self) -> u64 {
+        self.x_bytes
+            .iter()
+            .chain(&self.d_bytes)
+            .fold(0, |g, &b| gcd(g, b))
     }
 
     /// `|x_j|`.

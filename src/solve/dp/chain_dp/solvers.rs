@@ -7,7 +7,7 @@ use super::model::{capped_slots, slot_size, DpChain, Policy, DEFAULT_SLOTS};
 use super::table::{fill_work, table_bytes, Table};
 use crate::graph::structure::Chain;
 use crate::graph::{structure, Graph};
-use crate::schedule::Schedule;
+use crate::schedule::{checkpoint_all, simulate_polled, Schedule, SimStats};
 use crate::solve::details::{Details, SlotDetails};
 use crate::solve::dp::{chain_of, join_of};
 use crate::solve::Footprint;
@@ -91,7 +91,38 @@ fn run(
             reason: format!("fixed_memory {k} exceeds the budget {}", instance.budget),
         });
     };
-    solve_dp(build, policy, w, DEFAULT_SLOTS, options)?.into_outcome(solver, scope, k)
+    let answer = match (policy == Policy::ALL)
+        .then(|| without_recomputation(instance, options))
+        .flatten()
+    {
+        Some((schedule, stats)) => ChainAnswer {
+            plan: Some((schedule, stats.total_cost, stats.peak_memory - k)),
+            exact: true,
+            time_s: 0.0,
+            min_slots: None,
+            unfilled: None,
+            ..cut(&build, w, DEFAULT_SLOTS).1.answer()
+        },
+        None => solve_dp(build, policy, w, DEFAULT_SLOTS, options)?,
+    };
+    answer.into_outcome(solver, scope, k)
+}
+
+/// The checkpoint-all schedule and its replay when it fits the budget: it costs `Σ_v c_v`,
+/// a global optimum, and it is a persistent schedule of the full policy. The table cannot
+/// be trusted to find it: with every size rounded up to slots it needs up to a slot a value
+/// more than the chain holds, so at the checkpoint-all peak (100%) no plan fits the rounded
+/// budget. `None` when it does not fit, or when its replay is stopped.
+fn without_recomputation(
+    instance: &Instance,
+    options: &SolveOptions,
+) -> Option<(Schedule, SimStats)> {
+    let stop = Stop::start(options);
+    let schedule = checkpoint_all(instance.graph);
+    let stats = simulate_polled(instance.graph, &schedule, || stop.poll())
+        .ok()?
+        .ok()?;
+    (stats.peak_memory <= instance.budget).then_some((schedule, stats))
 }
 
 /// `equiv-chain`: the chain DP on a join graph's Equiv-Chain ([`DpChain::equiv_chain`]).
@@ -155,6 +186,10 @@ pub fn stages_footprint(graph: &Graph, stages: usize) -> Footprint {
 pub struct ChainAnswer {
     pub plan: Option<(Schedule, f64, u64)>,
     pub slot_size: u64,
+    /// Whether the plan is the policy's optimum for the true sizes: the slot size divides
+    /// every size (the table rounds nothing), or the plan recomputes nothing. Else it is
+    /// the optimum for the sizes rounded up to slots.
+    pub exact: bool,
     pub slots: usize,
     pub min_slots: Option<usize>,
     pub time_s: f64,
@@ -191,17 +226,18 @@ impl ChainAnswer {
         Ok(match self.plan {
             Some((schedule, _, _)) => Outcome::Plan(Plan {
                 schedule,
-                claim: if scope == Scope::Heuristic {
-                    Claim::Feasible
+                claim: if self.exact {
+                    claim_within(scope)
                 } else {
-                    Claim::Optimal
+                    Claim::Feasible
                 },
                 solver,
                 scope,
                 lower_bound: None,
-                message: (self.slot_size > 1).then(|| {
+                message: (!self.exact).then(|| {
                     format!(
-                        "sizes rounded up to slots of {} bytes; optimal for the rounded sizes",
+                        "sizes rounded up to slots of {} bytes: optimal for the rounded sizes, \
+                         not claimed for the true ones",
                         self.slot_size
                     )
                 }),
@@ -236,6 +272,15 @@ impl ChainAnswer {
     }
 }
 
+/// What a plan of a solver optimal within `scope` claims.
+fn claim_within(scope: Scope) -> Claim {
+    if scope == Scope::Heuristic {
+        Claim::Feasible
+    } else {
+        Claim::Optimal
+    }
+}
+
 /// Runs the chain DP on `chain` with a working budget of `w` bytes (`K` excluded) split
 /// into `slots` slots. The plan carries (schedule, predicted cost, predicted peak bytes
 /// excluding `K`).
@@ -266,6 +311,59 @@ pub fn outlasts(n: usize, m: usize, left: Option<Duration>) -> bool {
     left.is_some_and(|left| fill_work(n, m) as f64 > FILL_RATE * FILL_MARGIN * left.as_secs_f64())
 }
 
+/// How a working budget is cut into slots.
+#[derive(Clone, Copy)]
+struct Slots {
+    /// The slot size in bytes.
+    q: u64,
+    /// The budget in slots, `⌊w / q⌋`.
+    m: usize,
+    /// Whether `q` divides every size, so that the table rounds nothing.
+    exact: bool,
+}
+
+impl Slots {
+    /// An answer in these slots, with no plan (yet).
+    fn answer(self) -> ChainAnswer {
+        ChainAnswer {
+            plan: None,
+            slot_size: self.q,
+            exact: self.exact,
+            slots: self.m,
+            min_slots: None,
+            time_s: 0.0,
+            unfilled: None,
+        }
+    }
+}
+
+/// `w` bytes in `slots` slots (fewer where the table would not fit
+/// [`super::model::MAX_TABLE_BYTES`]), or in slots of the sizes' gcd when that needs no more
+/// of them, and the chain `build` makes for that slot size.
+fn cut(build: &impl Fn(u64) -> DpChain, w: u64, slots: u64) -> (DpChain, Slots) {
+    let mut q = slot_size(w, slots);
+    let mut chain = build(q);
+    let capped = capped_slots(chain.l, slots, chain.entry_bytes());
+    if capped < slots {
+        q = slot_size(w, capped);
+        chain = build(q);
+    }
+    let g = chain.size_gcd();
+    if g > q {
+        q = g;
+        chain = build(q);
+    }
+    let m = (w / q) as usize;
+    (
+        chain,
+        Slots {
+            q,
+            m,
+            exact: g % q == 0,
+        },
+    )
+}
+
 /// [`solve_chain`] for the chain `build` makes for a slot size.
 fn solve_dp(
     build: impl Fn(u64) -> DpChain,
@@ -275,30 +373,23 @@ fn solve_dp(
     options: &SolveOptions,
 ) -> Result<ChainAnswer, SolveError> {
     let stop = Stop::start(options);
-    let mut q = slot_size(w, slots);
-    let mut chain = build(q);
-    let capped = capped_slots(chain.l, slots, chain.entry_bytes());
-    if capped < slots {
-        q = slot_size(w, capped);
-        chain = build(q);
-    }
-    let m = (w / q) as usize;
-    if outlasts(chain.l + 1, m, options.time_limit) {
+    let (chain, cut) = cut(&build, w, slots);
+    let unfilled = |time_s, why| ChainAnswer {
+        time_s,
+        unfilled: Some(why),
+        ..cut.answer()
+    };
+    let stages = chain.l + 1;
+    if outlasts(stages, cut.m, options.time_limit) {
         // Not even allocated: the table alone would take seconds to fault in and free.
-        return Ok(ChainAnswer {
-            plan: None,
-            slot_size: q,
-            slots: m,
-            min_slots: None,
-            time_s: stop.elapsed().as_secs_f64(),
-            unfilled: Some(Unfilled::NotStarted {
-                stages: chain.l + 1,
-            }),
-        });
+        return Ok(unfilled(
+            stop.elapsed().as_secs_f64(),
+            Unfilled::NotStarted { stages },
+        ));
     }
     let mut stopped = None;
     let mut reported = -1.0;
-    let table = Table::fill(chain, policy, m, |f| {
+    let table = Table::fill(chain, policy, cut.m, |f| {
         if f > reported {
             reported = f;
             options.report("chain-dp: filling the table", Some(f));
@@ -311,25 +402,15 @@ fn solve_dp(
     }
     let time_s = stop.elapsed().as_secs_f64();
     let Ok(table) = table else {
-        return Ok(ChainAnswer {
-            plan: None,
-            slot_size: q,
-            slots: m,
-            min_slots: None,
-            time_s,
-            unfilled: Some(Unfilled::Interrupted),
-        });
+        return Ok(unfilled(time_s, Unfilled::Interrupted));
     };
-    let plan = table.cost().is_finite().then(|| {
-        let (schedule, peak) = table.schedule();
-        (schedule, table.cost(), peak)
-    });
     Ok(ChainAnswer {
-        plan,
-        slot_size: q,
-        slots: m,
+        plan: table.cost().is_finite().then(|| {
+            let (schedule, peak) = table.schedule();
+            (schedule, table.cost(), peak)
+        }),
         min_slots: table.min_slots(),
         time_s,
-        unfilled: None,
+        ..cut.answer()
     })
 }

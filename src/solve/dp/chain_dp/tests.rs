@@ -332,3 +332,52 @@ fn a_fill_that_would_outlast_the_limit_is_not_started() {
         "{said}"
     );
 }
+
+/// A chain of `L = 20` stages whose sizes are `unit` times small odd factors, plus `i`
+/// bytes at stage `i` when `jitter` (so that they have no common divisor).
+fn chain_in_units(unit: u64, jitter: bool) -> Graph {
+    let stages: Vec<StageSpec> = (0..20u64)
+        .map(|i| StageSpec {
+            fw: 1.0 + (i % 3) as f64,
+            bw: 2.0,
+            x: unit * (3 + 2 * (i % 5)) + if jitter { i } else { 0 },
+            delta: unit * (1 + 2 * (i % 7)),
+            reads_input: true,
+            reads_output: false,
+        })
+        .collect();
+    chain_graph(&stages, (1.0, unit), 0)
+}
+
+/// What chain-dp claims: optimal among persistent schedules only where its slots round no
+/// size; with rounded sizes it says so and claims a feasible plan; the checkpoint-all
+/// schedule, whenever it fits, whatever the rounding (at 100% the rounded table has room
+/// for no plan at all).
+#[test]
+fn chain_dp_claims_optimality_only_for_the_sizes_it_did_not_round() {
+    let run = |g: &Graph, budget| {
+        solve(
+            &Instance { graph: g, budget },
+            "chain-dp",
+            &SolveOptions::default(),
+        )
+        .unwrap()
+    };
+    // Sizes in MiB, some a few bytes more: 500 slots round them.
+    let rounded = chain_in_units(1 << 20, true);
+    let peak = crate::schedule::checkpoint_all_peak(&rounded);
+    let at_peak = run(&rounded, peak);
+    assert_eq!(at_peak.status, Status::Optimal, "{:?}", at_peak.message);
+    assert_eq!(at_peak.stats.unwrap().recompute_cost, 0.0);
+    let below = run(&rounded, peak - peak / 100);
+    assert_eq!(below.status, Status::Feasible);
+    assert!(below.message.unwrap().contains("rounded up to slots of"));
+    // Sizes in whole MiB: slots of the sizes' gcd (1 MiB) are fewer than 500 and round
+    // nothing, so the claim stands.
+    let whole = chain_in_units(1 << 20, false);
+    let peak = crate::schedule::checkpoint_all_peak(&whole);
+    let below = run(&whole, peak - peak / 100);
+    assert_eq!(below.status, Status::OptimalInScope, "{:?}", below.message);
+    assert_eq!(below.message, None);
+    assert!(below.stats.unwrap().recompute_cost > 0.0);
+}

@@ -77,12 +77,7 @@ pub(super) fn memory_divisor(units: u64, normalise: bool) -> f64 {
     }
 }
 
-pub(super) fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
+pub(super) use crate::solve::core::gcd;
 
 /// The unit costs are expressed in: their gcd when they are all (not too large)
 /// integers and the ratio to the largest stays moderate, else the largest cost.
