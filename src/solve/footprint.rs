@@ -10,7 +10,8 @@
 //!   [`BYTES_PER_EDGE`] an edge;
 //! * the answer, [`BYTES_PER_COMPUTE`] per compute event: the events (a compute and about
 //!   one free, 16 B each), the simulator's memory after each (8 B each), the stage rows
-//!   and the JSON form the result carries (node ids as strings);
+//!   and the JSON form the result carries (node ids as strings), more where ids are long
+//!   ([`bytes_per_compute`]);
 //! * a solver's own model or table, where it has one (the MILP's matrix, a DP's table),
 //!   from that solver's own count.
 //!
@@ -26,8 +27,25 @@ use crate::graph::Graph;
 pub const BYTES_PER_NODE: u64 = 160;
 /// Working bytes per edge of a solver linear in the graph.
 pub const BYTES_PER_EDGE: u64 = 16;
-/// Bytes per compute event of the answer (see the module doc).
+/// Bytes per compute event of the answer (see the module doc), for ids of at most
+/// [`ID_ALLOWANCE`] bytes.
 pub const BYTES_PER_COMPUTE: u64 = 160;
+/// The id length [`BYTES_PER_COMPUTE`] allows for (the exported graphs' ids are 1 to 55
+/// bytes).
+const ID_ALLOWANCE: u64 = 64;
+
+/// Bytes per compute event of an answer on `graph`: [`BYTES_PER_COMPUTE`], and six times
+/// the bytes by which its longest id exceeds [`ID_ALLOWANCE`]: the JSON schedule names the
+/// node in each compute and in about one free, held once as strings and once written in a
+/// buffer that grows by doubling. The longest id, not the mean: a schedule can recompute
+/// the node of the one long id most.
+pub fn bytes_per_compute(graph: &Graph) -> u64 {
+    let longest = (0..graph.len())
+        .map(|v| graph.id(v).len())
+        .max()
+        .unwrap_or(0) as u64;
+    BYTES_PER_COMPUTE.saturating_add(6 * longest.saturating_sub(ID_ALLOWANCE))
+}
 
 /// A solve's estimated memory, and what it is made of, for the refusal's message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,7 +59,8 @@ impl Footprint {
     /// A solver linear in `graph` whose schedule has about `computes` compute events.
     pub fn linear(graph: &Graph, computes: u64, what: impl Into<String>) -> Footprint {
         Footprint {
-            bytes: linear_bytes(graph).saturating_add(computes.saturating_mul(BYTES_PER_COMPUTE)),
+            bytes: linear_bytes(graph)
+                .saturating_add(computes.saturating_mul(bytes_per_compute(graph))),
             what: what.into(),
         }
     }
@@ -119,6 +138,8 @@ pub struct Guard<'a> {
     stop: &'a Stop,
     /// The bytes the solve holds beside its schedule.
     base: u64,
+    /// [`bytes_per_compute`] of the graph.
+    per_compute: u64,
     limit: Option<u64>,
 }
 
@@ -133,6 +154,7 @@ impl<'a> Guard<'a> {
             solver,
             stop,
             base: linear_bytes(graph),
+            per_compute: bytes_per_compute(graph),
             limit: options.memory_limit,
         }
     }
@@ -142,7 +164,7 @@ impl<'a> Guard<'a> {
         self.stop.poll()?;
         let bytes = self
             .base
-            .saturating_add((computes as u64).saturating_mul(BYTES_PER_COMPUTE));
+            .saturating_add((computes as u64).saturating_mul(self.per_compute));
         match self.limit {
             Some(limit) if bytes > limit => Err(Halt::Refused(SolveError::TooLarge {
                 solver: self.solver,
@@ -152,5 +174,30 @@ impl<'a> Guard<'a> {
             })),
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::generate::linear;
+    use crate::graph::load::{parse_graph, Format};
+
+    /// Ids as long as exported graphs' cost nothing more; a long one is paid for in every
+    /// compute event, so that a 3 MB request of 1,000-byte ids cannot be admitted for an
+    /// answer of a gigabyte (`revolve` at its least budget: 1,046 MB measured, 1,051 MB
+    /// estimated).
+    #[test]
+    fn long_ids_are_paid_for_in_every_compute_event() {
+        assert_eq!(bytes_per_compute(&linear(8)), BYTES_PER_COMPUTE);
+        let long = "x".repeat(1064);
+        let text = format!(
+            r#"{{"nodes": [{{"id": "a", "cost": 1, "memory": 1}},
+                {{"id": "{long}", "cost": 1, "memory": 1, "inputs": ["a"]}}]}}"#
+        );
+        let g = parse_graph(&text, Format::Native).unwrap();
+        assert_eq!(bytes_per_compute(&g), BYTES_PER_COMPUTE + 6 * 1000);
+        let f = Footprint::linear(&g, 10, "ten");
+        assert_eq!(f.bytes, linear_bytes(&g) + 10 * (BYTES_PER_COMPUTE + 6000));
     }
 }

@@ -327,7 +327,7 @@ pub(crate) fn construct(
     // The work cap, and at most the computes whose schedule fits the memory limit.
     let fits = options.memory_limit.map_or(usize::MAX, |limit| {
         let room = limit.saturating_sub(footprint::linear_bytes(graph));
-        usize::try_from(room / footprint::BYTES_PER_COMPUTE).unwrap_or(usize::MAX)
+        usize::try_from(room / footprint::bytes_per_compute(graph)).unwrap_or(usize::MAX)
     });
     let work = WORK_PER_NODE
         .saturating_mul(graph.len())
