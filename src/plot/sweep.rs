@@ -25,6 +25,8 @@ use super::PlotError;
 use crate::budget::between_min_and_peak;
 use crate::front::Clock;
 use crate::graph::Graph;
+use crate::schedule::EventJson;
+use crate::solve::footprint::bytes_per_compute;
 use crate::solve::{self, Instance, Scope, SolveError, SolveOptions, SolveResult, Status};
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -206,8 +208,11 @@ pub fn run(
 /// before it; the judge stops at `clock.judge_by()`. A solve that finds no time left
 /// answers `no_solution` at once, so the run ends by the deadline whatever the number of
 /// budgets. `each` sees every solve's outcome as it ends (the service counts it). The
-/// first solve that fails ends the run with its error. (`POST /v1/sweep`: plain results,
-/// no curve; [`run`] is the trade-off's sweep.)
+/// first solve that fails ends the run with its error. The results kept count against the
+/// memory limit: each solve may use what they leave of it (a sweep of 64 budgets whose
+/// schedules each fit the limit alone would otherwise hold 64 of them), and one refused for
+/// lack of it says so. (`POST /v1/sweep`: plain results, no curve; [`run`] is the
+/// trade-off's sweep.)
 ///
 /// [`answer_reserve`]: crate::front::answer_reserve
 pub fn solve_each(
@@ -221,6 +226,9 @@ pub fn solve_each(
 ) -> Result<Vec<SolveResult>, SolveError> {
     let mut results = Vec::with_capacity(budgets.len());
     let mut kept: u32 = 0;
+    // The bytes the results kept hold, as the footprint counts an answer's.
+    let mut held: u64 = 0;
+    let full = options.memory_limit;
     for &budget in budgets {
         let left = clock.solve_limit(reserve.saturating_mul(kept.saturating_add(1)));
         let options = SolveOptions {
@@ -229,15 +237,49 @@ pub fn solve_each(
                 (own, left) => own.or(left),
             },
             judge_by: clock.judge_by(),
+            memory_limit: full.map(|limit| limit.saturating_sub(held)),
             ..options.clone()
         };
-        let result = solve::solve(&Instance { graph, budget }, solver, &options);
+        let result = solve::solve(&Instance { graph, budget }, solver, &options)
+            .map_err(|e| beside_kept(e, kept, held, full));
         each(&result);
         let result = result?;
-        kept += u32::from(result.schedule.is_some());
+        if let Some(schedule) = &result.schedule {
+            kept += 1;
+            let computes = schedule
+                .events
+                .iter()
+                .filter(|e| matches!(e, EventJson::Compute { .. }))
+                .count() as u64;
+            held = held.saturating_add(computes.saturating_mul(bytes_per_compute(graph)));
+        }
         results.push(result);
     }
     Ok(results)
+}
+
+/// A refusal for lack of memory, with the `kept` results of `held` bytes before it counted
+/// in what it needs, against the whole limit `full`.
+fn beside_kept(e: SolveError, kept: u32, held: u64, full: Option<u64>) -> SolveError {
+    match (e, full) {
+        (
+            SolveError::TooLarge {
+                solver,
+                what,
+                needed,
+                ..
+            },
+            Some(limit),
+        ) if kept > 0 => SolveError::TooLarge {
+            solver,
+            what: format!(
+                "{what}, beside the {kept} results of this sweep it keeps (about {held} bytes)"
+            ),
+            needed: needed.saturating_add(held),
+            limit,
+        },
+        (e, _) => e,
+    }
 }
 
 /// `options` with the time limit cut to what is left before `end`.

@@ -431,3 +431,40 @@ fn remat_plot_writes_each_picture_and_refuses_bad_input() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A sweep's results count against the memory limit: budgets whose schedules each fit it
+/// alone are refused once the schedules kept leave too little of it, and the refusal says
+/// so (64 budgets of a 1,000-stage chain's least budget held 2 GB under a 1 GiB limit).
+#[test]
+fn a_sweep_counts_the_schedules_it_keeps_against_the_memory_limit() {
+    let g = remat::graph::generate::linear(200);
+    let least = g.min_feasible_budget().0;
+    let options = |limit| SolveOptions {
+        memory_limit: Some(limit),
+        ..SolveOptions::default()
+    };
+    let clock = remat::front::Clock::start(None);
+    let run = |budgets: &[u64], limit| {
+        sweep::solve_each(
+            &g,
+            "revolve",
+            budgets,
+            &options(limit),
+            &clock,
+            Duration::ZERO,
+            &|_| (),
+        )
+    };
+    let one = run(&[least], u64::MAX).unwrap();
+    let events = one[0].schedule.as_ref().unwrap().events.len() as u64;
+    // Room for about three such schedules (at least 80 bytes an event, with the graph).
+    let limit = 3 * 80 * events + (1 << 20);
+    assert_eq!(run(&[least; 2], limit).unwrap().len(), 2);
+    match run(&[least; 8], limit) {
+        Err(remat::solve::SolveError::TooLarge { what, limit: l, .. }) => {
+            assert!(what.contains("results of this sweep it keeps"), "{what}");
+            assert_eq!(l, limit);
+        }
+        other => panic!("{:?}", other.map(|r| r.len())),
+    }
+}
