@@ -180,8 +180,10 @@ struct Problem<'g> {
 
 impl<'g> Problem<'g> {
     fn new(graph: &'g Graph) -> Problem<'g> {
+        // Asked once: on a graph without kinds each call reads every node.
+        let kinds = graph.has_kinds();
         let forward: Vec<bool> = (0..graph.len())
-            .map(|v| !graph.has_kinds() || graph.node(v).kind == Some(NodeKind::Forward))
+            .map(|v| !kinds || graph.node(v).kind == Some(NodeKind::Forward))
             .collect();
         let candidates = (0..graph.len())
             .filter(|&v| forward[v] && graph.succs(v).iter().any(|&w| !forward[w]))

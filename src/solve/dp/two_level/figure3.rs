@@ -90,7 +90,7 @@ pub fn simulated_factor(
 /// [`simulated_factor`] once admitted.
 fn simulate_factor(graph: &Graph, intervals: &Intervals, s: usize, n: u64) -> Option<(f64, f64)> {
     let chain = chain(graph).ok()?;
-    let schedule = two_level_schedule(&chain, intervals, s).ok()?;
+    let schedule = two_level_schedule(&chain, intervals, s, || Ok(())).ok()?;
     let stats = simulate(graph, &schedule).ok()?;
     let forward: u32 = chain
         .stages

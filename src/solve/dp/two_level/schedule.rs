@@ -6,15 +6,18 @@ use crate::graph::structure::Chain;
 use crate::schedule::{Event, Schedule, SimStats};
 use crate::solve::details::Intervals;
 use crate::solve::dp::revolve::ChainView;
-use crate::solve::SolveError;
+use crate::solve::footprint::Halt;
+use crate::solve::{SolveError, Stopped};
 
-/// The two-level schedule for `intervals` with `s` snapshots per interval.
+/// The two-level schedule for `intervals` with `s` snapshots per interval, `poll`ed before
+/// each interval.
 pub fn two_level_schedule(
     chain: &Chain,
     intervals: &Intervals,
     s: usize,
-) -> Result<Schedule, SolveError> {
-    let view = ChainView::new(chain).map_err(|e| internal_view(e.to_string()))?;
+    mut poll: impl FnMut() -> Result<(), Stopped>,
+) -> Result<Schedule, Halt> {
+    let view = ChainView::new(chain).map_err(|e| Halt::Refused(internal_view(e.to_string())))?;
     let (i, q) = (intervals.interval as usize, intervals.count as usize);
     let node = |j: usize| chain.stages[j - 1].forward;
     // Interval k's base is stored for k in 1..=q−3 and kept for k = q−2, q−1.
@@ -34,6 +37,7 @@ pub fn two_level_schedule(
     // 2. The intervals in reverse, each prefetching the base of the one before it.
     let mut grad = None;
     for k in (0..q).rev() {
+        poll()?;
         if k >= 1 && stored(k - 1) {
             events.push(Event::Load(node((k - 1) * i)));
         }
@@ -43,7 +47,7 @@ pub fn two_level_schedule(
             intervals.interval
         } as usize;
         view.push_range(k * i, l, s, &mut grad, &mut events)
-            .map_err(|e| internal_view(e.to_string()))?;
+            .map_err(|e| Halt::Refused(internal_view(e.to_string())))?;
     }
     Ok(Schedule::new(events))
 }

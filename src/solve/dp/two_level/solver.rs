@@ -7,7 +7,7 @@ use super::model::{
     assess_chain, inputs, paper_time, recompute_factor, slot_size, slots, t_async, useful_snapshots,
 };
 use super::schedule::{makespan, two_level_schedule};
-use crate::schedule::{simulate, Schedule, SimStats};
+use crate::schedule::{simulate_polled, Schedule, SimStats};
 use crate::solve::details::{Details, TwoLevelDetails};
 use crate::solve::dp::revolve::Revolve;
 use crate::solve::footprint::Halt;
@@ -20,38 +20,47 @@ use crate::solve::{Footprint, Stopped};
 pub struct TwoLevel;
 
 /// A schedule from `build(s)` for the largest `s` in `1..=hi` whose simulated peak fits
-/// the budget (peaks grow with `s`: bisection, then the answer is simulated again).
+/// the budget (peaks grow with `s`: bisection), and whether the time limit ended the
+/// search first (then the largest found so far, if any). Each step builds and replays a
+/// whole schedule, so each is polled.
 fn largest_fitting(
     instance: &Instance,
     options: &SolveOptions,
     hi: u64,
-    build: impl Fn(usize) -> Result<Schedule, SolveError>,
-) -> Result<Option<(u64, Schedule, SimStats)>, SolveError> {
+    build: impl Fn(usize, &Stop) -> Result<Schedule, Halt>,
+) -> Result<(Option<(u64, Schedule, SimStats)>, bool), SolveError> {
     let stop = Stop::start(options);
-    let fits = |s: u64| -> Result<Option<(Schedule, SimStats)>, SolveError> {
-        if stop.cancelled() {
-            return Err(SolveError::Cancelled);
-        }
-        let schedule = build(s as usize)?;
-        let stats = simulate(instance.graph, &schedule).map_err(|e| internal("two-level", e))?;
+    let fits = |s: u64| -> Result<Option<(Schedule, SimStats)>, Halt> {
+        let schedule = build(s as usize, &stop)?;
+        let stats = simulate_polled(instance.graph, &schedule, || stop.poll())?
+            .map_err(|e| Halt::Refused(internal("two-level", e)))?;
         Ok((stats.peak_memory <= instance.budget).then_some((schedule, stats)))
     };
-    if let Some((schedule, stats)) = fits(hi)? {
-        return Ok(Some((hi, schedule, stats)));
-    }
-    let (mut lo, mut hi) = (0u64, hi);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if fits(mid)?.is_some() {
-            lo = mid;
-        } else {
-            hi = mid;
+    let mut best = None;
+    let mut search = || -> Result<(), Halt> {
+        if let Some((schedule, stats)) = fits(hi)? {
+            best = Some((hi, schedule, stats));
+            return Ok(());
         }
+        let (mut lo, mut hi) = (0u64, hi);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            match fits(mid)? {
+                Some((schedule, stats)) => {
+                    lo = mid;
+                    best = Some((mid, schedule, stats));
+                }
+                None => hi = mid,
+            }
+        }
+        Ok(())
+    };
+    match search() {
+        Ok(()) => Ok((best, false)),
+        Err(Halt::Stopped(Stopped::TimeLimit)) => Ok((best, true)),
+        Err(Halt::Stopped(Stopped::Cancelled)) => Err(SolveError::Cancelled),
+        Err(Halt::Refused(e)) => Err(e),
     }
-    Ok(match lo {
-        0 => None,
-        s => fits(s)?.map(|(schedule, stats)| (s, schedule, stats)),
-    })
 }
 
 impl Solver for TwoLevel {
@@ -77,19 +86,23 @@ impl Solver for TwoLevel {
         let intervals = assessment.intervals;
         // The slot model is exact for uniform chains; search every s it might miss.
         let hi = slots(graph, &chain, instance.budget).min(useful_snapshots(intervals.interval));
-        let two_level = if intervals.stored() > 0 && hi >= 1 {
-            largest_fitting(instance, options, hi, |s| {
-                two_level_schedule(&chain, &intervals, s)
+        let (two_level, mut timed_out) = if intervals.stored() > 0 && hi >= 1 {
+            largest_fitting(instance, options, hi, |s, stop| {
+                two_level_schedule(&chain, &intervals, s, || stop.poll())
             })?
         } else {
-            None
+            (None, false)
         };
         // Without a Revolve schedule (stopped, or over the memory limit) two-level stands
         // alone; a cancellation ends the solve.
         let revolve = match Revolve::fit(&chain, instance, options) {
             Ok(fit) => fit,
             Err(Halt::Stopped(Stopped::Cancelled)) => return Err(SolveError::Cancelled),
-            Err(_) => None,
+            Err(Halt::Stopped(Stopped::TimeLimit)) => {
+                timed_out = true;
+                None
+            }
+            Err(Halt::Refused(_)) => None,
         }
         .map(|fit| (fit.snapshots as u64, fit.schedule, fit.stats));
         let pick_two_level = match (&two_level, &revolve) {
@@ -101,6 +114,9 @@ impl Solver for TwoLevel {
         let (mode, (s, schedule, stats)) = match (pick_two_level, two_level, revolve) {
             (true, Some(chosen), _) => ("two-level", chosen),
             (false, _, Some(chosen)) => ("revolve", chosen),
+            _ if timed_out => {
+                return Stopped::TimeLimit.outcome("two-level", "before a schedule that fits")
+            }
             _ => {
                 return Ok(Outcome::Infeasible {
                     solver: "two-level",

@@ -130,7 +130,7 @@ fn the_schedule_makes_the_forward_steps_the_closed_form_counts() {
     for i in [8, 64, 30] {
         let intervals = Intervals::new(200, i);
         let s = 100.min(useful_snapshots(i));
-        let schedule = two_level_schedule(&chain, &intervals, s as usize).unwrap();
+        let schedule = two_level_schedule(&chain, &intervals, s as usize, || Ok(())).unwrap();
         let stats = simulate(&g, &schedule).unwrap();
         let forward: u32 = chain
             .stages
