@@ -26,8 +26,21 @@ pub enum ScheduleInputError {
 
 /// Reads a schedule in any of the accepted shapes from its JSON text, without building
 /// the whole text as a `serde_json::Value` (a solve result's other fields are split off
-/// unread).
+/// unread). A result's `schedule` is read as a schedule itself, not unwrapped again: a
+/// body of `{"schedule": ` nested thousands deep is refused, not followed down a stack.
 pub fn read_schedule(text: &str) -> Result<ScheduleJson, ScheduleInputError> {
+    let text = text.trim();
+    match raw::fields(text.as_bytes()) {
+        Ok(Ok(fields)) => match fields.get("schedule") {
+            Some(inner) => read_plain(inner.get()),
+            None => read_plain(text),
+        },
+        _ => read_plain(text),
+    }
+}
+
+/// A schedule itself: its events alone, or the object of its events (and stages).
+fn read_plain(text: &str) -> Result<ScheduleJson, ScheduleInputError> {
     let text = text.trim();
     if text == "null" {
         return Err(ScheduleInputError::NoSchedule);
@@ -39,11 +52,6 @@ pub fn read_schedule(text: &str) -> Result<ScheduleJson, ScheduleInputError> {
                 stages: None,
             })
             .map_err(not_a_schedule);
-    }
-    if let Ok(Ok(fields)) = raw::fields(text.as_bytes()) {
-        if let Some(inner) = fields.get("schedule") {
-            return read_schedule(inner.get());
-        }
     }
     serde_json::from_str(text).map_err(not_a_schedule)
 }
@@ -123,6 +131,17 @@ mod tests {
         assert!(e.to_string().contains("unknown field `bogus`"), "{e}");
         let e = read(json!([{"op": "compute", "node": "0", "colour": "red"}])).unwrap_err();
         assert!(e.to_string().contains("unknown field `colour`"), "{e}");
+    }
+
+    /// A result's schedule is unwrapped once: a body of `{"schedule": ` nested 100,000 deep
+    /// (1.2 MB) is refused, where reading it level by level overflowed a 2 MiB thread stack
+    /// from about 15,000 levels and aborted the server.
+    #[test]
+    fn a_schedule_nested_in_results_is_unwrapped_once() {
+        let deep = 100_000;
+        let text = "{\"schedule\": ".repeat(deep) + "[]" + &"}".repeat(deep);
+        let e = read_schedule(&text).unwrap_err();
+        assert!(e.to_string().contains("unknown field `schedule`"), "{e}");
     }
 
     #[test]
