@@ -271,3 +271,23 @@ fn join_dp_equals_the_best_milp_over_nesting_orders() {
         |_| true,
     );
 }
+
+/// join-dp nests a table a branch by recursion: 600 one-stage branches overflowed a 2 MiB
+/// thread stack (the server's) and aborted the process. It takes at most 64; more is a
+/// refusal naming the count, and equiv-chain still solves the join.
+#[test]
+fn join_dp_refuses_more_branches_than_it_can_nest() {
+    let g = join(&[1; 65]);
+    let instance = Instance {
+        graph: &g,
+        budget: checkpoint_all_peak(&g),
+    };
+    match solve::solve(&instance, "join-dp", &SolveOptions::default()) {
+        Err(e @ solve::SolveError::Unsupported { .. }) => {
+            assert!(e.to_string().contains("a join of 65 branches"), "{e}")
+        }
+        other => panic!("{:?}", other.map(|r| r.status)),
+    }
+    let r = solve::solve(&instance, "equiv-chain", &SolveOptions::default()).unwrap();
+    assert!(r.stats.is_some(), "{:?}", r.status);
+}

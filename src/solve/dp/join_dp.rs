@@ -115,6 +115,11 @@ use std::time::Instant;
 
 pub struct JoinDp;
 
+/// The most branches: the tables nest one a branch, built, emitted and dropped by
+/// recursion (about 4 KB of stack a level in release, more in debug builds: 600 branches
+/// overflowed a 2 MiB thread stack).
+const MAX_BRANCHES: usize = 64;
+
 /// The largest number of branches for which every nesting order is tried.
 const ALL_ORDERS: usize = 6;
 
@@ -305,6 +310,16 @@ impl Solver for JoinDp {
     fn solve(&self, instance: &Instance, options: &SolveOptions) -> Result<Outcome, SolveError> {
         let graph = instance.graph;
         let join = join_of("join-dp", graph)?;
+        if join.branches.len() > MAX_BRANCHES {
+            return Err(SolveError::Unsupported {
+                solver: "join-dp",
+                reason: format!(
+                    "a join of {} branches: join-dp nests a table a branch, for at most \
+                     {MAX_BRANCHES} (equiv-chain and auto take any number)",
+                    join.branches.len()
+                ),
+            });
+        }
         let k_mem = graph.fixed_memory();
         let Some(w) = instance.budget.checked_sub(k_mem) else {
             return Ok(Outcome::Infeasible {
