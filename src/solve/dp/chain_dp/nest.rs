@@ -81,15 +81,6 @@ impl Joined {
         let row = table.top_row(m);
         Joined { table, row }
     }
-
-    /// Runs the nested join with budget `m`; returns its peak. Its branches' first
-    /// gradients `δ_1` are final and freed after it.
-    pub(super) fn emit(&self, m: usize, ev: &mut Vec<Event>) -> u64 {
-        let inner = &self.table;
-        let peak = inner.emit(0, inner.chain.l + 1, m.min(inner.m), ev);
-        ev.extend(inner.chain.gnode[1].iter().map(|&v| Event::Free(v)));
-        peak
-    }
 }
 
 /// The second turn as the recurrence reads it: the inner join (with its top row), the

@@ -14,7 +14,6 @@ use super::model::{DpChain, Mem};
 use super::nest::Joined;
 use super::row::Row;
 use super::table::Table;
-use crate::schedule::Event;
 use std::ops::ControlFlow;
 
 /// One option of sub-problem `(a, b)` (the module docs of [`super`] state each).
@@ -81,17 +80,6 @@ impl Part<'_> {
     /// The budget the part gets within `m`, `None` when the shift exceeds it.
     fn budget(&self, m: usize) -> Option<usize> {
         m.checked_add_signed(-self.shift.slots)
-    }
-
-    /// Emits the part's plan within `m` (which the option's choice checked it fits);
-    /// returns its peak with the shift.
-    pub(super) fn emit(&self, m: usize, ev: &mut Vec<Event>) -> u64 {
-        let m = self.budget(m).expect("the choice checked it");
-        let peak = match self.sub {
-            Sub::Range(t, a, b) => t.emit(a, b, m, ev),
-            Sub::Join(j) => j.emit(m, ev),
-        };
-        (peak as i64 + self.shift.bytes).max(0) as u64
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::model::{DpChain, Mem, Policy, DEFAULT_SLOTS, MAX_TABLE_BYTES};
 use super::nest::{Nest, Placement};
-use super::recurrence::{Def, Step};
+use super::recurrence::{Def, Part, Step, Sub};
 use super::row::{combine, prefetch, settle, Acc, Row, INFEASIBLE};
 use crate::schedule::{Event, Schedule};
 use std::ops::ControlFlow;
@@ -324,29 +324,8 @@ impl Table {
     /// The schedule of the optimal plan, and its peak in bytes (excluding `K`).
     pub fn schedule(&self) -> (Schedule, u64) {
         let mut events = Vec::new();
-        let peak = self.emit(0, self.chain.l + 1, self.m, &mut events);
+        let peak = emit(self, &mut events);
         (Schedule::new(events), peak)
-    }
-
-    /// Emits the plan of `(a, b, m)`: the events of the option that attains it, its parts'
-    /// plans in between; returns its peak in bytes (`δ_{b+1}` included, `x_a` not).
-    pub(super) fn emit(&self, a: usize, b: usize, m: usize, ev: &mut Vec<Event>) -> u64 {
-        let m = m.min(self.m);
-        let def = self.choice(a, b, m);
-        let mut peak = def.need.bytes as u64;
-        if let Some(step) = def.before {
-            self.run(step, ev);
-        }
-        if let Some(part) = &def.first {
-            peak = peak.max(part.emit(m, ev));
-        }
-        if let Some(step) = def.between {
-            self.run(step, ev);
-        }
-        if let Some(part) = &def.second {
-            peak = peak.max(part.emit(m, ev));
-        }
-        peak
     }
 
     /// Appends the events of one of an option's own steps.
@@ -402,6 +381,102 @@ impl Table {
             Mem::ZERO
         }
     }
+}
+
+/// What is left to emit of a plan, last first on [`emit`]'s stack.
+enum Work<'t> {
+    /// The plan of `C(a, b, m)` of `table` (`m` at most its own), with `offset` bytes held
+    /// outside it: the events of the option that attains it, its parts' plans in between.
+    Plan {
+        table: &'t Table,
+        a: usize,
+        b: usize,
+        m: usize,
+        offset: i64,
+    },
+    /// One of an option's own steps.
+    Step(&'t Table, Step),
+    /// The end of a nested join's plan: its branches' first gradients `δ_1` are final.
+    Joined(&'t Table),
+}
+
+/// Emits the plan of `table`'s `C(0, L+1, m)` into `ev` and returns its peak in bytes
+/// (`K` excluded). The plan is a tree of sub-problems as deep as the chain is long (and
+/// one level more a nested branch), so it is walked with a stack of its own, not
+/// recursion, which overflowed a thread's stack on long chains. The peak is the largest
+/// need of an option plus the memory held outside it (each part's shift, summed down the
+/// tree): every need is at least 0, so this is the nested maximum of each part's peak plus
+/// its shift.
+fn emit<'t>(table: &'t Table, ev: &mut Vec<Event>) -> u64 {
+    let mut peak: i64 = 0;
+    let mut stack = vec![Work::Plan {
+        table,
+        a: 0,
+        b: table.chain.l + 1,
+        m: table.m,
+        offset: 0,
+    }];
+    while let Some(work) = stack.pop() {
+        let (table, a, b, m, offset) = match work {
+            Work::Step(table, step) => {
+                table.run(step, ev);
+                continue;
+            }
+            Work::Joined(inner) => {
+                ev.extend(inner.chain.gnode[1].iter().map(|&v| Event::Free(v)));
+                continue;
+            }
+            Work::Plan {
+                table,
+                a,
+                b,
+                m,
+                offset,
+            } => (table, a, b, m, offset),
+        };
+        let def = table.choice(a, b, m);
+        peak = peak.max(offset + def.need.bytes);
+        // Pushed last to first: before, first, between, second.
+        let part = |stack: &mut Vec<Work<'t>>, part: &Part<'t>| {
+            let m = m
+                .checked_add_signed(-part.shift.slots)
+                .expect("the choice checked it");
+            let offset = offset + part.shift.bytes;
+            match part.sub {
+                Sub::Range(table, a, b) => stack.push(Work::Plan {
+                    table,
+                    a,
+                    b,
+                    m: m.min(table.m),
+                    offset,
+                }),
+                Sub::Join(joined) => {
+                    let inner = &*joined.table;
+                    stack.push(Work::Joined(inner));
+                    stack.push(Work::Plan {
+                        table: inner,
+                        a: 0,
+                        b: inner.chain.l + 1,
+                        m: m.min(inner.m),
+                        offset,
+                    });
+                }
+            }
+        };
+        if let Some(second) = &def.second {
+            part(&mut stack, second);
+        }
+        if let Some(step) = def.between {
+            stack.push(Work::Step(table, step));
+        }
+        if let Some(first) = &def.first {
+            part(&mut stack, first);
+        }
+        if let Some(step) = def.before {
+            stack.push(Work::Step(table, step));
+        }
+    }
+    peak.max(0) as u64
 }
 
 /// A filler's guard: dropped while its thread unwinds, it abandons the table and stops the

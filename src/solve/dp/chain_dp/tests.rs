@@ -381,3 +381,25 @@ fn chain_dp_claims_optimality_only_for_the_sizes_it_did_not_round() {
     assert_eq!(below.message, None);
     assert!(below.stats.unwrap().recompute_cost > 0.0);
 }
+
+/// The plan is emitted with a stack of its own: at a budget of a few slots it is a tree of
+/// sub-problems about as deep as the chain is long, which the recursive emitter walked
+/// down at 0.9 KB of stack a level (a 2,300-stage chain would overflow a 2 MiB thread,
+/// the server's). A 400-stage chain's plan at 3 slots, on a thread of 64 KiB.
+#[test]
+fn a_deep_plan_is_emitted_on_a_small_stack() {
+    let g = linear(400);
+    let t = table(&g, Policy::ALL, 3);
+    assert!(t.cost().is_finite());
+    let (schedule, peak) = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(64 << 10)
+            .spawn_scoped(s, || t.schedule())
+            .unwrap()
+            .join()
+            .unwrap()
+    });
+    let stats = simulate(&g, &schedule).unwrap();
+    assert_eq!(stats.total_cost, t.cost());
+    assert_eq!(stats.peak_memory, peak);
+}
