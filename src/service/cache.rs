@@ -108,7 +108,7 @@ const EVENT_FLOOR: usize = 24;
 
 /// A lower bound on the length of `result`'s JSON: its events' (`EVENT_FLOOR` plus
 /// the node id each, a pass over lengths only).
-fn json_floor(result: &SolveResult) -> usize {
+pub(super) fn json_floor(result: &SolveResult) -> usize {
     result.schedule.as_ref().map_or(0, |s| {
         s.events.iter().map(|e| EVENT_FLOOR + e.node().len()).sum()
     })

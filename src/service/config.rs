@@ -51,6 +51,11 @@ pub struct Config {
     /// Jobs kept at once (finished ones are dropped oldest first to make room).
     #[arg(long, env = "REMAT_MAX_JOBS", default_value_t = 1024, value_parser = parse_positive)]
     pub max_jobs: usize,
+    /// Bytes of finished jobs' results kept, counted as their JSON's events (a 999-node
+    /// result is about 2 MB): when a job finishes, the oldest other finished jobs are
+    /// dropped until the rest fit. Bytes or a size.
+    #[arg(long, env = "REMAT_JOB_BYTES", default_value = "256MiB", value_parser = parse_size)]
+    pub job_bytes: usize,
     /// Seconds a finished job stays readable.
     #[arg(long, env = "REMAT_JOB_TTL", default_value_t = 3600.0, value_parser = parse_seconds)]
     pub job_ttl: f64,
@@ -121,6 +126,7 @@ impl Default for Config {
             cache: 256,
             cache_bytes: 64 << 20,
             max_jobs: 1024,
+            job_bytes: 256 << 20,
             job_ttl: 3600.0,
             max_sweep: 64,
             grace: 20.0,

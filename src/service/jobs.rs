@@ -5,6 +5,10 @@
 //! Jobs live in memory (the sidecar is stateless): at most `max_jobs` at once, and a
 //! finished job is dropped `ttl` after it finished. When the table is full, the oldest
 //! finished job makes room; when every job is still active, a new one is refused (503).
+//! Finished results are also bounded in bytes (`max_bytes`, their schedules' JSON, as the
+//! cache weighs them): when a job finishes, the oldest other finished jobs are dropped
+//! until all fit, the new one included, which always stays; so the table holds at most
+//! `max_bytes` of results, or the newest alone (a solve's memory limit bounded it).
 //!
 //! A finished job's result is shared ([`Arc`]): `GET /v1/jobs/{id}` takes the view without
 //! copying it and serialises it off the async threads, and a job that leaves the table
@@ -14,6 +18,7 @@
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
 #![allow(clippy::result_large_err)]
 
+use super::cache::json_floor;
 use super::problem::ApiProblem;
 use crate::front::max_batch::MaxBatchResult;
 use crate::solve::{Progress, SolveResult};
@@ -79,6 +84,8 @@ struct Job {
     view: JobView,
     cancel: Arc<AtomicBool>,
     finished: Option<Instant>,
+    /// Its result's weight ([`weight`]).
+    bytes: usize,
 }
 
 /// What `DELETE /v1/jobs/{id}` did.
@@ -91,14 +98,26 @@ pub enum Cancelled {
 
 pub struct Jobs {
     max: usize,
+    max_bytes: usize,
     ttl: Duration,
     table: Mutex<HashMap<String, Job>>,
 }
 
+/// The weight of a finished job's result: its schedules' JSON events (the cache's floor),
+/// which is what grows with the graph; the rest of a result is a few hundred bytes.
+fn weight(result: &JobResult) -> usize {
+    match result {
+        JobResult::Solve(r) => json_floor(r),
+        JobResult::MaxBatch(m) => m.result.as_ref().map_or(0, json_floor),
+        JobResult::Tradeoff(_) => 0,
+    }
+}
+
 impl Jobs {
-    pub fn new(max: usize, ttl: Duration) -> Jobs {
+    pub fn new(max: usize, max_bytes: usize, ttl: Duration) -> Jobs {
         Jobs {
             max: max.max(1),
+            max_bytes,
             ttl,
             table: Mutex::new(HashMap::new()),
         }
@@ -157,6 +176,7 @@ impl Jobs {
                 },
                 cancel: cancel.clone(),
                 finished: None,
+                bytes: 0,
             },
         );
         Ok((id, cancel))
@@ -183,13 +203,16 @@ impl Jobs {
         });
     }
 
-    /// Records the end of a job's work (ignored if it was cancelled meanwhile).
+    /// Records the end of a job's work (ignored if it was cancelled meanwhile), then drops
+    /// the oldest other finished jobs until the results kept, this one's included, weigh
+    /// at most `max_bytes` (or this one is alone).
     pub fn finish(&self, id: &str, outcome: Result<JobResult, ApiProblem>) {
         self.update(id, |j| {
             j.finished = Some(Instant::now());
             match outcome {
                 Ok(r) => {
                     j.view.status = JobStatus::Succeeded;
+                    j.bytes = weight(&r);
                     j.view.result = Some(Arc::new(r));
                 }
                 Err(p) => {
@@ -198,6 +221,24 @@ impl Jobs {
                 }
             }
         });
+        let mut table = self.lock();
+        let mut others: Vec<(Instant, String, usize)> = table
+            .iter()
+            .filter(|(other, j)| *other != id && j.bytes > 0)
+            .filter_map(|(other, j)| j.finished.map(|t| (t, other.clone(), j.bytes)))
+            .collect();
+        let own = table.get(id).map_or(0, |j| j.bytes);
+        let mut held: usize = others.iter().map(|o| o.2).sum::<usize>() + own;
+        others.sort();
+        let mut dropped = Vec::new();
+        for (_, other, bytes) in others {
+            if held <= self.max_bytes {
+                break;
+            }
+            held -= bytes;
+            dropped.extend(table.remove(&other));
+        }
+        free_jobs(dropped);
     }
 
     pub fn get(&self, id: &str) -> Option<JobView> {
@@ -232,7 +273,7 @@ mod tests {
 
     #[test]
     fn bounded_table_drops_finished_jobs_first_and_expires_them() {
-        let jobs = Jobs::new(2, Duration::from_millis(50));
+        let jobs = Jobs::new(2, usize::MAX, Duration::from_millis(50));
         let (a, _) = jobs.create().unwrap();
         let (b, _) = jobs.create().unwrap();
         assert_eq!(jobs.create().unwrap_err().status, 503);
@@ -251,5 +292,54 @@ mod tests {
         std::thread::sleep(Duration::from_millis(60));
         assert!(jobs.get(&c).is_none(), "expired after the ttl");
         assert_eq!(jobs.get(&b).unwrap().status, JobStatus::Queued);
+    }
+}
+
+#[cfg(test)]
+mod weighed {
+    use super::*;
+    use crate::graph::generate::linear;
+    use crate::schedule::checkpoint_all_peak;
+    use crate::solve::{self, Instance, SolveOptions};
+
+    /// Finished results are bounded in bytes as well as in number: four jobs' results of
+    /// about 2 KB each under a bound of three and a half of them keep the newest three,
+    /// dropping the oldest first (1,024 kept jobs of 119 MB each were bounded by count
+    /// alone).
+    #[test]
+    fn finished_results_are_kept_within_their_bytes() {
+        let g = linear(20);
+        let budget = checkpoint_all_peak(&g);
+        let result = || {
+            let r = solve::solve(
+                &Instance { graph: &g, budget },
+                "checkpoint-all",
+                &SolveOptions::default(),
+            )
+            .unwrap();
+            JobResult::Solve(Arc::new(r))
+        };
+        let one = weight(&result());
+        assert!((1000..4000).contains(&one), "{one}");
+        let jobs = Jobs::new(100, 3 * one + one / 2, Duration::from_secs(60));
+        let ids: Vec<String> = (0..4)
+            .map(|_| {
+                let (id, _) = jobs.create().unwrap();
+                jobs.finish(&id, Ok(result()));
+                id
+            })
+            .collect();
+        let kept: Vec<bool> = ids.iter().map(|id| jobs.get(id).is_some()).collect();
+        assert_eq!(kept, [false, true, true, true]);
+        // A job without a result weighs nothing and stays.
+        let (failed, _) = jobs.create().unwrap();
+        jobs.finish(
+            &failed,
+            Err(ApiProblem::new(super::super::problem::Kind::Internal, "x")),
+        );
+        let (last, _) = jobs.create().unwrap();
+        jobs.finish(&last, Ok(result()));
+        assert!(jobs.get(&failed).is_some());
+        assert!(jobs.get(&ids[1]).is_none());
     }
 }

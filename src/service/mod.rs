@@ -95,7 +95,7 @@ impl AppState {
         AppState {
             pool: pool::Pool::new(config.workers, config.queue),
             cache: cache::Cache::new(config.cache, config.cache_bytes),
-            jobs: jobs::Jobs::new(config.max_jobs, config.job_ttl()),
+            jobs: jobs::Jobs::new(config.max_jobs, config.job_bytes, config.job_ttl()),
             metrics: metrics::Metrics::default(),
             guard: guard::Guard::new(&config),
             draining: AtomicBool::new(false),

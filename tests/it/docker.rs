@@ -181,16 +181,18 @@ const GRAPH_BYTES_PER_NODE: u64 = 700;
 
 /// What the server's settings `env` admit at once (docker/README.md, Memory): the solves at
 /// their memory limit, the bodies being read (each held twice while collected) with their
-/// graphs, the queued solves' graphs, the kept job results, the cache and the server.
+/// graphs, the queued solves' graphs, the kept job results (their bytes, or one result
+/// alone, which a solve's memory limit bounded), the cache and the server.
 fn admitted_bytes(env: &BTreeMap<String, String>) -> u64 {
     let get = |key: &str| env.get(key).unwrap_or_else(|| panic!("{key} is not set"));
     let size = |key: &str| -> u64 {
         let v = get(key);
-        match v.strip_suffix("GiB") {
-            Some(g) => g.parse::<u64>().unwrap() << 30,
-            None => v
+        match (v.strip_suffix("GiB"), v.strip_suffix("MiB")) {
+            (Some(g), _) => g.parse::<u64>().unwrap() << 30,
+            (_, Some(m)) => m.parse::<u64>().unwrap() << 20,
+            _ => v
                 .parse()
-                .unwrap_or_else(|_| panic!("{key}={v}: bytes or NGiB")),
+                .unwrap_or_else(|_| panic!("{key}={v}: bytes, NMiB or NGiB")),
         }
     };
     let count = |key: &str| get(key).parse::<u64>().unwrap();
@@ -202,7 +204,7 @@ fn admitted_bytes(env: &BTreeMap<String, String>) -> u64 {
     count("REMAT_WORKERS") * size("REMAT_SOLVE_MEMORY")
         + count("REMAT_READERS") * (2 * body + graph)
         + count("REMAT_QUEUE") * graph
-        + count("REMAT_MAX_JOBS") * graph
+        + size("REMAT_JOB_BYTES").max(size("REMAT_SOLVE_MEMORY"))
         + cache_and_server
 }
 
