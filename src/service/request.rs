@@ -47,17 +47,19 @@ pub(super) fn body_bytes(
 ) -> Result<Bytes, ApiProblem> {
     bytes.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiProblem::new(
-                Kind::TooLarge,
-                format!(
-                    "the body is over the server's limit of {max_body} bytes (--max-body): {}",
-                    e.body_text()
-                ),
-            )
+            body_too_large(max_body, &e.body_text())
         } else {
             ApiProblem::new(Kind::BadJson, e.body_text())
         }
     })
+}
+
+/// The 413 of a body over `max_body` bytes, `why` saying how it was found.
+pub(super) fn body_too_large(max_body: usize, why: &str) -> ApiProblem {
+    ApiProblem::new(
+        Kind::TooLarge,
+        format!("the body is over the server's limit of {max_body} bytes (--max-body): {why}"),
+    )
 }
 
 /// The JSON size of a graph above which a synchronous solve's reader stops at its

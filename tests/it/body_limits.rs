@@ -297,3 +297,37 @@ async fn healthz_answers_while_a_large_job_result_is_fetched() {
     assert!(worst < Duration::from_secs(1), "/healthz took {worst:?}");
     server.stop().await.unwrap();
 }
+
+/// A body whose Content-Length is over `--max-body` is refused at once (413), before it
+/// waits for a reader's place: it held the only place, or waited for one, until
+/// `--client-timeout` and then got 408.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_announced_over_the_limit_is_refused_at_once() {
+    let server = Server::start(remat::service::Config {
+        max_body: 1 << 20,
+        client_timeout: 20.0,
+        ..server::config(1, 1)
+    })
+    .await;
+    // The one reader's place held by a client that sends part of a body and stalls.
+    let mut stalled = TcpStream::connect(server.addr).await.unwrap();
+    let head = "POST /v1/inspect HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"graph\": ";
+    stalled.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut big = TcpStream::connect(server.addr).await.unwrap();
+    let head = "POST /v1/solve HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 99999999999999\r\n\r\n{";
+    big.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let reply = tokio::time::timeout(Duration::from_secs(10), server::receive(&mut big))
+        .await
+        .expect("an answer before the client timeout");
+    let p = reply.assert_problem(413, "too-large");
+    let detail = p["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("Content-Length is 99999999999999"),
+        "{detail}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    drop(stalled);
+    server.stop().await.unwrap();
+}

@@ -27,7 +27,7 @@ pub use solve::{create_job, delete_job, get_job, solve, sweep};
 use super::jobs::JobResult;
 use super::pool::PoolError;
 use super::problem::{ApiProblem, Kind};
-use super::request::body_bytes;
+use super::request::{body_bytes, body_too_large};
 use super::AppState;
 use crate::solve::ProgressSink;
 use axum::body::Bytes;
@@ -97,6 +97,17 @@ impl FromRequest<Arc<AppState>> for Posted {
     type Rejection = ApiProblem;
 
     async fn from_request(req: Request, state: &Arc<AppState>) -> Result<Posted, ApiProblem> {
+        // A body announced over the limit is refused before it waits for a reader's place.
+        let announced = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if let Some(length) = announced.filter(|&l| l > state.config.max_body as u64) {
+            return Err(body_too_large(
+                state.config.max_body,
+                &format!("its Content-Length is {length}"),
+            ));
+        }
         let reader = reader(state).await?;
         let timeout = state.config.client_timeout();
         match tokio::time::timeout(timeout, Bytes::from_request(req, state)).await {
