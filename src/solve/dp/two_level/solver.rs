@@ -19,6 +19,9 @@ use crate::solve::{Footprint, Stopped};
 
 pub struct TwoLevel;
 
+/// A snapshot count, its schedule and the simulator's figures for it.
+type Fitting = (u64, Schedule, SimStats);
+
 /// A schedule from `build(s)` for the largest `s` in `1..=hi` whose simulated peak fits
 /// the budget (peaks grow with `s`: bisection), and whether the time limit ended the
 /// search first (then the largest found so far, if any). Each step builds and replays a
@@ -28,7 +31,7 @@ fn largest_fitting(
     options: &SolveOptions,
     hi: u64,
     build: impl Fn(usize, &Stop) -> Result<Schedule, Halt>,
-) -> Result<(Option<(u64, Schedule, SimStats)>, bool), SolveError> {
+) -> Result<(Option<Fitting>, bool), SolveError> {
     let stop = Stop::start(options);
     let fits = |s: u64| -> Result<Option<(Schedule, SimStats)>, Halt> {
         let schedule = build(s as usize, &stop)?;
