@@ -5,7 +5,11 @@
 //! and the peak event, labelled with the node it computes.
 //!
 //! Event `i` spans `x ∈ [i, i + 1]` at the height of the memory after it; the line starts
-//! at `fixed_memory` before the first event.
+//! at `fixed_memory` before the first event. Past [`MAX_STEPS`] events the picture has
+//! fewer pixels than steps: the line is then drawn per column of [`COLUMNS`], down from the
+//! most memory after an event in it to the least (its envelope: every peak still reaches
+//! its height), and a column's recomputations share one tick (`data-count` of them), so
+//! that the picture's size does not grow with the schedule.
 
 use super::input::Drawn;
 use super::svg::{self, Frame, Scale, Svg};
@@ -17,9 +21,24 @@ use crate::schedule::{checkpoint_all_peak, simulate, Event, SimStats};
 /// The most events a timeline draws (two points each).
 pub const MAX_EVENTS: usize = 2_000_000;
 
+/// The most events drawn a step each; longer schedules are drawn per column.
+const MAX_STEPS: usize = 10_000;
+
+/// The columns a longer schedule is drawn in.
+const COLUMNS: usize = 1_000;
+
 const WIDTH: f64 = 960.0;
 const HEIGHT: f64 = 470.0;
 const FRAME: Frame = Frame::below_title(935.0, 400.0);
+
+/// The event ranges `start..end` of the columns a schedule of `events` events is drawn in
+/// past [`MAX_STEPS`]: [`COLUMNS`] at most, `⌈events / COLUMNS⌉` events each.
+fn columns(events: usize) -> impl Iterator<Item = (usize, usize)> {
+    let width = events.div_ceil(COLUMNS).max(1);
+    (0..events)
+        .step_by(width)
+        .map(move |start| (start, (start + width).min(events)))
+}
 
 /// The SVG of `drawn`'s memory timeline; `caption` says where the schedule came from.
 pub fn render(graph: &Graph, drawn: &Drawn, caption: &str) -> Result<String, PlotError> {
@@ -157,15 +176,27 @@ impl<'a> Timeline<'a> {
         );
     }
 
-    /// The step line of the memory after each event, from `fixed_memory` before the first.
+    /// The step line of the memory after each event, from `fixed_memory` before the first
+    /// (per column past [`MAX_STEPS`] events: see the module docs).
     fn memory_line(&self, out: &mut Svg) {
         let (x, y) = (&self.x, &self.y);
-        let mut points = Vec::with_capacity(2 * self.stats.memory_after.len() + 1);
+        let after = &self.stats.memory_after;
+        let mut points = Vec::with_capacity(2 * after.len().min(MAX_STEPS) + 1);
         points.push((x.at(0.0), y.at(self.graph.fixed_memory() as f64)));
-        for (i, &m) in self.stats.memory_after.iter().enumerate() {
-            let h = y.at(m as f64);
-            points.push((x.at(i as f64), h));
-            points.push((x.at(i as f64 + 1.0), h));
+        if after.len() <= MAX_STEPS {
+            for (i, &m) in after.iter().enumerate() {
+                let h = y.at(m as f64);
+                points.push((x.at(i as f64), h));
+                points.push((x.at(i as f64 + 1.0), h));
+            }
+        } else {
+            for (start, end) in columns(after.len()) {
+                let column = &after[start..end];
+                let most = column.iter().max().copied().unwrap_or(0);
+                let least = column.iter().min().copied().unwrap_or(0);
+                points.push((x.at(start as f64), y.at(most as f64)));
+                points.push((x.at(end as f64), y.at(least as f64)));
+            }
         }
         out.polyline(
             &points,
@@ -178,9 +209,23 @@ impl<'a> Timeline<'a> {
         );
     }
 
-    /// A tick under every recomputation.
+    /// A tick under every recomputation (one a column of them past [`MAX_STEPS`] events,
+    /// at its first, with their count).
     fn recompute_ticks(&self, out: &mut Svg) {
-        for &i in &self.recomputes {
+        let events = self.drawn.schedule.events.len();
+        let mut ticks: Vec<(usize, usize)> = Vec::new();
+        if events <= MAX_STEPS {
+            ticks.extend(self.recomputes.iter().map(|&i| (i, 1)));
+        } else {
+            let width = events.div_ceil(COLUMNS);
+            for &i in &self.recomputes {
+                match ticks.last_mut() {
+                    Some((first, count)) if *first / width == i / width => *count += 1,
+                    _ => ticks.push((i, 1)),
+                }
+            }
+        }
+        for (i, count) in ticks {
             let cx = self.x.at(i as f64 + 0.5);
             out.line(
                 (cx, FRAME.bottom - 10.0),
@@ -190,6 +235,7 @@ impl<'a> Timeline<'a> {
                     ("class", "recompute".into()),
                     ("stroke-width", "1.5".into()),
                     ("data-event", i.to_string()),
+                    ("data-count", count.to_string()),
                 ],
             );
         }

@@ -468,3 +468,39 @@ fn a_sweep_counts_the_schedules_it_keeps_against_the_memory_limit() {
         other => panic!("{:?}", other.map(|r| r.len())),
     }
 }
+
+/// Past 10,000 events a timeline is drawn per column (at most 1,000): each column from its
+/// most memory down to its least, the peak's height reached, and one recomputation tick a
+/// column with its count. A 17 KB request (a 1,400-stage chain at its least budget,
+/// 1,964,201 events) drew a 176 MB picture; this one, 20,000-odd events, stays under 200 KB
+/// where a step per event took about 1 MB.
+#[test]
+fn long_timelines_are_drawn_per_column() {
+    let g = remat::graph::generate::linear(100);
+    let result = solved(&g, g.min_feasible_budget().0, "recompute-all");
+    let drawn = input::from_result(&g, &result).unwrap();
+    let events = drawn.schedule.events.len();
+    assert!(events > 10_000, "{events}");
+    let svg = plot::draw(Kind::Timeline, &g, &drawn, "test").unwrap();
+    assert!(svg.len() < 200_000, "{} bytes", svg.len());
+    let doc = Document::parse(&svg).unwrap();
+    let root = doc.root_element();
+    assert_eq!(num(root, "data-events") as usize, events);
+    let line = with_class(&doc, "memory");
+    let points: Vec<f64> = attr(line[0], "points")
+        .split(' ')
+        .map(|p| p.split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
+    let width = events.div_ceil(1_000);
+    assert_eq!(points.len(), 2 * events.div_ceil(width) + 1);
+    // The highest point (least y) is the peak's.
+    let peak_y = num(with_class(&doc, "peak")[0], "cy");
+    let top = points.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!((top - peak_y).abs() < 0.01, "{top} against {peak_y}");
+    let stats = simulate(&g, &drawn.schedule).unwrap();
+    let recomputes: u32 = stats.computes.iter().map(|c| c - 1).sum();
+    let ticks = with_class(&doc, "recompute");
+    assert!(ticks.len() <= 1_000);
+    let counted: f64 = ticks.iter().map(|t| num(*t, "data-count")).sum();
+    assert_eq!(counted as u32, recomputes);
+}
