@@ -22,10 +22,10 @@ use crate::schedule::{checkpoint_all_peak, simulate, Event, SimStats};
 pub const MAX_EVENTS: usize = 2_000_000;
 
 /// The most events drawn a step each; longer schedules are drawn per column.
-const MAX_STEPS: usize = 10_000;
+pub const MAX_STEPS: usize = 10_000;
 
 /// The columns a longer schedule is drawn in.
-const COLUMNS: usize = 1_000;
+pub const COLUMNS: usize = 1_000;
 
 const WIDTH: f64 = 960.0;
 const HEIGHT: f64 = 470.0;

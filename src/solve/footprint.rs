@@ -32,7 +32,7 @@ pub const BYTES_PER_EDGE: u64 = 16;
 pub const BYTES_PER_COMPUTE: u64 = 160;
 /// The id length [`BYTES_PER_COMPUTE`] allows for (the exported graphs' ids are 1 to 55
 /// bytes).
-const ID_ALLOWANCE: u64 = 64;
+pub const ID_ALLOWANCE: u64 = 64;
 
 /// Bytes per compute event of an answer on `graph`: [`BYTES_PER_COMPUTE`], and six times
 /// the bytes by which its longest id exceeds [`ID_ALLOWANCE`]: the JSON schedule names the
