@@ -5,7 +5,8 @@
 //!
 //! - A POST must carry `Content-Type: application/json` (415 otherwise). A page can send
 //!   that header to another origin only after a CORS preflight, which the service grants
-//!   to no origin but those configured.
+//!   to no origin but those configured. Its body is read as sent: a `Content-Encoding`
+//!   other than `identity` is 415 too.
 //! - `Host` (HTTP/2: the authority) must name the address the server listens on (any IP
 //!   address when that is unspecified, `0.0.0.0`), `localhost` when it listens on a
 //!   loopback or unspecified address, or a name of `--allowed-host` (`*`: any); 403
@@ -152,6 +153,14 @@ impl Guard {
                          got {}",
                         media.map_or("no Content-Type".to_string(), |m| format!("'{m}'"))
                     ),
+                ));
+            }
+            // Bodies are read as sent: a compressed one would be "malformed JSON".
+            let coding = text(header::CONTENT_ENCODING);
+            if let Some(coding) = coding.filter(|c| !c.trim().eq_ignore_ascii_case("identity")) {
+                return Some(ApiProblem::new(
+                    Kind::UnsupportedMediaType,
+                    format!("the body must be sent uncompressed; got 'Content-Encoding: {coding}'"),
                 ));
             }
         }

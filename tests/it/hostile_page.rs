@@ -57,6 +57,15 @@ async fn a_page_of_another_origin_is_refused_and_the_servers_own_clients_are_not
         let reply = request_with(addr, "POST", "/v1/jobs", &headers, &body).await;
         problem(&reply, 415, "unsupported-media-type", "application/json");
     }
+    // A compressed body would be read as malformed JSON: 415 naming the coding.
+    let headers = [("Host", own.as_str()), json, ("Content-Encoding", "gzip")];
+    let reply = request_with(addr, "POST", "/v1/jobs", &headers, &body).await;
+    problem(
+        &reply,
+        415,
+        "unsupported-media-type",
+        "Content-Encoding: gzip",
+    );
     assert_eq!(
         jobs_created(&server).await,
         0.0,
