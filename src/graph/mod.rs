@@ -342,7 +342,8 @@ impl Graph {
     pub fn total_cost(&self) -> f64 {
         self.nodes.iter().map(|n| n.cost).sum()
     }
-    /// Whether any node carries a `kind`.
+    /// Whether any node carries a `kind` (a pass over the nodes when none does: ask once,
+    /// not once a node).
     pub fn has_kinds(&self) -> bool {
         self.nodes.iter().any(|n| n.kind.is_some())
     }

@@ -228,6 +228,7 @@ pub fn solve_each(
     let mut kept: u32 = 0;
     // The bytes the results kept hold, as the footprint counts an answer's.
     let mut held: u64 = 0;
+    let per_compute = bytes_per_compute(graph);
     let full = options.memory_limit;
     for &budget in budgets {
         let left = clock.solve_limit(reserve.saturating_mul(kept.saturating_add(1)));
@@ -251,7 +252,7 @@ pub fn solve_each(
                 .iter()
                 .filter(|e| matches!(e, EventJson::Compute { .. }))
                 .count() as u64;
-            held = held.saturating_add(computes.saturating_mul(bytes_per_compute(graph)));
+            held = held.saturating_add(computes.saturating_mul(per_compute));
         }
         results.push(result);
     }

@@ -31,10 +31,16 @@ const WIDTH: f64 = 960.0;
 const HEIGHT: f64 = 470.0;
 const FRAME: Frame = Frame::below_title(935.0, 400.0);
 
+/// The events in a column of a schedule of `events` events drawn per column:
+/// `⌈events / COLUMNS⌉`, so that there are at most [`COLUMNS`].
+fn column_width(events: usize) -> usize {
+    events.div_ceil(COLUMNS).max(1)
+}
+
 /// The event ranges `start..end` of the columns a schedule of `events` events is drawn in
-/// past [`MAX_STEPS`]: [`COLUMNS`] at most, `⌈events / COLUMNS⌉` events each.
+/// past [`MAX_STEPS`].
 fn columns(events: usize) -> impl Iterator<Item = (usize, usize)> {
-    let width = events.div_ceil(COLUMNS).max(1);
+    let width = column_width(events);
     (0..events)
         .step_by(width)
         .map(move |start| (start, (start + width).min(events)))
@@ -217,7 +223,7 @@ impl<'a> Timeline<'a> {
         if events <= MAX_STEPS {
             ticks.extend(self.recomputes.iter().map(|&i| (i, 1)));
         } else {
-            let width = events.div_ceil(COLUMNS);
+            let width = column_width(events);
             for &i in &self.recomputes {
                 match ticks.last_mut() {
                     Some((first, count)) if *first / width == i / width => *count += 1,

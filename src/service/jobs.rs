@@ -207,12 +207,14 @@ impl Jobs {
     /// the oldest other finished jobs until the results kept, this one's included, weigh
     /// at most `max_bytes` (or this one is alone).
     pub fn finish(&self, id: &str, outcome: Result<JobResult, ApiProblem>) {
+        // Weighed before the table is locked: a pass over a result's events.
+        let bytes = outcome.as_ref().map_or(0, weight);
         self.update(id, |j| {
             j.finished = Some(Instant::now());
             match outcome {
                 Ok(r) => {
                     j.view.status = JobStatus::Succeeded;
-                    j.bytes = weight(&r);
+                    j.bytes = bytes;
                     j.view.result = Some(Arc::new(r));
                 }
                 Err(p) => {
@@ -270,6 +272,15 @@ fn free_jobs(jobs: Vec<Job>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::generate::linear;
+    use crate::schedule::checkpoint_all_peak;
+    use crate::solve::{self, Instance, SolveOptions};
+
+    /// Ends job `id` with a failure (no result).
+    fn fail(jobs: &Jobs, id: &str) {
+        let problem = ApiProblem::new(crate::service::problem::Kind::Internal, "x");
+        jobs.finish(id, Err(problem));
+    }
 
     #[test]
     fn bounded_table_drops_finished_jobs_first_and_expires_them() {
@@ -277,13 +288,7 @@ mod tests {
         let (a, _) = jobs.create().unwrap();
         let (b, _) = jobs.create().unwrap();
         assert_eq!(jobs.create().unwrap_err().status, 503);
-        jobs.finish(
-            &a,
-            Err(ApiProblem::new(
-                crate::service::problem::Kind::Internal,
-                "x",
-            )),
-        );
+        fail(&jobs, &a);
         let (c, flag) = jobs.create().unwrap();
         assert!(jobs.get(&a).is_none(), "the finished job made room");
         assert!(matches!(jobs.cancel(&c), Some(Cancelled::Stopped(_))));
@@ -293,14 +298,6 @@ mod tests {
         assert!(jobs.get(&c).is_none(), "expired after the ttl");
         assert_eq!(jobs.get(&b).unwrap().status, JobStatus::Queued);
     }
-}
-
-#[cfg(test)]
-mod weighed {
-    use super::*;
-    use crate::graph::generate::linear;
-    use crate::schedule::checkpoint_all_peak;
-    use crate::solve::{self, Instance, SolveOptions};
 
     /// Finished results are bounded in bytes as well as in number: four jobs' results of
     /// about 2 KB each under a bound of three and a half of them keep the newest three,
@@ -333,10 +330,7 @@ mod weighed {
         assert_eq!(kept, [false, true, true, true]);
         // A job without a result weighs nothing and stays.
         let (failed, _) = jobs.create().unwrap();
-        jobs.finish(
-            &failed,
-            Err(ApiProblem::new(super::super::problem::Kind::Internal, "x")),
-        );
+        fail(&jobs, &failed);
         let (last, _) = jobs.create().unwrap();
         jobs.finish(&last, Ok(result()));
         assert!(jobs.get(&failed).is_some());
