@@ -10,8 +10,12 @@
 //! opens connections and sends nothing would keep the probes out for the client timeout,
 //! long enough for Kubernetes to restart the pod): the connection idle the longest is closed
 //! to make room ([`Open::evict`]). Idle means no request in flight: none being answered and
-//! no answer being sent. Only when every connection is busy does the new one wait for a
-//! free place.
+//! no answer being sent. With none idle, a request whose body has not been read to its end
+//! and whose connection has received nothing for [`STALLED`] (a stalled upload, or one
+//! waiting for a reader's place) is refused with 503 and its connection closed, the one
+//! silent the longest first ([`Eviction`]): clients that send half a body and stop would
+//! otherwise keep the probes out as long. Only when every connection is answering, sending
+//! an answer or receiving a body does the new one wait for a free place.
 //!
 //! On shutdown the loop stops accepting and lets each connection finish its request in
 //! flight.
@@ -28,9 +32,9 @@ use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
 /// The bytes a connection buffers while it reads: a request's head must fit.
@@ -48,6 +52,12 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// for it before another idle one is asked to close (one answering a request it had begun
 /// closes once the answer is sent).
 const PLACE_WAIT: Duration = Duration::from_millis(100);
+
+/// How long a connection whose request's body has not been read to its end must have
+/// received nothing before it may be closed for a new connection at the cap: an upload in
+/// progress keeps its place, one that stalled does not keep a probe (whose timeout is often
+/// 1 s) waiting.
+pub const STALLED: Duration = Duration::from_millis(250);
 
 /// `asked` connections, or fewer where the process's file limit (`RLIMIT_NOFILE`) leaves
 /// room for fewer beside [`SPARE_FILES`]; at least 1.
@@ -124,12 +134,13 @@ type Connection = hyper::server::conn::http1::Connection<TokioIo<Watched>, Track
 /// would otherwise wait for a head begun and never finished).
 async fn run(connection: Connection, conn: &Conn, mut stopped: watch::Receiver<bool>) {
     let mut connection = pin!(connection);
+    let mut evicted = conn.evicted.subscribe();
     let mut closing = false;
     loop {
         tokio::select! {
             _ = connection.as_mut() => return,
             _ = stopped.wait_for(|s| *s), if !closing => {},
-            () = conn.evict.notified(), if !closing => {},
+            _ = evicted.wait_for(|e| *e), if !closing => {},
         }
         if !conn.served.load(Ordering::Acquire) {
             return;
@@ -208,12 +219,22 @@ async fn next(
 }
 
 /// The open connections, by the order they opened in.
-#[derive(Default)]
 struct Open {
     conns: Mutex<BTreeMap<u64, Arc<Conn>>>,
-    /// A clock that ticks when a connection opens, receives bytes or ends a request: its tick
-    /// at opening is a connection's id, its last tick [`Conn::idle_since`].
-    clock: Arc<AtomicU64>,
+    /// The next connection's id.
+    next: AtomicU64,
+    /// Where [`Conn::idle_since`] counts from.
+    epoch: Instant,
+}
+
+impl Default for Open {
+    fn default() -> Open {
+        Open {
+            conns: Mutex::default(),
+            next: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
 }
 
 /// One open connection, as the accept loop sees it.
@@ -224,33 +245,44 @@ struct Conn {
     /// Whether a request has reached the service (a kept-alive connection, which hyper
     /// closes gracefully).
     served: AtomicBool,
-    /// Asked to close ([`Open::evict`]); set once.
-    evicting: AtomicBool,
-    evict: Notify,
-    /// [`Open::clock`] when it opened, last received bytes or last ended a request.
+    /// Whether the request in flight has a body not yet read to its end.
+    receiving: AtomicBool,
+    /// Asked to close ([`Open::evict`]); set once. Its request in flight, if its body is
+    /// still to be read, sees it through [`Eviction`].
+    evicted: watch::Sender<bool>,
+    /// Nanoseconds from [`Open::epoch`] to when it opened, last received bytes or last ended
+    /// a request.
     idle_since: AtomicU64,
-    clock: Arc<AtomicU64>,
+    epoch: Instant,
 }
 
 impl Conn {
     /// Marks the connection active now.
     fn active(&self) {
-        let now = self.clock.fetch_add(1, Ordering::Relaxed);
-        self.idle_since.store(now, Ordering::Release);
+        self.idle_since.store(nanos(self.epoch), Ordering::Release);
     }
+
+    fn evicted(&self) -> bool {
+        *self.evicted.borrow()
+    }
+}
+
+/// Nanoseconds since `epoch` (saturating: 584 years).
+fn nanos(epoch: Instant) -> u64 {
+    u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Open {
     fn add(&self) -> Arc<Conn> {
-        let id = self.clock.fetch_add(1, Ordering::Relaxed);
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
         let conn = Arc::new(Conn {
             id,
             busy: AtomicUsize::new(0),
             served: AtomicBool::new(false),
-            evicting: AtomicBool::new(false),
-            evict: Notify::new(),
-            idle_since: AtomicU64::new(id),
-            clock: self.clock.clone(),
+            receiving: AtomicBool::new(false),
+            evicted: watch::Sender::new(false),
+            idle_since: AtomicU64::new(nanos(self.epoch)),
+            epoch: self.epoch,
         });
         self.lock().insert(id, conn.clone());
         conn
@@ -260,23 +292,36 @@ impl Open {
         self.lock().remove(&id);
     }
 
-    /// Asks the connection idle the longest (no request in flight; idle since it last received
-    /// bytes or ended a request), not yet asked, to close; none when every connection is busy.
-    /// Connections opened and left silent go before a kept-alive client between requests or
-    /// one sending a request's head.
+    /// Asks one connection, not yet asked, to close: the one idle the longest (no request in
+    /// flight; idle since it last received bytes or ended a request), else the one silent the
+    /// longest, for at least [`STALLED`], whose request's body is still to be read; none when
+    /// every connection is busy otherwise. Connections opened and left silent go before a
+    /// kept-alive client between requests or one sending a request's head.
     fn evict(&self) {
         let conns = self.lock();
+        let asked = |c: &&Arc<Conn>| !c.evicted();
+        let since = |c: &&Arc<Conn>| c.idle_since.load(Ordering::Acquire);
         let idle = conns
             .values()
-            .filter(|c| c.busy.load(Ordering::Acquire) == 0 && !c.evicting.load(Ordering::Acquire))
-            .min_by_key(|c| c.idle_since.load(Ordering::Acquire));
-        if let Some(conn) = idle {
-            conn.evicting.store(true, Ordering::Release);
+            .filter(asked)
+            .filter(|c| c.busy.load(Ordering::Acquire) == 0)
+            .min_by_key(since);
+        let stalled_before = nanos(self.epoch).saturating_sub(STALLED.as_nanos() as u64);
+        let stalled = || {
+            conns
+                .values()
+                .filter(asked)
+                .filter(|c| c.receiving.load(Ordering::Acquire))
+                .filter(|c| since(c) <= stalled_before)
+                .min_by_key(since)
+        };
+        if let Some(conn) = idle.or_else(stalled) {
             tracing::debug!(
                 connection = conn.id,
-                "at the connection cap: closing the one idle the longest"
+                receiving = conn.receiving.load(Ordering::Acquire),
+                "at the connection cap: closing the one idle or stalled the longest"
             );
-            conn.evict.notify_one();
+            conn.evicted.send_replace(true);
         }
     }
 
@@ -299,6 +344,17 @@ impl Service<hyper::Request<Incoming>> for Tracked {
     fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
         let busy = Busy::enter(self.conn.clone());
         let app = self.app.clone();
+        let receiving = !hyper::body::Body::is_end_stream(request.body());
+        self.conn.receiving.store(receiving, Ordering::Release);
+        let mut request = request.map(|body| {
+            Body::new(Receiving {
+                body,
+                conn: self.conn.clone(),
+            })
+        });
+        request
+            .extensions_mut()
+            .insert(Eviction(self.conn.evicted.subscribe()));
         Box::pin(async move {
             let response = app.oneshot(request).await?;
             Ok(response.map(|body| Body::new(Sending { body, _busy: busy })))
@@ -320,7 +376,60 @@ impl Busy {
 impl Drop for Busy {
     fn drop(&mut self) {
         self.0.active();
+        self.0.receiving.store(false, Ordering::Release);
         self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A request's body while the service reads it: its connection is receiving until the
+/// body's end (or an error reading it).
+struct Receiving {
+    body: Incoming,
+    conn: Arc<Conn>,
+}
+
+impl hyper::body::Body for Receiving {
+    type Data = axum::body::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        let ended = match &polled {
+            Poll::Ready(None | Some(Err(_))) => true,
+            Poll::Ready(Some(Ok(_))) => self.body.is_end_stream(),
+            Poll::Pending => false,
+        };
+        if ended {
+            self.conn.receiving.store(false, Ordering::Release);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A request's view of its connection's eviction ([`Open::evict`]), in its extensions: a
+/// request whose body is still to be read when its connection is asked to close is answered
+/// 503 at once, so that the connection closes and its place goes to the new one.
+#[derive(Clone)]
+pub struct Eviction(watch::Receiver<bool>);
+
+impl Eviction {
+    /// Resolves once the connection is asked to close.
+    pub async fn asked(mut self) {
+        if self.0.wait_for(|e| *e).await.is_err() {
+            // the connection is gone, and with it the request
+            std::future::pending::<()>().await;
+        }
     }
 }
 

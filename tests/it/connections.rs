@@ -247,6 +247,48 @@ async fn a_stalled_body_gets_408_and_the_next_request_is_read() {
     server.stop().await.unwrap();
 }
 
+/// Clients that send half a body and stop hold every place at the cap, one in the only
+/// reader's place and the others waiting for it: `/healthz` still answers within a probe's
+/// second (not after the client timeout), and the connection silent the longest is answered
+/// 503 with `Retry-After` and closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_bodies_at_the_cap_do_not_keep_the_probes_out() {
+    let server = Server::start(Config {
+        readers: 1,
+        max_connections: 8,
+        client_timeout: 10.0,
+        ..Config::default()
+    })
+    .await;
+    let head = "POST /v1/inspect HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+                Content-Length: 100000\r\n\r\n{\"graph\": ";
+    let mut stalled = Vec::new();
+    for _ in 0..8 {
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stalled.push(stream);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..3 {
+        let start = Instant::now();
+        let health = tokio::time::timeout(Duration::from_secs(5), server.get("/healthz"))
+            .await
+            .expect("/healthz answers while stalled bodies hold every place");
+        assert_eq!(health.status, 200);
+        let waited = start.elapsed();
+        println!("/healthz answered after {waited:?}");
+        assert!(waited < Duration::from_secs(1), "{waited:?}");
+    }
+    let first = tokio::time::timeout(Duration::from_secs(5), receive(&mut stalled[0]))
+        .await
+        .expect("the connection silent the longest is answered");
+    assert_eq!(first.header("retry-after"), Some("1"));
+    first.assert_problem(503, "busy");
+    drop(stalled);
+    server.stop().await.unwrap();
+}
+
 /// A method no one defined gets 405 and counts under `method="other"`: a client cannot grow
 /// `/metrics` with one series per method it makes up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,6 +24,7 @@ pub use meta::{healthz, method_not_allowed, metrics, not_found, openapi, readyz,
 pub use plot::plot;
 pub use solve::{create_job, delete_job, get_job, solve, sweep};
 
+use super::conn::Eviction;
 use super::jobs::JobResult;
 use super::pool::PoolError;
 use super::problem::{ApiProblem, Kind};
@@ -87,7 +88,9 @@ async fn json_off_runtime<T: Serialize + Send + Sync + 'static>(
 /// A request's body, collected once a reader's place is free (`--readers`) and within
 /// `--client-timeout` (else 408): at most `--readers` bodies are in memory at once, being
 /// collected or read; the others wait unread, in their connections' buffers. The place is
-/// held until [`read_body`] has read the body.
+/// held until [`read_body`] has read the body. A request whose connection is closed for a new
+/// one at `--max-connections` before its body is collected (it stalled, or waited for a
+/// reader's place) gets 503 with `Retry-After` ([`Eviction`]).
 pub struct Posted {
     bytes: Bytes,
     reader: OwnedSemaphorePermit,
@@ -97,6 +100,24 @@ impl FromRequest<Arc<AppState>> for Posted {
     type Rejection = ApiProblem;
 
     async fn from_request(req: Request, state: &Arc<AppState>) -> Result<Posted, ApiProblem> {
+        let Some(eviction) = req.extensions().get::<Eviction>().cloned() else {
+            return Posted::collect(req, state).await;
+        };
+        tokio::select! {
+            posted = Posted::collect(req, state) => posted,
+            () = eviction.asked() => Err(ApiProblem::new(
+                Kind::Busy,
+                "the server is at its connection cap (--max-connections) and this request's \
+                 body had not been read: its connection is closed for a new one",
+            )
+            .retry_after(1)),
+        }
+    }
+}
+
+impl Posted {
+    /// The body of `req`, collected in a reader's place within `--client-timeout`.
+    async fn collect(req: Request, state: &Arc<AppState>) -> Result<Posted, ApiProblem> {
         // A body announced over the limit is refused before it waits for a reader's place.
         let announced = req
             .headers()
