@@ -7,12 +7,15 @@
 //! limit included, then gets the answer it already got. A time limit with no schedule, an
 //! error or a cancel is never cached. The cache holds at most
 //! `capacity` results and `max_bytes` of them, each weighed by the length of its JSON
-//! (counted without writing it; a 999-node result is about 2 MB, its structures in memory
-//! a few times that); a result heavier than `max_bytes` alone is not kept, and is known
-//! to be without a pass over its JSON when its events alone are longer (`json_floor`),
-//! or once the count passes `max_bytes`. When full, the least recently used entries go.
+//! (counted without writing it) plus what its events hold in memory ([`held`]: their
+//! structures, ids and per-event figures, about twice their JSON), so that `max_bytes`
+//! bounds the memory the results hold, not only their JSON; a result heavier than
+//! `max_bytes` alone is not kept, and is known to be without a pass over its JSON when
+//! its floor is heavier ([`weight_floor`]), or once the count passes `max_bytes`. When
+//! full, the least recently used entries go.
 
 use crate::graph::Graph;
+use crate::schedule::EventJson;
 use crate::solve::{Effort, SolveResult, Status};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -108,23 +111,58 @@ const EVENT_FLOOR: usize = 24;
 
 /// A lower bound on the length of `result`'s JSON: its events' (`EVENT_FLOOR` plus
 /// the node id each, a pass over lengths only).
-pub(super) fn json_floor(result: &SolveResult) -> usize {
+fn json_floor(result: &SolveResult) -> usize {
     result.schedule.as_ref().map_or(0, |s| {
         s.events.iter().map(|e| EVENT_FLOOR + e.node().len()).sum()
     })
 }
 
-/// The length of `result`'s JSON if it is at most `most` bytes; `None` for a heavier one,
-/// found without writing its JSON when its floor is already heavier (`json_floor`),
-/// else by counting up to `most` + 1 bytes.
+/// The bytes of memory `result` holds that grow with its schedule: each event (an
+/// [`EventJson`] and its node id's allocation) and the simulator's figures per event
+/// (`memory_after`) and per node (`computes`). A 1,000,000-event schedule of short ids holds
+/// about 72 MB this way against 40 MB of JSON.
+pub(super) fn held(result: &SolveResult) -> usize {
+    let events = result.schedule.as_ref().map_or(0, |s| {
+        let ids: usize = s.events.iter().map(|e| allocation(e.node().len())).sum();
+        s.events.capacity() * size_of::<EventJson>() + ids
+    });
+    let stats = result.stats.as_ref().map_or(0, |s| {
+        s.memory_after.capacity() * size_of::<u64>() + s.computes.capacity() * size_of::<u32>()
+    });
+    events + stats
+}
+
+/// The bytes an allocation of `n` bytes takes from glibc's malloc: a chunk of at least 32
+/// bytes, 16-aligned, with 8 bytes of header; none for `n` = 0 (an empty `String`).
+fn allocation(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        (n + 8).next_multiple_of(16).max(32)
+    }
+}
+
+/// A lower bound on [`weight`], found in passes over lengths only: [`json_floor`] plus
+/// [`held`].
+pub(super) fn weight_floor(result: &SolveResult) -> usize {
+    json_floor(result) + held(result)
+}
+
+/// The weight of `result` (the length of its JSON plus [`held`]) if it is at most `most`
+/// bytes; `None` for a heavier one, found without writing its JSON when its floor is already
+/// heavier ([`weight_floor`]), else by counting its JSON up to the bytes `held` leaves.
 fn weight(result: &SolveResult, most: usize) -> Option<usize> {
-    if json_floor(result) > most {
+    if weight_floor(result) > most {
         return None;
     }
-    let mut counter = Counter { written: 0, most };
+    let held = held(result);
+    let mut counter = Counter {
+        written: 0,
+        most: most - held,
+    };
     serde_json::to_writer(&mut counter, result)
         .ok()
-        .map(|()| counter.written)
+        .map(|()| counter.written + held)
 }
 
 impl Cache {
@@ -271,7 +309,7 @@ mod tests {
         let g = generate::linear(3);
         let r = result(&g, 1 << 20);
         let w = weight(&r, usize::MAX).unwrap();
-        assert_eq!(w, serde_json::to_vec(&*r).unwrap().len());
+        assert_eq!(w, serde_json::to_vec(&*r).unwrap().len() + held(&r));
         assert_eq!(weight(&r, w), Some(w));
         assert_eq!(weight(&r, w - 1), None, "the count stops past the most");
         let c = Cache::new(100, 2 * w + w / 2);
@@ -283,6 +321,21 @@ mod tests {
         let tiny = Cache::new(100, w - 1);
         tiny.put(key(&g, 0, "auto"), r);
         assert_eq!(tiny.len(), 0, "a result over max_bytes alone is not kept");
+    }
+
+    /// What a result holds in memory is counted, not only its JSON: each event's structure
+    /// and its id's allocation (at least 32 bytes for an id of 1 to 24), and its
+    /// `memory_after` figure; about twice the JSON of a chain's schedule.
+    #[test]
+    fn a_result_weighs_at_least_what_its_events_hold() {
+        let g = generate::linear(400);
+        let r = result(&g, 1 << 40);
+        let events = r.schedule.as_ref().unwrap().events.len();
+        let json = serde_json::to_vec(&*r).unwrap().len();
+        let w = weight(&r, usize::MAX).unwrap();
+        let in_memory = events * (size_of::<EventJson>() + 32 + size_of::<u64>());
+        assert!(w >= json + in_memory, "{w} < {json} + {in_memory}");
+        assert!(weight_floor(&r) >= in_memory);
     }
 
     #[test]
@@ -297,7 +350,7 @@ mod tests {
                 floor <= json && floor >= EVENT_FLOOR * events,
                 "{floor} {json}"
             );
-            assert_eq!(weight(&r, floor - 1), None);
+            assert_eq!(weight(&r, weight_floor(&r) - 1), None);
         }
     }
 }

@@ -44,16 +44,16 @@ pub struct Config {
     /// Results kept in the cache (0 disables it).
     #[arg(long, env = "REMAT_CACHE", default_value_t = 256)]
     pub cache: usize,
-    /// Bytes of results the cache keeps, counted as their JSON (a 999-node result is
-    /// about 2 MB): bytes or a size.
+    /// Bytes of results the cache keeps, counted as their JSON plus what their events hold
+    /// in memory (a 999-node result is about 4 MB): bytes or a size.
     #[arg(long, env = "REMAT_CACHE_BYTES", default_value = "64MiB", value_parser = parse_size)]
     pub cache_bytes: usize,
     /// Jobs kept at once (finished ones are dropped oldest first to make room).
     #[arg(long, env = "REMAT_MAX_JOBS", default_value_t = 1024, value_parser = parse_positive)]
     pub max_jobs: usize,
-    /// Bytes of finished jobs' results kept, counted as their JSON's events (a 999-node
-    /// result is about 2 MB): when a job finishes, the oldest other finished jobs are
-    /// dropped until the rest fit. Bytes or a size.
+    /// Bytes of finished jobs' results kept, counted as their events' JSON plus what the
+    /// events hold in memory (a 999-node result is about 4 MB): when a job finishes, the
+    /// oldest other finished jobs are dropped until the rest fit. Bytes or a size.
     #[arg(long, env = "REMAT_JOB_BYTES", default_value = "256MiB", value_parser = parse_size)]
     pub job_bytes: usize,
     /// Seconds a finished job stays readable.

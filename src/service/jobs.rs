@@ -5,8 +5,8 @@
 //! Jobs live in memory (the sidecar is stateless): at most `max_jobs` at once, and a
 //! finished job is dropped `ttl` after it finished. When the table is full, the oldest
 //! finished job makes room; when every job is still active, a new one is refused (503).
-//! Finished results are also bounded in bytes (`max_bytes`, their schedules' JSON, as the
-//! cache weighs them): when a job finishes, the oldest other finished jobs are dropped
+//! Finished results are also bounded in bytes (`max_bytes`, their events' JSON and what the
+//! events hold in memory, the cache's floor): when a job finishes, the oldest other finished jobs are dropped
 //! until all fit, the new one included, which always stays; so the table holds at most
 //! `max_bytes` of results, or the newest alone (a solve's memory limit bounded it).
 //!
@@ -18,7 +18,7 @@
 // An `ApiProblem` is built at most once per request, on the way out: its size does not matter.
 #![allow(clippy::result_large_err)]
 
-use super::cache::json_floor;
+use super::cache::weight_floor;
 use super::problem::ApiProblem;
 use crate::front::max_batch::MaxBatchResult;
 use crate::solve::{Progress, SolveResult};
@@ -103,12 +103,13 @@ pub struct Jobs {
     table: Mutex<HashMap<String, Job>>,
 }
 
-/// The weight of a finished job's result: its schedules' JSON events (the cache's floor),
-/// which is what grows with the graph; the rest of a result is a few hundred bytes.
+/// The weight of a finished job's result: its schedule's events, their JSON and what they
+/// hold in memory (the cache's floor), which is what grows with the graph; the rest of a
+/// result is a few hundred bytes.
 fn weight(result: &JobResult) -> usize {
     match result {
-        JobResult::Solve(r) => json_floor(r),
-        JobResult::MaxBatch(m) => m.result.as_ref().map_or(0, json_floor),
+        JobResult::Solve(r) => weight_floor(r),
+        JobResult::MaxBatch(m) => m.result.as_ref().map_or(0, weight_floor),
         JobResult::Tradeoff(_) => 0,
     }
 }
@@ -300,7 +301,7 @@ mod tests {
     }
 
     /// Finished results are bounded in bytes as well as in number: four jobs' results of
-    /// about 2 KB each under a bound of three and a half of them keep the newest three,
+    /// about 8 KB each under a bound of three and a half of them keep the newest three,
     /// dropping the oldest first (1,024 kept jobs of 119 MB each were bounded by count
     /// alone).
     #[test]
@@ -317,7 +318,7 @@ mod tests {
             JobResult::Solve(Arc::new(r))
         };
         let one = weight(&result());
-        assert!((1000..4000).contains(&one), "{one}");
+        assert!((4000..16000).contains(&one), "{one}");
         let jobs = Jobs::new(100, 3 * one + one / 2, Duration::from_secs(60));
         let ids: Vec<String> = (0..4)
             .map(|_| {
