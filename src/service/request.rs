@@ -212,6 +212,14 @@ impl<'a> Body<'a> {
         )
     }
 
+    /// The first of `fields` the body has, read or not.
+    pub fn first_of(&self, fields: &[&'static str]) -> Option<&'static str> {
+        fields
+            .iter()
+            .copied()
+            .find(|f| self.fields.contains_key(*f))
+    }
+
     /// Rejects the fields nobody read: a misspelt option must not pass silently. The
     /// message suggests the field it most likely means and lists the accepted ones.
     pub fn finish(self) -> Result<(), ApiProblem> {
@@ -267,6 +275,16 @@ pub(super) struct Options {
 }
 
 impl Options {
+    /// The fields [`Options::read`] reads.
+    pub const FIELDS: [&'static str; 6] = [
+        "solver",
+        "time_limit_s",
+        "mip_gap",
+        "seed",
+        "effort",
+        "events_only",
+    ];
+
     pub fn read(body: &mut Body<'_>, config: &Config) -> Result<Options, ApiProblem> {
         let solver = body
             .optional::<String>("solver", Kind::InvalidSolver)?

@@ -112,6 +112,32 @@ async fn pictures_are_the_clis_and_the_sweep_is_a_job() {
         .await
         .assert_problem(422, "invalid-schedule");
     assert_eq!(p["field"], "schedule");
+    // A solve's option beside a schedule is named as such, not as an unknown field.
+    let p = server
+        .post(
+            "/v1/plot/timeline",
+            &json!({"graph": graph(), "schedule": {"events": []}, "solver": "chen"}),
+        )
+        .await
+        .assert_problem(422, "invalid-request");
+    assert_eq!(p["field"], "solver");
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains("with a `schedule` given"),
+        "{p}"
+    );
+    // A graph too large to draw is named.
+    let large = serde_json::to_value(remat::graph::generate::linear(1600).to_spec()).unwrap();
+    let p = server
+        .post(
+            "/v1/plot/stages",
+            &json!({"graph": large, "budget": "100%", "solver": "checkpoint-all"}),
+        )
+        .await
+        .assert_problem(413, "too-large");
+    assert_eq!(p["field"], "graph", "{p}");
     server
         .post("/v1/plot/pie", &json!({"graph": graph()}))
         .await

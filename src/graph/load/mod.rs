@@ -83,7 +83,7 @@ impl FromStr for Format {
         match s {
             "auto" => Ok(Format::Auto),
             "native" => Ok(Format::Native),
-            "node-link" | "nodelink" | "networkx" => Ok(Format::NodeLink),
+            "node-link" => Ok(Format::NodeLink),
             "chain" => Ok(Format::Chain),
             other => Err(format!(
                 "unknown graph format '{other}': expected auto, native, node-link or chain"

@@ -41,7 +41,14 @@ impl From<PlotError> for ApiProblem {
             PlotError::NoSchedule(_) => {
                 ApiProblem::new(Kind::InvalidBudget, e.to_string()).with_field("budget")
             }
-            PlotError::TooLarge { .. } => ApiProblem::new(Kind::TooLarge, e.to_string()),
+            PlotError::TooLarge { what, .. } => {
+                let field = if what == "the graph" {
+                    "graph"
+                } else {
+                    "schedule"
+                };
+                ApiProblem::new(Kind::TooLarge, e.to_string()).with_field(field)
+            }
             PlotError::Sweep(_) | PlotError::Solvers(_) => {
                 ApiProblem::new(Kind::InvalidRequest, e.to_string())
             }
@@ -136,7 +143,19 @@ fn read(
         points: None,
     };
     let options = match schedule {
-        Some(_) => None,
+        Some(_) => {
+            if let Some(field) = body.first_of(&Options::FIELDS) {
+                return Err(ApiProblem::new(
+                    Kind::InvalidRequest,
+                    format!(
+                        "`{field}` is an option of a solve on the spot (no `schedule`): \
+                         with a `schedule` given, leave it out"
+                    ),
+                )
+                .with_field(field));
+            }
+            None
+        }
         None => Some(Options::read(&mut body, &state.config)?),
     };
     body.finish()?;
