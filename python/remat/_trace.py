@@ -58,6 +58,11 @@ class JointTrace:
     # region -> the first buffer a module inside it reassigns in its forward (`self.n = self.n + 1`):
     # a replay would reassign it again
     region_reassigns: dict[int, str] = dataclasses.field(default_factory=dict)
+    # parameter or buffer placeholder name -> its name in the model (`blocks.1.bn.running_mean`)
+    state_names: dict[str, str] = dataclasses.field(default_factory=dict)
+    # region -> the placeholder names of its own parameters and buffers (its module's, tied ones
+    # included): the state its replay may write into, since `apply` drops those writes
+    region_state: list[set[str]] = dataclasses.field(default_factory=list)
     # (op node name, saved node name): the tensors autograd saves for backward in the forward
     # and loss, by the op whose backward reads them
     saves: list[tuple[str, str]] = dataclasses.field(default_factory=list)
@@ -212,7 +217,11 @@ def trace_joint(
             region_of[n.name] = r
     saves, saver_seq = _savers(nodes, packed)
     grad_fn, fn_of_seq = _grad_fns(nodes, applying)
+    state = list(zip(placeholders[: np_ + nb], params + buffers, strict=True))
+    owned = [{id(t) for t in (*mod.parameters(), *mod.buffers())} for mod in regions]
     return JointTrace(
+        state_names={n.name: name for n, name in zip(placeholders[: np_ + nb], names + bnames, strict=True)},
+        region_state=[{n.name for n, t in state if id(t) in ids} for ids in owned],
         saves=saves,
         grad_fn=grad_fn,
         saver_fn={op: fn_of_seq[seq] for op, seq in saver_seq.items() if seq in fn_of_seq},

@@ -20,8 +20,9 @@ often), so it is **projected** onto save sets, and the plan is chosen among what
    over these regions recomputes), filled when the projection does not fit. The cheapest that
    fits wins; when none fits, `plan` raises `OverBudget` (or warns, `on_overrun="warn"`).
 
-A region whose replay would not see what its forward saw (`meta.region_writes_input`: it writes in
-place into a value from outside it, as an `nn.ReLU(inplace=True)` given as a region of its own; it
+A region whose replay would not see what its forward saw, or would update state `_KeptBuffers` does
+not keep (`meta.region_writes_input`: it writes in place into a value from outside it, as an
+`nn.ReLU(inplace=True)` given as a region of its own, or into a parameter or buffer not its own; it
 reads a value from outside it that the forward then writes in place, as a block that reads a buffer
 and then updates it; or it reassigns a buffer) is never checkpointed, in any candidate.
 
@@ -31,8 +32,8 @@ doc): its peak is the plan's predicted peak (`Plan.predicted`).
 `applied` runs the plan: each checkpointed region's forward is `_Checkpointed`, a non-reentrant
 `checkpoint` with the plan's SAC policy. The forward gets the caller's arguments; each replay a
 copy of its lists and dicts as they were at the call (DenseNet appends to the list its layers
-read), under `_KeptBuffers`, which drops writes into the region's buffers (BatchNorm's running
-statistics and counter), so one step updates them once, as the plain step does, without holding
+read), under `_KeptBuffers`, which drops writes into the region's buffers and parameters (BatchNorm's
+running statistics and counter), so one step updates them once, as the plain step does, without holding
 a copy of them.
 """
 
@@ -359,8 +360,9 @@ _RUNNING_STATS = {
 
 
 class _KeptBuffers(TorchDispatchMode):
-    """A region's buffers (BatchNorm's running statistics and counter, ...) kept as the forward
-    left them while its replay runs: the replay runs the region's forward again, and the state it
+    """A region's buffers (BatchNorm's running statistics and counter, ...) and parameters (a
+    running statistic kept in a frozen `nn.Parameter`) kept as the forward left them while its
+    replay runs: the replay runs the region's forward again, and the state it
     updates must end as one forward left it. Below SAC's recomputation mode, it drops what an op
     would write into a buffer: an in-place write (`num_batches_tracked.add_(1)`) returns the buffer
     unchanged, BatchNorm in training gets no running statistics (same output), any other op
@@ -373,7 +375,8 @@ class _KeptBuffers(TorchDispatchMode):
         self.storages: set[int] = set()
 
     def __enter__(self) -> _KeptBuffers:
-        self.storages = {b.untyped_storage().data_ptr() for b in self.module.buffers()} - {0}
+        state = (*self.module.buffers(), *self.module.parameters())
+        self.storages = {t.untyped_storage().data_ptr() for t in state} - {0}
         return super().__enter__()  # type: ignore[no-any-return]
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:

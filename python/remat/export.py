@@ -159,6 +159,8 @@ class _Builder:
         # buffer, a node another region or no region computed) that it writes into in place, or
         # that it reads and the forward writes into later (its replay reads it as written)
         self.input_keys: set[int] = set()
+        # storage key of a placeholder or constant -> its fx node's name
+        self.fixed_names: dict[int, str] = {}
         self.writes_input: dict[int, str] = dict(trace.region_reassigns)
         # storage key -> (region, reading node) of the reads of its current version from outside
         # the reading region, since its last in-place write
@@ -181,12 +183,15 @@ class _Builder:
     def fixed(self, n: fx.Node) -> None:
         self.fixed_bytes += tensor_bytes(n.meta.get("val"))
         self.key[n] = self.new_key(_FIXED)
+        self.fixed_names[self.key[n]] = n.name
         if n in self.trace.input_nodes:
             self.input_keys.add(self.key[n])
 
     def note_write(self, n: fx.Node, k: int) -> None:
         """Records a region's in-place write `n` into the storage `k` when that storage's current
-        version was not computed in the region: its replay would read the value as written. So
+        version was not computed in the region: its replay would read the value as written; or,
+        for a parameter or buffer, write into it again (`apply` drops the replay's writes into
+        the region's own state only: a parent's buffer handed to it would be updated twice). So
         would the replay of every region that read that version from outside itself before `n`
         (a buffer a block reads, then updates: a running shift, an EMA codebook)."""
         if self.kind(n) == "backward":
@@ -200,8 +205,12 @@ class _Builder:
             return
         owner = self.current[k]
         if owner == _FIXED:
+            fixed = self.fixed_names[k]
             if k in self.input_keys:
                 self.writes_input[r] = f"{n.name} ({n.target}) writes into a model input"
+            elif fixed not in self.trace.region_state[r]:
+                state = self.trace.state_names.get(fixed, f"the constant {fixed}")
+                self.writes_input[r] = f"{n.name} ({n.target}) writes into {state}, not the region's own state"
         elif self.nodes[owner].meta.get("region") != r:
             self.writes_input[r] = f"{n.name} ({n.target}) writes into {owner}"
 

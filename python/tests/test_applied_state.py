@@ -82,7 +82,7 @@ def assert_same_step(model: nn.Module, plain: nn.Module, regions: list[nn.Module
     assert torch.equal(loss0, loss1)
     for g0, g1 in zip(grads0, grads1, strict=True):
         torch.testing.assert_close(g1, g0, rtol=0, atol=0)
-    for (name, b0), b1 in zip(plain.named_buffers(), model.buffers(), strict=True):
+    for (name, b0), b1 in zip(plain.state_dict().items(), model.state_dict().values(), strict=True):
         assert torch.equal(b0, b1), name
 
 
@@ -170,6 +170,67 @@ def test_regions_whose_replay_would_see_other_buffers_are_left_unchecked(binary:
         assert p.policies[0] is None and p.policies[1] is None
         assert any(t is not None for t in p.policies[2:]), "too little recomputed to test"
         assert_same_step(model, plain, regions, p)
+
+
+class FrozenCount(Block):
+    """Counts its steps in a frozen `nn.Parameter` of its own, updated in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = nn.Parameter(torch.zeros(()), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        with torch.no_grad():
+            self.steps.add_(1)
+        return super().forward(x)
+
+
+class Tally(Block):
+    """Counts its calls in a tensor its caller hands it: state that is not its own."""
+
+    def forward(self, x: torch.Tensor, counter: list[torch.Tensor]) -> Any:  # type: ignore[override]
+        with torch.no_grad():
+            counter[0].add_(1)
+        return super().forward(x)
+
+
+class TallyNet(Net):
+    calls: torch.Tensor
+
+    def __init__(self, blocks: list[nn.Module]) -> None:
+        super().__init__(blocks)
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x: torch.Tensor) -> Any:
+        for b in self.blocks:
+            x = b(x, [self.calls])
+        return self.head(x)
+
+
+def test_state_a_region_updates_is_updated_once(binary: str) -> None:
+    """A replay's writes into the region's own parameters are dropped as those into its buffers
+    (each block's counter ends at 1, not 2); a region writing into state that is not its own (its
+    parent's counter, handed to it) is named by export and never checkpointed (the counter ends
+    at 4, not 8)."""
+    torch.manual_seed(0)
+    model = Net([FrozenCount() for _ in range(4)])
+    plain = copy.deepcopy(model)
+    regions = list(model.blocks)
+    assert remat.export(model, (X,), loss_fn, regions=regions)["meta"]["region_writes_input"] == {}
+    assert_same_step(model, plain, regions, every_region_recomputed(planned(model, regions, binary)))
+    assert [b.steps.item() for b in model.blocks if isinstance(b, FrozenCount)] == [1.0] * 4
+
+    torch.manual_seed(0)
+    tallied = TallyNet([Tally() for _ in range(4)])
+    plain = copy.deepcopy(tallied)
+    regions = list(tallied.blocks)
+    unchecked = remat.export(tallied, (X,), loss_fn, regions=regions)["meta"]["region_writes_input"]
+    assert sorted(unchecked) == ["0", "1", "2", "3"], unchecked
+    assert "writes into calls, not the region's own state" in unchecked["0"], unchecked
+    p = planned(tallied, regions, binary, budget=0.5)
+    assert p.policies == [None] * 4
+    assert_same_step(tallied, plain, regions, p)
+    assert int(tallied.calls) == 4
 
 
 def test_a_copy_made_while_applied_runs_its_own_weights(binary: str) -> None:
