@@ -178,8 +178,8 @@ class Sac:
         # tensor saved inside a checkpointed region replays it, cached (MUST_SAVE) or not, and
         # what the node reads of the region is the replay's copy. The node's forward op: the one
         # whose `meta.grad_fn` it is; for a node no forward op names (a graph exported without
-        # it, or a saving op the export could not pair with its node), the regions of the
-        # unpaired ops that saved what it reads
+        # it, a saving op the export could not pair with its node, or a node wrapping another),
+        # the regions of the unpaired ops that saved what it reads, else of any that did
         fn_regions: dict[Any, set[int]] = defaultdict(set)
         unpaired = [True] * count
         for v in self.fwd:
@@ -191,8 +191,12 @@ class Sac:
                     regions.add(r)
 
         def saved_in(reads: list[int]) -> list[int]:
-            savers = (s for u in reads for s in (self.savers[u] if self.exact else [u]) if unpaired[s])
-            return sorted({r for s in savers if (r := self.region[s]) is not None})
+            savers = [s for u in reads for s in (self.savers[u] if self.exact else [u])]
+            # an in-place op on a view (`h.t().relu_()`): autograd wraps the op's node in one of
+            # its own (CopySlices), which applies it; no forward op names that node, and what it
+            # reads was saved by paired ops
+            unpaired_savers = [s for s in savers if unpaired[s]] or savers
+            return sorted({r for s in unpaired_savers if (r := self.region[s]) is not None})
 
         self.unpacks = [
             sorted(fn_regions[fn]) if fn in fn_regions else saved_in(reads)

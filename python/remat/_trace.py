@@ -86,6 +86,7 @@ def trace_joint(
     regions: Sequence[torch.nn.Module] = (),
 ) -> JointTrace:
     """Trace one training step of `model` on `example_inputs` under FakeTensorMode."""
+    regions = region_list(regions)
     names = [n for n, _ in model.named_parameters()]
     params = [p for _, p in model.named_parameters()]
     trainable = [p.requires_grad for p in params]
@@ -258,6 +259,17 @@ def _momentum_as_constant(model: torch.nn.Module) -> Iterator[None]:
             m.momentum = None
 
 
+def region_list(regions: Any) -> list[torch.nn.Module]:
+    """`regions` as a list (a generator is read once, a `ModuleList` gives its modules); an
+    `ExportError` for a single module or what is not a collection."""
+    if isinstance(regions, torch.nn.Module) and not isinstance(regions, (torch.nn.ModuleList, torch.nn.Sequential)):
+        raise ExportError(f"regions is a {type(regions).__name__}: give a list of modules, e.g. regions=[model.block]")
+    try:
+        return list(regions)
+    except TypeError:
+        raise ExportError(f"regions is a {type(regions).__name__}, not a list of modules") from None
+
+
 def _check_regions(regions: Sequence[Any]) -> None:
     """Each region a module, given once, none inside another (a nested region's ops would belong
     to two checkpoints)."""
@@ -307,7 +319,11 @@ def _savers(nodes: list[fx.Node], packed: list[tuple[int, str, int]]) -> tuple[l
     node. Autograd saves an op's inputs before the op runs (the op's node is the next one created)
     and its outputs after (the op's node, or its elements' getitem nodes, are the last created).
     A tensor the last op produced and the next op reads, packed twice at one graph length, was
-    saved by both; packed once, by the last op when that op saves its result, else by the next op."""
+    saved by both; packed once, by the last op when that op saves its result, else by the next op.
+    A tensor neither produced by the last op nor read by the next was saved by the last op that is
+    not a view: an in-place op on a view saves its result after the view's node is made
+    (`h.t().relu_()`), a custom `autograd.Function` what `ctx.save_for_backward` got once its
+    forward's ops ran (the next op is another's, often a weight's transpose)."""
     seen: dict[tuple[int, str], int] = defaultdict(int)
     out: list[tuple[str, str]] = []
     seq_of: dict[str, int] = {}
@@ -323,8 +339,13 @@ def _savers(nodes: list[fx.Node], packed: list[tuple[int, str, int]]) -> tuple[l
             last.name == name or any(u.name == name and u.target is operator.getitem for u in last.users)
         )
         saves_result = last is not None and getattr(last.target, "_opname", "") in _SAVE_RESULT
+        op = _before_views(nodes, length)
         if last is not None and produced and (not reads or (nth == 0 and saves_result)):
             saver = last
+        elif following is not None and reads:
+            saver = following
+        elif op is not None:
+            saver = op
         elif following is not None:
             saver = following
         else:
@@ -332,6 +353,22 @@ def _savers(nodes: list[fx.Node], packed: list[tuple[int, str, int]]) -> tuple[l
         out.append((saver.name, name))
         seq_of.setdefault(saver.name, seq)
     return list(dict.fromkeys(out)), seq_of
+
+
+def _before_views(nodes: list[fx.Node], length: int) -> fx.Node | None:
+    """The last op among the first `length` nodes that is not a view (every output aliasing an
+    input, as `t` and `view`) nor an element of another's outputs; `None` when there is none."""
+    for n in reversed(nodes[:length]):
+        if n.op != "call_function":
+            return None
+        if n.target is operator.getitem:
+            continue
+        schema = getattr(n.target, "_schema", None)
+        returns = schema.returns if schema is not None else []
+        if returns and all(r.alias_info is not None and not r.alias_info.is_write for r in returns):
+            continue
+        return n
+    return None
 
 
 class _NodeOfOps(TorchDispatchMode):

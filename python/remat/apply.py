@@ -43,6 +43,7 @@ import contextlib
 import copy
 import dataclasses
 import inspect
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -275,6 +276,7 @@ def plan(
         raise ApplyError(
             f"the schedule names node {unknown!r}, which the graph does not have: it was solved for another graph"
         )
+    _check_cost(result, schedule, sac)
     kept = kept_nodes(graph, schedule)
     limit = int(result["budget"]) if budget is None else _plan_budget(budget, graph, backend)
     per_block = _per_block(sac)
@@ -318,6 +320,25 @@ def plan(
     if not p.fits:
         _overrun(p, on_overrun, frees=p.per_block_peak < plain_peak)
     return p
+
+
+def _check_cost(result: dict[str, Any], schedule: list[dict[str, str]], sac: Sac) -> None:
+    """An `ApplyError` where the result's schedule costs on this graph other than what the result
+    says: it was solved for another graph with the same node ids (the model exported at another
+    batch size or input shape), whose budget and figures are not this graph's."""
+    claimed = (result.get("stats") or {}).get("total_cost")
+    if not isinstance(claimed, (int, float)):
+        return
+    replayed = 0.0
+    for e in schedule:
+        if e.get("op") == "compute":
+            replayed += sac.cost[sac.index[e["node"]]]
+    if not math.isclose(replayed, claimed, rel_tol=1e-9, abs_tol=1e-12):
+        raise ApplyError(
+            f"the result's schedule costs {claimed:g} by its own figures and {replayed:g} on this graph: it was "
+            "solved for another graph with the same nodes (the model exported at another batch size or input "
+            "shape?); solve this graph"
+        )
 
 
 def _plan_budget(budget: Any, graph: dict[str, Any], backend: Backend) -> int:

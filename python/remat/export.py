@@ -55,7 +55,7 @@ from torch import fx
 from torch.utils.checkpoint import SAC_IGNORED_OPS
 
 from . import flops as _flops
-from ._trace import JointTrace, LossFn, trace_joint
+from ._trace import JointTrace, LossFn, region_list, trace_joint
 from .errors import ExportError
 
 OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
@@ -451,6 +451,7 @@ def export(
         raise ExportError(f"unknown optimizer {optimizer!r}: one of {', '.join(OPTIMIZER_STATES)}")
     if repeats < 1:
         raise ExportError(f"repeats must be at least 1, got {repeats}")
+    regions = region_list(regions)
     trace = trace_joint(model, example_inputs, loss_fn, regions)
     costs, formula, other = _fx_costs_flops(trace)
     if cost == "time":

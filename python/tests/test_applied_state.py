@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -231,6 +232,20 @@ def test_state_a_region_updates_is_updated_once(binary: str) -> None:
     assert p.policies == [None] * 4
     assert_same_step(tallied, plain, regions, p)
     assert int(tallied.calls) == 4
+
+
+def test_a_result_solved_at_another_batch_size_is_refused(binary: str) -> None:
+    """The same model exported at another batch size has the same node ids: its result's budget and
+    schedule are not this graph's, which `plan` says instead of planning within that budget."""
+    model = Net([Block() for _ in range(3)])
+    regions = list(model.blocks)
+    backend = remat.Local(binary)
+    small = remat.export(model, (X,), loss_fn, regions=regions)
+    large = remat.export(model, (torch.randn(64, 32),), lambda out: out.sum(), regions=regions)
+    result = backend.solve(large, 0.8, time_limit=5)
+    with pytest.raises(remat.ApplyError, match="solved for another graph"):
+        plan(small, result, backend)
+    assert plan(small, backend.solve(small, 0.8, time_limit=5), backend).fits
 
 
 def test_a_copy_made_while_applied_runs_its_own_weights(binary: str) -> None:

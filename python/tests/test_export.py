@@ -189,6 +189,11 @@ def test_regions_are_modules_called_once_none_given_twice_or_nested() -> None:
         export([blocks[0], blocks[0][0]])
     with pytest.raises(remat.ExportError, match=r"example_inputs is a tensor"):
         export([], x)
+    with pytest.raises(remat.ExportError, match=r"regions is a Linear: give a list of modules"):
+        export(blocks[0][0])  # type: ignore[arg-type]
+    with pytest.raises(remat.ExportError, match=r"regions is a int, not a list of modules"):
+        export(3)  # type: ignore[arg-type]
+    assert export(b for b in blocks)["meta"]["regions"] == 2  # type: ignore[arg-type]
 
     class Shared(nn.Module):
         """One block called three times (weights shared across layers)."""
