@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import difflib
 import gzip
+import http.client
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -15,7 +17,9 @@ import sysconfig
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+import zlib
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
@@ -27,11 +31,40 @@ from .errors import InfeasibleBudget, RematError, SolveError
 Graph = dict[str, Any]
 Result = dict[str, Any]
 
+# what `inspect` answers that `remat.budget` and `remat.apply` read
+_INSPECTED = ("fixed_memory", "checkpoint_all_peak")
+
 _NO_SCHEDULE = ("infeasible", "no_solution", "error")
 
+# the least pause before asking a busy service again, whatever its `Retry-After` says (0 would
+# ask again at once, over and over)
+_LEAST_PAUSE = 0.5
 
-def _checked(result: Result) -> Result:
-    """The result, or `InfeasibleBudget` / `SolveError` when it holds no schedule."""
+# what the service answers beyond a solve's own time limit or the client's `timeout` is read in
+# pieces of at most this many bytes, the time left checked between them
+_PIECE = 1 << 16
+
+
+def _object(answer: Any, where: str, keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`answer` if it is a JSON object with `keys`, else a `RematError` saying what `where` gave."""
+    if not isinstance(answer, dict):
+        raise RematError(f"{where}: the answer is {_excerpt(answer)}, not a JSON object")
+    missing = [k for k in keys if k not in answer]
+    if missing:
+        raise RematError(f"{where}: the answer has no {', '.join(missing)}: {_excerpt(answer)}")
+    return answer
+
+
+def _excerpt(value: Any) -> str:
+    text = json.dumps(value) if value is not None else "empty"
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _checked(result: Any, where: str = "remat") -> Result:
+    """The result, or `InfeasibleBudget` / `SolveError` when it holds no schedule (`SolveError`
+    when it is not a solve result at all)."""
+    if not isinstance(result, dict) or not isinstance(result.get("status"), str):
+        raise SolveError(f"{where}: the answer is not a solve result (no status): {_excerpt(result)}")
     status = result.get("status")
     if status in _NO_SCHEDULE:
         message = result.get("message") or f"no schedule ({status})"
@@ -80,6 +113,13 @@ class Client:
     is not asked again."""
 
     def __init__(self, url: str = "http://127.0.0.1:8080", *, timeout: float = 30.0, busy_wait: float = 60.0) -> None:
+        try:
+            parts = urllib.parse.urlsplit(url)
+            host = parts.hostname
+        except ValueError as e:
+            raise RematError(f"remat.Client({url!r}): {e}") from None
+        if parts.scheme not in ("http", "https") or not host:
+            raise RematError(f"remat.Client({url!r}): give the service's http(s) URL, such as http://127.0.0.1:8080")
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.busy_wait = busy_wait
@@ -105,35 +145,56 @@ class Client:
                 time.sleep(e.retry_after)
 
     def _send(self, method: str, path: str, data: bytes | None, *, timeout: float | None) -> Any:
+        """One request's JSON answer, all of it within `timeout` (else the client's): each wait
+        for the service and the answer's body as a whole. Whatever goes wrong on the way (no
+        answer, a broken one, one that is not JSON) is a `RematError`; an HTTP error status a
+        `SolveError` carrying the problem document."""
         headers = {"accept-encoding": "gzip"}
         if data is not None:
             headers["content-type"] = "application/json"
         req = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
+        limit = timeout or self.timeout
+        deadline = time.monotonic() + limit
+        where = f"remat {method} {self.url}{path}"
         try:
-            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
-                raw = resp.read()
-                if resp.headers.get("content-encoding") == "gzip":
-                    raw = gzip.decompress(raw)
+            with urllib.request.urlopen(req, timeout=limit) as resp:
+                raw = _body(resp, deadline, limit, where)
                 return json.loads(raw) if raw else None
         except urllib.error.HTTPError as e:
-            raw = e.read()
-            if e.headers.get("content-encoding") == "gzip":
-                raw = gzip.decompress(raw)
-            try:
-                problem = json.loads(raw)
-            except ValueError:
-                problem = {"status": e.code, "detail": raw.decode(errors="replace")}
-            detail = problem.get("detail") or problem.get("title") or str(e)
-            cls = InfeasibleBudget if e.code == 504 else SolveError
-            raise cls(
-                f"remat {method} {path}: {e.code} {detail}",
-                problem=problem,
-                status=e.code,
-                result=problem.get("result"),
-                retry_after=_retry_after(e.code, e.headers.get("retry-after")),
-            ) from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-            raise RematError(f"remat {method} {self.url}{path}: {getattr(e, 'reason', e)}") from e
+            raise self._problem(e, method, path, deadline, limit) from None
+        except urllib.error.URLError as e:
+            raise RematError(f"{where}: {e.reason}") from e
+        except ValueError as e:
+            raise RematError(f"{where}: the answer is not JSON ({e})") from e
+        except (OSError, http.client.HTTPException, EOFError, zlib.error) as e:
+            raise RematError(f"{where}: {type(e).__name__}: {e}") from e
+
+    def _problem(
+        self, e: urllib.error.HTTPError, method: str, path: str, deadline: float, limit: float
+    ) -> SolveError | RematError:
+        """The exception an HTTP error status calls for: `SolveError` with the problem document
+        (`InfeasibleBudget` for the service's 504, the time limit passed with no schedule)."""
+        try:
+            raw = _body(e, deadline, limit, "")
+        except (OSError, http.client.HTTPException, EOFError, zlib.error, RematError):
+            raw = b""
+        try:
+            problem = json.loads(raw)
+        except ValueError:
+            problem = None
+        if not isinstance(problem, dict):
+            problem = {"status": e.code, "detail": raw.decode(errors="replace")}
+        detail = problem.get("detail") or problem.get("title") or str(e)
+        time_limit = e.code == 504 and str(problem.get("type", "")).endswith(":time-limit")
+        cls = InfeasibleBudget if time_limit else SolveError
+        result = problem.get("result")
+        return cls(
+            f"remat {method} {path}: {e.code} {detail}",
+            problem=problem,
+            status=e.code,
+            result=result if isinstance(result, dict) else None,
+            retry_after=_retry_after(e.code, e.headers.get("retry-after")),
+        )
 
     def _solve_body(self, graph: Graph, budget: _budget.Budget, options: SolveOptions) -> dict[str, Any]:
         _known(options)
@@ -155,29 +216,32 @@ class Client:
         """The schedule within `budget` (see `remat.budget`), or `InfeasibleBudget`/`SolveError`."""
         body = self._solve_body(graph, budget, options)
         wait = self.timeout + (options.get("time_limit") or 120.0)
-        return _checked(self._request("POST", "/v1/solve", body, timeout=wait))
+        return _checked(self._request("POST", "/v1/solve", body, timeout=wait), f"remat POST {self.url}/v1/solve")
 
     def inspect(self, graph: Graph) -> dict[str, Any]:
         """Nodes, edges, Σ cost, fixed memory, checkpoint-all peak, minimum feasible budget."""
-        return dict(self._request("POST", "/v1/inspect", {"graph": graph}))
+        answer = self._request("POST", "/v1/inspect", {"graph": graph})
+        return _object(answer, f"remat POST {self.url}/v1/inspect", _INSPECTED)
 
     def simulate(self, graph: Graph, schedule: Any, budget: _budget.Budget | None = None) -> dict[str, Any]:
         """The simulator's figures for `schedule` (events, a result, or {"events": [...]})."""
         body: dict[str, Any] = {"graph": graph, "schedule": schedule}
         if budget is not None:
             body["budget"] = _budget.resolve(budget, lambda: self.inspect(graph))
-        return dict(self._request("POST", "/v1/simulate", body))
+        return _object(self._request("POST", "/v1/simulate", body), f"remat POST {self.url}/v1/simulate", ("stats",))
 
     def solvers(self) -> list[dict[str, Any]]:
-        return list(self._request("GET", "/v1/solvers")["solvers"])
+        answer = _object(self._request("GET", "/v1/solvers"), f"remat GET {self.url}/v1/solvers", ("solvers",))
+        return list(answer["solvers"])
 
     def submit(self, graph: Graph, budget: _budget.Budget, **options: Unpack[SolveOptions]) -> str:
         """Start a solve in the background; its job id."""
-        return str(self._request("POST", "/v1/jobs", self._solve_body(graph, budget, options))["id"])
+        answer = self._request("POST", "/v1/jobs", self._solve_body(graph, budget, options))
+        return str(_object(answer, f"remat POST {self.url}/v1/jobs", ("id",))["id"])
 
     def poll(self, job: str) -> dict[str, Any]:
         """The job: `status` (queued, running, succeeded, failed, cancelled), `progress`, `result`."""
-        return dict(self._request("GET", f"/v1/jobs/{job}"))
+        return _object(self._request("GET", f"/v1/jobs/{job}"), f"remat GET {self.url}/v1/jobs/{job}", ("status",))
 
     def cancel(self, job: str) -> dict[str, Any] | None:
         """Cancel an active job (its state) or remove a finished one (None)."""
@@ -189,7 +253,7 @@ class Client:
         while True:
             state = self.poll(job)
             if state["status"] == "succeeded":
-                return _checked(state["result"])
+                return _checked(state.get("result"), f"remat job {job}")
             if state["status"] in ("failed", "cancelled"):
                 problem = state.get("error") or {}
                 raise SolveError(
@@ -203,15 +267,32 @@ class Client:
             time.sleep(interval)
 
 
+def _body(resp: Any, deadline: float, limit: float, where: str) -> bytes:
+    """The answer's body, read by pieces until `deadline` (a service sending a byte at a time
+    would otherwise hold the request for as long as it likes), gunzipped when it says so."""
+    pieces = []
+    while piece := resp.read1(_PIECE) if hasattr(resp, "read1") else resp.read(_PIECE):
+        pieces.append(piece)
+        if time.monotonic() > deadline:
+            raise RematError(f"{where}: the answer did not arrive within {limit} s")
+    short = getattr(resp, "length", None)
+    if short:
+        raise RematError(f"{where}: the answer ended {short} bytes short of its Content-Length")
+    raw = b"".join(pieces)
+    return gzip.decompress(raw) if resp.headers.get("content-encoding") == "gzip" else raw
+
+
 def _retry_after(status: int, header: str | None) -> float | None:
     """The seconds a busy service asks the client to wait before asking again (503 with
-    `Retry-After` in seconds), or None where it is not busy (a service shutting down sends none)."""
+    `Retry-After` in seconds, at least `_LEAST_PAUSE`; one it cannot read: 1), or None where it is
+    not busy (a service shutting down sends none)."""
     if status != 503 or header is None:
         return None
     try:
-        return max(0.0, float(header))
+        seconds = float(header)
     except ValueError:
-        return None
+        seconds = 1.0
+    return max(_LEAST_PAUSE, seconds) if math.isfinite(seconds) and seconds >= 0 else 1.0
 
 
 def find_binary(binary: str | os.PathLike[str] | None = None) -> str:
@@ -259,11 +340,21 @@ class Local:
             raise SolveError(f"remat {args[0]}: {detail}", problem={"detail": detail}, status=done.returncode)
         return done.returncode, done.stdout, done.stderr
 
+    def _json(self, args: list[str], files: dict[str, Any], timeout: float) -> Any:
+        """What `remat <args>` prints, read as JSON; a `RematError` quoting it (and its standard
+        error) when it is not."""
+        code, out, err = self._run(args, files, timeout)
+        try:
+            return json.loads(out)
+        except ValueError:
+            said = (out.strip() or err.strip() or "nothing")[:200]
+            raise RematError(f"{self.binary} {args[0]} (exit {code}) printed no JSON: {said}") from None
+
     def solve(self, graph: Graph, budget: _budget.Budget, **options: Unpack[SolveOptions]) -> Result:
         """As `Client.solve`, by `remat solve --json`."""
         _known(options)
         b = _budget.resolve(budget, lambda: self.inspect(graph))
-        # `--flag=value`: a value that starts with '-' ("-5%", a negative seed) stays the flag's
+        # `--flag=value`: a value that starts with '-' ("-5%") stays the flag's, refused with its message
         args = ["solve", f"--budget={b}", f"--solver={options.get('solver', 'auto')}", "--json"]
         if options.get("time_limit") is not None:
             args.append(f"--time-limit={options['time_limit']}")
@@ -272,20 +363,19 @@ class Local:
         if options.get("effort") is not None:
             args.append(f"--effort={options['effort']}")
         limit = self.timeout + (options.get("time_limit") or 120.0)
-        _, out, _ = self._run(args, {"graph.json": graph}, limit)
-        return _checked(json.loads(out))
+        return _checked(self._json(args, {"graph.json": graph}, limit), f"{self.binary} solve")
 
     def inspect(self, graph: Graph) -> dict[str, Any]:
-        _, out, _ = self._run(["inspect", "--json"], {"graph.json": graph}, self.timeout)
-        return dict(json.loads(out))
+        answer = self._json(["inspect", "--json"], {"graph.json": graph}, self.timeout)
+        return _object(answer, f"{self.binary} inspect", _INSPECTED)
 
     def simulate(self, graph: Graph, schedule: Any, budget: _budget.Budget | None = None) -> dict[str, Any]:
         args = ["simulate", "--json"]
         if budget is not None:
             args.append(f"--budget={_budget.resolve(budget, lambda: self.inspect(graph))}")
         # exit 1: valid but over the budget; the report says so (fits_budget false)
-        _, out, _ = self._run(args, {"graph.json": graph, "schedule.json": schedule}, self.timeout)
-        return dict(json.loads(out))
+        answer = self._json(args, {"graph.json": graph, "schedule.json": schedule}, self.timeout)
+        return _object(answer, f"{self.binary} simulate", ("stats",))
 
 
 def backend(server: str | None = None, *, binary: str | None = None) -> Backend:

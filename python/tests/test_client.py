@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import socket
 import subprocess
 import sysconfig
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from conftest import REPO, served
@@ -152,6 +154,99 @@ def test_unreachable_server_fails_fast() -> None:
     with pytest.raises(remat.RematError, match="refused"):
         Client(f"http://127.0.0.1:{port}", timeout=5).solvers()
     assert time.monotonic() - start < 5
+
+
+class Misbehaving(http.server.BaseHTTPRequestHandler):
+    """A service that answers each path wrongly in its own way (and counts what it is asked)."""
+
+    asked: ClassVar[dict[str, int]] = {}
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def answer(
+        self, status: int, body: bytes, headers: dict[str, str] | None = None, length: int | None = None
+    ) -> None:
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body) if length is None else length))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        Misbehaving.asked[self.path] = Misbehaving.asked.get(self.path, 0) + 1
+        if self.path == "/garbage/v1/solvers":
+            self.wfile.write(b"HELLO\r\n\r\n")
+        elif self.path == "/short/v1/solvers":
+            self.answer(200, b'{"solvers": [', length=100)
+        elif self.path == "/html/v1/solvers":
+            self.answer(200, b"<html>a proxy</html>")
+        elif self.path == "/list/v1/solvers":
+            self.answer(200, b"[1, 2]")
+        elif self.path == "/problem-list/v1/solvers":
+            self.answer(500, b"[1, 2]")
+        elif self.path == "/proxy-504/v1/solvers":
+            self.answer(504, b"<html>gateway timeout</html>")
+        elif self.path == "/busy-0/v1/solvers":
+            self.answer(503, b"{}", {"Retry-After": "0"})
+        elif self.path == "/drip/v1/solvers":
+            self.send_response(200)
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            for _ in range(100):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(0.05)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.answer(200, b"{}")
+
+
+def test_a_misbehaving_service_raises_remat_errors_that_say_what_it_did() -> None:
+    """Whatever the service (or a proxy in front of it) answers, the client raises `RematError`s
+    naming what went wrong, within its timeout: never a bare `http.client`, `json` or
+    `AttributeError`, never a request held past the timeout, never a busy loop."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Misbehaving)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        for path, error, said in [
+            ("garbage", remat.RematError, "BadStatusLine"),
+            ("short", remat.RematError, "short of its Content-Length"),
+            ("html", remat.RematError, "not JSON"),
+            ("list", remat.RematError, "not a JSON object"),
+            ("problem-list", remat.SolveError, "500 \\[1, 2\\]"),
+            ("proxy-504", remat.SolveError, "504 <html>gateway timeout"),
+        ]:
+            with pytest.raises(error, match=said) as raised:
+                Client(f"{base}/{path}").solvers()
+            assert not isinstance(raised.value, remat.InfeasibleBudget), path
+        start = time.monotonic()
+        with pytest.raises(remat.RematError, match="did not arrive within 1"):
+            Client(f"{base}/drip", timeout=1).solvers()
+        assert time.monotonic() - start < 2
+        with pytest.raises(remat.SolveError, match="still busy"):
+            Client(f"{base}/busy-0", busy_wait=1).solvers()
+        assert Misbehaving.asked["/busy-0/v1/solvers"] <= 3, "a Retry-After of 0 is a pause, not a loop"
+        with pytest.raises(remat.SolveError, match="not a solve result"):
+            Client(base).solve(load("linear-8.json"), 1000)
+        with pytest.raises(remat.RematError, match="has no fixed_memory"):
+            Client(base).inspect(load("linear-8.json"))
+    finally:
+        httpd.shutdown()
+    for url in ["not a url", "127.0.0.1:8080", "ftp://127.0.0.1", "http://[::1", ""]:
+        with pytest.raises(remat.RematError, match=r"remat\.Client"):
+            Client(url)
+
+
+def test_a_binary_that_prints_no_json_is_quoted(tmp_path: Path) -> None:
+    path = tmp_path / "remat"
+    path.write_text("#!/bin/sh\necho 'not json'\n")
+    path.chmod(0o755)
+    with pytest.raises(remat.RematError, match="printed no JSON: not json"):
+        Local(path).inspect(load("linear-8.json"))
 
 
 def test_missing_binary_is_named(tmp_path: Any) -> None:
