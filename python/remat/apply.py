@@ -509,7 +509,9 @@ class _Checkpointed:
     arguments (what it appends to a list it was given stays appended); each replay gets a copy
     of them as they were at the call. Keyword arguments reach the forward, never `checkpoint`
     (a region's `debug=` or `use_reentrant=` is its own). It refers to its module, not to a bound
-    method, so that a copy of the module (`copy.deepcopy`, `torch.save`) runs the copy."""
+    method, so that a copy of the module (`copy.deepcopy`, `torch.save`) runs the copy; and to the
+    context it was applied in, shared with its copies, so that a copy made inside the context runs
+    its plain forward once the context has closed, as the original does."""
 
     def __init__(
         self,
@@ -518,9 +520,11 @@ class _Checkpointed:
         table: dict[Key, CheckpointPolicy],
         calls: dict[str, int],
         misses: list[str],
+        entered: _Entered,
     ) -> None:
         self.module, self.inner = module, inner  # inner: a forward set on the instance before
         self.table, self.calls, self.misses = table, calls, misses
+        self.entered = entered
         # what `inspect.signature(module.forward)` reads: the region's own parameters
         try:
             self.__signature__ = inspect.signature(inner if inner is not None else module.forward)
@@ -530,6 +534,8 @@ class _Checkpointed:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         module = self.module
         forward = self.inner if self.inner is not None else type(module).forward.__get__(module)
+        if not self.entered.open:
+            return forward(*args, **kwargs)
         at_call = _as_called((args, kwargs))
         ran = False
 
@@ -551,6 +557,17 @@ class _Checkpointed:
         return checkpoint(region, *args, kwargs, use_reentrant=False, context_fn=contexts)
 
 
+class _Entered:
+    """One entry of an `applied` context, open until it exits; a copy of a module made inside it
+    (`copy.deepcopy`) shares it rather than copying it."""
+
+    def __init__(self) -> None:
+        self.open = True
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Entered:
+        return self
+
+
 class applied:
     """Run `regions` (the modules given to `export(..., regions=...)`, same order) under the plan's
     SAC policies while the context is open. `p.misses` lists op calls the policy did not expect (a
@@ -563,21 +580,23 @@ class applied:
         self.regions, self.plan = list(regions), p
         if len(self.regions) != len(p.policies):
             raise ApplyError(f"the plan has {len(p.policies)} regions, {len(self.regions)} modules were given")
-        self.originals: list[list[tuple[torch.nn.Module, Any]]] = []
+        self.originals: list[tuple[_Entered, list[tuple[torch.nn.Module, Any]]]] = []
 
     def __enter__(self) -> Plan:
-        p, originals = self.plan, []
+        p, originals, entered = self.plan, [], _Entered()
         for mod, table, calls in zip(self.regions, p.policies, p.calls, strict=True):
             if table is None:
                 continue
             own = mod.__dict__.get("forward")
             originals.append((mod, own))
-            mod.forward = _Checkpointed(mod, own, table, calls, p.misses)
-        self.originals.append(originals)
+            mod.forward = _Checkpointed(mod, own, table, calls, p.misses, entered)
+        self.originals.append((entered, originals))
         return p
 
     def __exit__(self, *exc: Any) -> None:
-        for mod, own in self.originals.pop():
+        entered, originals = self.originals.pop()
+        entered.open = False
+        for mod, own in originals:
             if own is not None:
                 mod.forward = own
             else:

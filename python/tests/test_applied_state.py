@@ -250,7 +250,8 @@ def test_a_result_solved_at_another_batch_size_is_refused(binary: str) -> None:
 
 def test_a_copy_made_while_applied_runs_its_own_weights(binary: str) -> None:
     """`copy.deepcopy` (an EMA or best-model copy) and `torch.save` of the whole model while the plan
-    is applied: the copy's regions run the copy's parameters, and its gradients are its own."""
+    is applied: the copy's regions run the copy's parameters, and its gradients are its own; once
+    the context closes the copy runs its plain forward, as the original does (it can be exported)."""
     model = Net([Block() for _ in range(3)])
     regions = list(model.blocks)
     p = every_region_recomputed(planned(model, regions, binary))
@@ -258,6 +259,8 @@ def test_a_copy_made_while_applied_runs_its_own_weights(binary: str) -> None:
         ema = copy.deepcopy(model)
         buffer = io.BytesIO()
         torch.save(model, buffer)
+    graph = remat.export(ema, (X,), loss_fn, regions=list(ema.blocks))
+    assert len(graph["nodes"]) == len(remat.export(model, (X,), loss_fn, regions=regions)["nodes"])
     with torch.no_grad():
         for q in ema.blocks.parameters():
             q.zero_()
