@@ -46,7 +46,7 @@ import inspect
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -503,6 +503,14 @@ def _as_called(x: Any) -> Any:
     return x
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _eager(fn: _F) -> _F:
+    """`fn`, run eagerly when torch.compile traces a caller of it."""
+    return cast(_F, torch.compiler.disable(fn))
+
+
 class _Checkpointed:
     """A checkpointed region's `forward` while the plan is applied: its own forward in a
     non-reentrant `checkpoint` with the plan's SAC policy. The forward gets the caller's
@@ -531,6 +539,9 @@ class _Checkpointed:
         except (TypeError, ValueError):
             pass
 
+    # A model compiled by `torch.compile` runs its regions eagerly, checkpointed as planned (Dynamo
+    # breaks its graph around each): the plan's selective checkpointing is eager PyTorch's.
+    @_eager
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         module = self.module
         forward = self.inner if self.inner is not None else type(module).forward.__get__(module)

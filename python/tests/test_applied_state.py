@@ -14,7 +14,7 @@ import sys
 import warnings
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
@@ -272,6 +272,25 @@ def test_a_copy_made_while_applied_runs_its_own_weights(binary: str) -> None:
     buffer.seek(0)
     saved = torch.load(buffer, weights_only=False)
     torch.testing.assert_close(saved(X), model(X))
+
+
+def test_a_model_compiled_by_torch_compile_runs_its_regions_as_planned(binary: str) -> None:
+    """`torch.compile(model)` called inside the context: Dynamo breaks its graph around each region,
+    which runs eagerly under the plan (it failed inside Dynamo): the same step, the same activation
+    peak as the eager model under the plan."""
+    from remat.measure import measure_step
+
+    torch.manual_seed(0)
+    model = Net([Block() for _ in range(3)])
+    plain = copy.deepcopy(model)
+    regions = list(model.blocks)
+    p = every_region_recomputed(planned(model, regions, binary))
+    compiled = cast(nn.Module, torch.compile(model, backend="aot_eager"))
+    with applied(regions, p):
+        eager_peak = measure_step(model, (X,), loss_fn).activations
+        compiled_peak = measure_step(compiled, (X,), loss_fn).activations
+    assert compiled_peak == eager_peak
+    assert_same_step(compiled, plain, regions, p)
 
 
 def test_keyword_arguments_reach_the_region_whatever_their_name(binary: str) -> None:
