@@ -37,7 +37,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
-/// The bytes a connection buffers while it reads: a request's head must fit.
+/// The most bytes a request's head may take (431 past it). A connection's read buffer holds
+/// less than twice this: hyper reads at most this much more while the head is incomplete.
 pub const HEAD_BUFFER: usize = 64 << 10;
 
 /// Files the process keeps for itself beside its connections (the listener, graph files,
@@ -92,7 +93,8 @@ pub async fn serve(
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(timeout)
-        .max_buf_size(HEAD_BUFFER);
+        .max_buf_size(HEAD_BUFFER)
+        .max_header_size(HEAD_BUFFER);
     let mut stop = pin!(stop);
     loop {
         let accepted = tokio::select! {

@@ -289,6 +289,28 @@ async fn stalled_bodies_at_the_cap_do_not_keep_the_probes_out() {
     server.stop().await.unwrap();
 }
 
+/// A request's head is at most 64 KiB (`HEAD_BUFFER`): one of 100 KiB gets 431 (hyper's read
+/// buffer took heads of up to twice that), one of 60 KiB is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_over_64_kib_gets_431() {
+    let server = Server::start(Config::default()).await;
+    for (kib, status) in [(60, 200), (100, 431)] {
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        let pad = "a".repeat(kib << 10);
+        let head = format!("GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Pad: {pad}\r\n\r\n");
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = [0u8; 12];
+        stream.read_exact(&mut answer).await.unwrap();
+        let line = String::from_utf8_lossy(&answer).to_string();
+        assert_eq!(
+            line[9..12].parse::<u16>().unwrap(),
+            status,
+            "{kib} KiB: {line}"
+        );
+    }
+    server.stop().await.unwrap();
+}
+
 /// A method no one defined gets 405 and counts under `method="other"`: a client cannot grow
 /// `/metrics` with one series per method it makes up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
