@@ -157,7 +157,25 @@ pub fn router(state: Arc<AppState>) -> Router {
             .on_failure(log_failure),
         )
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(axum::middleware::map_request(readable_request_id))
         .with_state(state)
+}
+
+/// The most bytes of a client's `x-request-id` the service takes.
+pub const MAX_REQUEST_ID: usize = 128;
+
+/// Drops a client's `x-request-id` that is not 1 to [`MAX_REQUEST_ID`] visible ASCII
+/// characters (spaces, tabs, non-ASCII bytes, kilobytes of it), so that a new UUID takes its
+/// place: the id is echoed in the answer and written on every log line of the request.
+async fn readable_request_id(mut req: Request) -> Request {
+    let readable = |id: &[u8]| {
+        (1..=MAX_REQUEST_ID).contains(&id.len()) && id.iter().all(|b| b.is_ascii_graphic())
+    };
+    let ids = req.headers().get_all("x-request-id");
+    if !ids.iter().all(|id| readable(id.as_bytes())) || ids.iter().count() > 1 {
+        req.headers_mut().remove("x-request-id");
+    }
+    req
 }
 
 /// A response of status 5xx in the log: the contract's 503 (the queue or the job table full,

@@ -311,6 +311,42 @@ async fn a_head_over_64_kib_gets_431() {
     server.stop().await.unwrap();
 }
 
+/// A client's `x-request-id` is echoed (and logged) when it is 1 to 128 visible ASCII
+/// characters; otherwise (kilobytes of it, spaces, bytes that are not ASCII) a new UUID
+/// takes its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_id_is_echoed_only_when_readable() {
+    let server = Server::start(Config::default()).await;
+    let long = "a".repeat(300);
+    for (id, kept) in [
+        (&b"job-7:step-42"[..], true),
+        (long.as_bytes(), false),
+        (&b"a b"[..], false),
+        (&b"\xff\xfe"[..], false),
+    ] {
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        let mut head =
+            b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nX-Request-Id: "
+                .to_vec();
+        head.extend_from_slice(id);
+        head.extend_from_slice(b"\r\n\r\n");
+        stream.write_all(&head).await.unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.unwrap();
+        let echoed = answer
+            .split(|&b| b == b'\n')
+            .find_map(|l| l.strip_prefix(b"x-request-id: "))
+            .map(|v| v.trim_ascii().to_vec())
+            .expect("an x-request-id");
+        if kept {
+            assert_eq!(echoed, id);
+        } else {
+            assert_eq!(echoed.len(), 36, "{}", String::from_utf8_lossy(&echoed));
+        }
+    }
+    server.stop().await.unwrap();
+}
+
 /// A method no one defined gets 405 and counts under `method="other"`: a client cannot grow
 /// `/metrics` with one series per method it makes up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
