@@ -153,7 +153,10 @@ def _kernel_facts(b: _Builder) -> None:
 
 def solve_graph(graph: dict[str, Any], built: _Builder, num_fwd_outputs: int) -> dict[str, Any]:
     """The graph remat solves: the outputs the caller holds (the loss) are resident from the
-    forward to the end of the step, so their bytes are fixed memory; random ops cost more than all
+    forward to the end of the step, so their bytes are fixed memory, and they are inputs of every
+    node that reads a tangent (the backward begins once the forward has returned them: a schedule
+    computing the loss after the backward began would be realized with the loss's chain recomputed
+    into the forward, far above the schedule's peak); random ops cost more than all
     other nodes together (recomputing them would draw other numbers), and so do the nodes that
     read an input the forward then writes in place (a buffer's EMA, a step counter: recomputed
     after the write they would read the new value; `realize` never recomputes them)."""
@@ -179,8 +182,16 @@ def solve_graph(graph: dict[str, Any], built: _Builder, num_fwd_outputs: int) ->
         if n["id"] in held:
             fixed += int(n["memory"])
             n = {**n, "memory": 0}
+        if source is not None and any(_is_tangent(a) for a in source.all_input_nodes):
+            n = {**n, "inputs": [*n.get("inputs", []), *sorted(held - set(n.get("inputs", [])))]}
         nodes.append(n)
     return {**graph, "fixed_memory": fixed, "nodes": nodes}
+
+
+def _is_tangent(n: fx.Node) -> bool:
+    """A placeholder of the joint graph for an output's gradient (AOTAutograd names them
+    `tangents_<i>`)."""
+    return n.op == "placeholder" and n.name.startswith("tangents")
 
 
 def graph_key(graph: dict[str, Any]) -> str:
@@ -340,7 +351,11 @@ class Replan(RematError):
 
 def _with_loss(self: _WithLoss, *args: Any) -> torch.Tensor:
     cut = len(args) - self.targets
-    return self.loss_fn(self.model(*args[:cut]), *args[cut:])
+    loss = self.loss_fn(self.model(*args[:cut]), *args[cut:])
+    if loss.numel() != 1:
+        shape = tuple(loss.shape)
+        raise ValueError(f"the loss has shape {shape}, not one element to differentiate (reduction='none'?)")
+    return loss
 
 
 class _WithLoss(nn.Module):

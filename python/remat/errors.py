@@ -65,6 +65,11 @@ class OverBudget(RematError):
         self.predicted = predicted
 
 
+class NotPartitionedWarning(UserWarning):
+    """`remat.inductor.partitioning` closed without partitioning anything: the code run inside was
+    compiled before it, without the budget."""
+
+
 class OverBudgetWarning(UserWarning):
     """The opt-out form of `OverBudget` (`on_overrun="warn"`): the step runs over the budget."""
 

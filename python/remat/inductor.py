@@ -47,6 +47,7 @@ its `Partitioner.last`.
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -62,6 +63,7 @@ from torch._inductor.scheduler import BaseSchedulerNode, NopKernelSchedulerNode,
 from torch._inductor.virtualized import V
 
 from .compiled import Partitioned, Partitioner, Replan
+from .errors import NotPartitionedWarning, RematError
 
 
 class RematChoices(InductorChoices):
@@ -444,8 +446,25 @@ def partitioning(partitioner: Partitioner) -> Iterator[RematPartitionerFn]:
     `predicted_peak` count it) and is checked: `OverBudget` (or its warning) where that is above
     the budget. The steps run inside have run by then: `torch.compile` compiles a module's graphs
     as it first runs them, so no re-plan can come before (`remat.compile(..., compiler="inductor")`
-    re-plans before its step runs), and every graph is lowered as scheduled at once."""
+    re-plans before its step runs), and every graph is lowered as scheduled at once. remat's errors
+    raised while compiling (`InfeasibleBudget`, `OverBudget`) reach the caller as they are, not
+    wrapped in Dynamo's `BackendCompilerFailed`. A context in which nothing was partitioned warns
+    (`NotPartitionedWarning`): a function compiled before it runs its compiled code, unbudgeted."""
     fn = RematPartitionerFn(partitioner, as_scheduled=True)
+    before = partitioner.partitions
     with torch._inductor.config.patch(**fn.config()), partitioned(), cpu_kernel_groups():
-        yield fn
+        try:
+            yield fn
+        except torch._dynamo.exc.BackendCompilerFailed as e:
+            if isinstance(e.inner_exception, RematError):
+                raise e.inner_exception from None
+            raise
+    if partitioner.partitions == before:
+        warnings.warn(
+            "remat.inductor.partitioning: nothing was compiled inside the context, so nothing was "
+            "partitioned under its budget (a function compiled before runs its compiled code: call "
+            "it for the first time inside, or torch._dynamo.reset() first)",
+            NotPartitionedWarning,
+            stacklevel=3,
+        )
     fn.check_held()

@@ -424,6 +424,23 @@ class _SkipConcat(torch.nn.Module):
         return out.sum()
 
 
+def test_remat_errors_leave_partitioning_as_they_are(binary: str) -> None:
+    """A budget no schedule fits, inside `remat.inductor.partitioning`: the caller catches
+    `remat.InfeasibleBudget` (it got Dynamo's `BackendCompilerFailed` around it); a function
+    compiled before the context runs its code inside, unbudgeted, with a warning (it was silent)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
+    fn = torch.compile(lambda x, y: torch.nn.functional.cross_entropy(model(x), y))
+    with pytest.raises(remat.InfeasibleBudget), remat.inductor.partitioning(Partitioner(1000, remat.Local(binary))):
+        fn(x, y).backward()
+    # compiled before the context (plain Inductor): its code runs inside, unbudgeted, and that is said
+    warm = torch.compile(lambda x, y: torch.nn.functional.cross_entropy(model(x), y))
+    warm(x, y).backward()
+    with pytest.warns(remat.NotPartitionedWarning), remat.inductor.partitioning(Partitioner(1000, remat.Local(binary))):
+        warm(x, y).backward()
+
+
 def test_inductor_concatenation_is_one_storage(binary: str) -> None:
     """Inductor writes a concatenation's inputs into slices of its output (`NonOwningLayout`):
     the forward's code holds the first conv's output (16,384 bytes), the concatenation (32,768),
@@ -444,6 +461,42 @@ def test_inductor_concatenation_is_one_storage(binary: str) -> None:
     assert held_peak(forward, {}, True) == 16_384 + 32_768 + 16_384 + 4
     # the concatenation and the first conv's output (saved), the tangent, the input's gradient
     assert held_activations(forward, backward) == 32_768 + 16_384 + 4 + 32_768
+
+
+class TwoHeads(torch.nn.Module):
+    """An embedding and two heads, trained on a cross-entropy plus a squared error."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(100, 32)
+        self.l1, self.ha, self.hb = torch.nn.Linear(32, 64), torch.nn.Linear(64, 100), torch.nn.Linear(64, 1)
+
+    def forward(self, tok: torch.Tensor, feat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.nn.functional.gelu(self.l1(self.emb(tok) + feat))
+        return self.ha(h), self.hb(h).squeeze(-1)
+
+
+def test_the_backward_begins_after_the_loss(binary: str) -> None:
+    """Under Inductor the first nodes of the backward read only the tangent: the schedule computed
+    them before the loss's chain, which the partition then recomputed into the forward (20
+    deviations, 361,148 bytes predicted for a budget of 303,203 the schedule met: `OverBudget`).
+    The loss is an input of every node reading a tangent: the partition is the schedule."""
+    torch.manual_seed(0)
+    model = TwoHeads()
+
+    def loss_fn(out: tuple[torch.Tensor, torch.Tensor], y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        a, b = out
+        return torch.nn.functional.cross_entropy(a.flatten(0, 1), y.flatten()) + torch.nn.functional.mse_loss(b, z)
+
+    torch.manual_seed(1)
+    args = (torch.randint(0, 100, (8, 16)), torch.randn(8, 16, 32), torch.randint(0, 100, (8, 16)), torch.randn(8, 16))
+    plain = plain_step(model, args[:2], args[2:], loss_fn)
+    step = remat_compile(model, loss_fn, 0.8, backend=remat.Local(binary), compiler="inductor", targets=2)
+    loss = float(step(*args))
+    last = step.last
+    assert last is not None
+    assert last.fits and last.deviations == [], last.deviations[:3]
+    assert_same_step(model, loss, plain)
 
 
 def assert_held_within_budget_as_scheduled(family: families.Family, fraction: float, binary: str) -> None:
@@ -683,3 +736,8 @@ def test_compile_refuses_what_it_can_check_before_the_first_call(binary: str) ->
     step = remat_compile(model, loss_fn, 0.6, backend=remat.Local(binary), targets=2)
     with pytest.raises(remat.ApplyError, match="raised TypeError"):
         step(x, y)
+    unreduced = remat_compile(
+        model, lambda o, t: loss_fn(o, t, reduction="none"), 0.6, backend=remat.Local(binary)
+    )  # it said InfeasibleBudget, even at 90%
+    with pytest.raises(remat.ApplyError, match=r"the loss has shape \(8,\), not one element"):
+        unreduced(x, y)
