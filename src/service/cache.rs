@@ -166,8 +166,8 @@ fn weight(result: &SolveResult, most: usize) -> Option<usize> {
 }
 
 impl Cache {
-    /// A cache of at most `capacity` results and `max_bytes` of their JSON (either 0
-    /// disables it).
+    /// A cache of at most `capacity` results and `max_bytes` of their weight (their JSON and
+    /// what their events hold; either 0 disables it).
     pub fn new(capacity: usize, max_bytes: usize) -> Cache {
         Cache {
             capacity,

@@ -83,7 +83,7 @@ pub struct Config {
     /// Connections open at once (never more than the process's file limit leaves room
     /// for). At the cap a new connection closes the one idle the longest (no request in flight)
     /// and takes its place; with none idle, the one silent the longest (250 ms at least) whose
-    /// request's body is still to be read (503); when every one is busy otherwise, it waits
+    /// request's body is being read (503); when every one is busy otherwise, it waits
     /// until one closes.
     #[arg(long, env = "REMAT_MAX_CONNECTIONS", default_value_t = 256, value_parser = parse_positive)]
     pub max_connections: usize,

@@ -10,12 +10,14 @@
 //! opens connections and sends nothing would keep the probes out for the client timeout,
 //! long enough for Kubernetes to restart the pod): the connection idle the longest is closed
 //! to make room ([`Open::evict`]). Idle means no request in flight: none being answered and
-//! no answer being sent. With none idle, a request whose body has not been read to its end
-//! and whose connection has received nothing for [`STALLED`] (a stalled upload, or one
-//! waiting for a reader's place) is refused with 503 and its connection closed, the one
-//! silent the longest first ([`Eviction`]): clients that send half a body and stop would
-//! otherwise keep the probes out as long. Only when every connection is answering, sending
-//! an answer or receiving a body does the new one wait for a free place.
+//! no answer being sent. With none idle, a request being read in a reader's place
+//! (`--readers`) whose connection has received nothing for [`STALLED`] (a stalled upload) is
+//! refused with 503 and its connection closed, the one silent the longest first
+//! ([`Eviction`]): clients that send half a body and stop would otherwise keep the probes out
+//! as long. A request waiting for a reader's place is not refused: the reader's place it waits
+//! for is held by one that will be read, refused or time out. Only when every connection is
+//! answering, sending an answer or receiving a body in time does the new one wait for a free
+//! place.
 //!
 //! On shutdown the loop stops accepting and lets each connection finish its request in
 //! flight.
@@ -54,10 +56,9 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// closes once the answer is sent).
 const PLACE_WAIT: Duration = Duration::from_millis(100);
 
-/// How long a connection whose request's body has not been read to its end must have
-/// received nothing before it may be closed for a new connection at the cap: an upload in
-/// progress keeps its place, one that stalled does not keep a probe (whose timeout is often
-/// 1 s) waiting.
+/// How long a connection whose request's body is being read must have received nothing
+/// before it may be closed for a new connection at the cap: an upload in progress keeps its
+/// place, one that stalled does not keep a probe (whose timeout is often 1 s) waiting.
 pub const STALLED: Duration = Duration::from_millis(250);
 
 /// `asked` connections, or fewer where the process's file limit (`RLIMIT_NOFILE`) leaves
@@ -142,7 +143,7 @@ async fn run(connection: Connection, conn: &Conn, mut stopped: watch::Receiver<b
         tokio::select! {
             _ = connection.as_mut() => return,
             _ = stopped.wait_for(|s| *s), if !closing => {},
-            _ = evicted.wait_for(|e| *e), if !closing => {},
+            _ = evicted.wait_for(|e| *e != Evicted::No), if !closing => {},
         }
         if !conn.served.load(Ordering::Acquire) {
             return;
@@ -194,7 +195,8 @@ impl tokio::io::AsyncWrite for Watched {
 
 /// The next connection and its place; `None` after a failed accept, logged, after
 /// [`ACCEPT_PAUSE`]. With no place free, the connection idle the longest is evicted and its
-/// place taken when it ends; with none idle, the first place freed.
+/// place taken when it ends; with none idle, the one whose body stalled the longest
+/// ([`Open::evict`]); with none of either, the first place freed.
 async fn next(
     listener: &TcpListener,
     slots: &Arc<Semaphore>,
@@ -247,11 +249,12 @@ struct Conn {
     /// Whether a request has reached the service (a kept-alive connection, which hyper
     /// closes gracefully).
     served: AtomicBool,
-    /// Whether the request in flight has a body not yet read to its end.
+    /// Whether the request in flight is having its body read, in a reader's place
+    /// ([`Eviction::reading`] to [`Eviction::read`]).
     receiving: AtomicBool,
-    /// Asked to close ([`Open::evict`]); set once. Its request in flight, if its body is
-    /// still to be read, sees it through [`Eviction`].
-    evicted: watch::Sender<bool>,
+    /// Asked to close ([`Open::evict`]); set once. A request whose body was being read sees
+    /// it through [`Eviction`].
+    evicted: watch::Sender<Evicted>,
     /// Nanoseconds from [`Open::epoch`] to when it opened, last received bytes or last ended
     /// a request.
     idle_since: AtomicU64,
@@ -265,8 +268,18 @@ impl Conn {
     }
 
     fn evicted(&self) -> bool {
-        *self.evicted.borrow()
+        *self.evicted.borrow() != Evicted::No
     }
+}
+
+/// Why a connection was asked to close.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Evicted {
+    No,
+    /// No request in flight: it closes, or finishes the request that arrives meanwhile.
+    Idle,
+    /// Its request's body stalled while being read: the request is answered 503.
+    Stalled,
 }
 
 /// Nanoseconds since `epoch` (saturating: 584 years).
@@ -282,7 +295,7 @@ impl Open {
             busy: AtomicUsize::new(0),
             served: AtomicBool::new(false),
             receiving: AtomicBool::new(false),
-            evicted: watch::Sender::new(false),
+            evicted: watch::Sender::new(Evicted::No),
             idle_since: AtomicU64::new(nanos(self.epoch)),
             epoch: self.epoch,
         });
@@ -296,8 +309,8 @@ impl Open {
 
     /// Asks one connection, not yet asked, to close: the one idle the longest (no request in
     /// flight; idle since it last received bytes or ended a request), else the one silent the
-    /// longest, for at least [`STALLED`], whose request's body is still to be read; none when
-    /// every connection is busy otherwise. Connections opened and left silent go before a
+    /// longest, for at least [`STALLED`], whose request's body is being read; none when every
+    /// connection is busy otherwise. Connections opened and left silent go before a
     /// kept-alive client between requests or one sending a request's head.
     fn evict(&self) {
         let conns = self.lock();
@@ -317,14 +330,19 @@ impl Open {
                 .filter(|c| since(c) <= stalled_before)
                 .min_by_key(since)
         };
-        if let Some(conn) = idle.or_else(stalled) {
-            tracing::debug!(
-                connection = conn.id,
-                receiving = conn.receiving.load(Ordering::Acquire),
-                "at the connection cap: closing the one idle or stalled the longest"
-            );
-            conn.evicted.send_replace(true);
-        }
+        let (conn, why) = match idle {
+            Some(conn) => (conn, Evicted::Idle),
+            None => match stalled() {
+                Some(conn) => (conn, Evicted::Stalled),
+                None => return,
+            },
+        };
+        tracing::debug!(
+            connection = conn.id,
+            stalled = why == Evicted::Stalled,
+            "at the connection cap: closing the one idle or stalled the longest"
+        );
+        conn.evicted.send_replace(why);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Conn>>> {
@@ -346,17 +364,11 @@ impl Service<hyper::Request<Incoming>> for Tracked {
     fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
         let busy = Busy::enter(self.conn.clone());
         let app = self.app.clone();
-        let receiving = !hyper::body::Body::is_end_stream(request.body());
-        self.conn.receiving.store(receiving, Ordering::Release);
-        let mut request = request.map(|body| {
-            Body::new(Receiving {
-                body,
-                conn: self.conn.clone(),
-            })
+        let mut request = request.map(Body::new);
+        request.extensions_mut().insert(Eviction {
+            asked: self.conn.evicted.subscribe(),
+            conn: self.conn.clone(),
         });
-        request
-            .extensions_mut()
-            .insert(Eviction(self.conn.evicted.subscribe()));
         Box::pin(async move {
             let response = app.oneshot(request).await?;
             Ok(response.map(|body| Body::new(Sending { body, _busy: busy })))
@@ -383,52 +395,36 @@ impl Drop for Busy {
     }
 }
 
-/// A request's body while the service reads it: its connection is receiving until the
-/// body's end (or an error reading it).
-struct Receiving {
-    body: Incoming,
+/// A request's view of its connection's eviction ([`Open::evict`]), in its extensions: a
+/// request whose body stalls while it is read is answered 503 at once when its connection is
+/// asked to close, so that the connection closes and its place goes to the new one.
+#[derive(Clone)]
+pub struct Eviction {
+    asked: watch::Receiver<Evicted>,
     conn: Arc<Conn>,
 }
 
-impl hyper::body::Body for Receiving {
-    type Data = axum::body::Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let polled = Pin::new(&mut self.body).poll_frame(cx);
-        let ended = match &polled {
-            Poll::Ready(None | Some(Err(_))) => true,
-            Poll::Ready(Some(Ok(_))) => self.body.is_end_stream(),
-            Poll::Pending => false,
-        };
-        if ended {
-            self.conn.receiving.store(false, Ordering::Release);
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
-}
-
-/// A request's view of its connection's eviction ([`Open::evict`]), in its extensions: a
-/// request whose body is still to be read when its connection is asked to close is answered
-/// 503 at once, so that the connection closes and its place goes to the new one.
-#[derive(Clone)]
-pub struct Eviction(watch::Receiver<bool>);
-
 impl Eviction {
-    /// Resolves once the connection is asked to close.
+    /// The request's body is being read (in a reader's place): from now, a silence of
+    /// [`STALLED`] makes it evictable.
+    pub fn reading(&self) {
+        self.conn.active();
+        self.conn.receiving.store(true, Ordering::Release);
+    }
+
+    /// The request's body is read (or refused).
+    pub fn read(&self) {
+        self.conn.receiving.store(false, Ordering::Release);
+    }
+
+    /// Resolves once the connection is asked to close because this body stalled.
     pub async fn asked(mut self) {
-        if self.0.wait_for(|e| *e).await.is_err() {
+        if self
+            .asked
+            .wait_for(|e| *e == Evicted::Stalled)
+            .await
+            .is_err()
+        {
             // the connection is gone, and with it the request
             std::future::pending::<()>().await;
         }

@@ -46,7 +46,7 @@ pub enum Kind {
     /// The route exists, not with this method (405).
     MethodNotAllowed,
     /// The queue is full, or the job table is, or the connection cap closed a connection
-    /// whose body had not been read (503, with `Retry-After`).
+    /// whose body stalled while it was read (503, with `Retry-After`).
     Busy,
     /// The server is shutting down (503).
     Draining,

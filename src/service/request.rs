@@ -212,7 +212,7 @@ impl<'a> Body<'a> {
         )
     }
 
-    /// The first of `fields` the body has, read or not.
+    /// The first of `fields` the body has and no one has read yet.
     pub fn first_of(&self, fields: &[&'static str]) -> Option<&'static str> {
         fields
             .iter()

@@ -249,8 +249,8 @@ async fn a_stalled_body_gets_408_and_the_next_request_is_read() {
 
 /// Clients that send half a body and stop hold every place at the cap, one in the only
 /// reader's place and the others waiting for it: `/healthz` still answers within a probe's
-/// second (not after the client timeout), and the connection silent the longest is answered
-/// 503 with `Retry-After` and closed.
+/// second (not after the client timeout); the one whose body stalled while read is answered
+/// 503 with `Retry-After` and closed, those waiting for the reader's place are left waiting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_bodies_at_the_cap_do_not_keep_the_probes_out() {
     let server = Server::start(Config {
@@ -285,6 +285,13 @@ async fn stalled_bodies_at_the_cap_do_not_keep_the_probes_out() {
         .expect("the connection silent the longest is answered");
     assert_eq!(first.header("retry-after"), Some("1"));
     first.assert_problem(503, "busy");
+    let mut byte = [0u8; 1];
+    let waiting =
+        tokio::time::timeout(Duration::from_millis(300), stalled[7].read(&mut byte)).await;
+    assert!(
+        waiting.is_err(),
+        "a request waiting for a reader's place is left waiting: {waiting:?}"
+    );
     drop(stalled);
     server.stop().await.unwrap();
 }

@@ -88,9 +88,9 @@ async fn json_off_runtime<T: Serialize + Send + Sync + 'static>(
 /// A request's body, collected once a reader's place is free (`--readers`) and within
 /// `--client-timeout` (else 408): at most `--readers` bodies are in memory at once, being
 /// collected or read; the others wait unread, in their connections' buffers. The place is
-/// held until [`read_body`] has read the body. A request whose connection is closed for a new
-/// one at `--max-connections` before its body is collected (it stalled, or waited for a
-/// reader's place) gets 503 with `Retry-After` ([`Eviction`]).
+/// held until [`read_body`] has read the body. A request whose body stalls while it is
+/// collected, when its connection is closed for a new one at `--max-connections`, gets 503
+/// with `Retry-After` ([`Eviction`]).
 pub struct Posted {
     bytes: Bytes,
     reader: OwnedSemaphorePermit,
@@ -101,23 +101,30 @@ impl FromRequest<Arc<AppState>> for Posted {
 
     async fn from_request(req: Request, state: &Arc<AppState>) -> Result<Posted, ApiProblem> {
         let Some(eviction) = req.extensions().get::<Eviction>().cloned() else {
-            return Posted::collect(req, state).await;
+            return Posted::collect(req, state, None).await;
         };
-        tokio::select! {
-            posted = Posted::collect(req, state) => posted,
-            () = eviction.asked() => Err(ApiProblem::new(
+        let posted = tokio::select! {
+            posted = Posted::collect(req, state, Some(&eviction)) => posted,
+            () = eviction.clone().asked() => Err(ApiProblem::new(
                 Kind::Busy,
                 "the server is at its connection cap (--max-connections) and this request's \
-                 body had not been read: its connection is closed for a new one",
+                 body stalled: its connection is closed for a new one",
             )
             .retry_after(1)),
-        }
+        };
+        eviction.read();
+        posted
     }
 }
 
 impl Posted {
-    /// The body of `req`, collected in a reader's place within `--client-timeout`.
-    async fn collect(req: Request, state: &Arc<AppState>) -> Result<Posted, ApiProblem> {
+    /// The body of `req`, collected in a reader's place within `--client-timeout` (its
+    /// connection's `eviction` told when the reading begins).
+    async fn collect(
+        req: Request,
+        state: &Arc<AppState>,
+        eviction: Option<&Eviction>,
+    ) -> Result<Posted, ApiProblem> {
         // A body announced over the limit is refused before it waits for a reader's place.
         let announced = req
             .headers()
@@ -130,6 +137,9 @@ impl Posted {
             ));
         }
         let reader = reader(state).await?;
+        if let Some(eviction) = eviction {
+            eviction.reading();
+        }
         let timeout = state.config.client_timeout();
         match tokio::time::timeout(timeout, Bytes::from_request(req, state)).await {
             Ok(bytes) => Ok(Posted {

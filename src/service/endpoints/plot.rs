@@ -94,6 +94,11 @@ pub async fn plot(
         Ok((graph, request, solve))
     })
     .await?;
+    // a schedule too large to draw is the request's `schedule`, or what its `budget` gave
+    let schedule_field = match request {
+        PlotRequest::Solve(_) => "budget",
+        _ => "schedule",
+    };
     let drawn = match (request, solve) {
         (PlotRequest::Tradeoff(request), _) => return tradeoff_job(&state, graph, request),
         (PlotRequest::Draw(drawn), _) => drawn,
@@ -104,7 +109,13 @@ pub async fn plot(
         }
     };
     off_runtime(&state, move |_| {
-        let svg = plot::draw(kind, &graph, &drawn, "the schedule given")?;
+        let svg = plot::draw(kind, &graph, &drawn, "the schedule given").map_err(|e| {
+            let mut problem = ApiProblem::from(e);
+            if problem.field.as_deref() == Some("schedule") && problem.status == 413 {
+                problem.field = Some(schedule_field.into());
+            }
+            problem
+        })?;
         Ok(([(header::CONTENT_TYPE, HeaderValue::from_static(SVG))], svg).into_response())
     })
     .await
