@@ -339,12 +339,11 @@ def _savers(nodes: list[fx.Node], packed: list[tuple[int, str, int]]) -> tuple[l
             last.name == name or any(u.name == name and u.target is operator.getitem for u in last.users)
         )
         saves_result = last is not None and getattr(last.target, "_opname", "") in _SAVE_RESULT
-        op = _before_views(nodes, length)
         if last is not None and produced and (not reads or (nth == 0 and saves_result)):
             saver = last
         elif following is not None and reads:
             saver = following
-        elif op is not None:
+        elif (op := _before_views(nodes, length)) is not None:
             saver = op
         elif following is not None:
             saver = following
@@ -358,7 +357,8 @@ def _savers(nodes: list[fx.Node], packed: list[tuple[int, str, int]]) -> tuple[l
 def _before_views(nodes: list[fx.Node], length: int) -> fx.Node | None:
     """The last op among the first `length` nodes that is not a view (every output aliasing an
     input, as `t` and `view`) nor an element of another's outputs; `None` when there is none."""
-    for n in reversed(nodes[:length]):
+    for i in range(min(length, len(nodes)) - 1, -1, -1):
+        n = nodes[i]
         if n.op != "call_function":
             return None
         if n.target is operator.getitem:

@@ -42,11 +42,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import inspect
-import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -276,7 +276,7 @@ def plan(
         raise ApplyError(
             f"the schedule names node {unknown!r}, which the graph does not have: it was solved for another graph"
         )
-    _check_cost(result, schedule, sac)
+    _check_peak(result, schedule, graph, backend)
     kept = kept_nodes(graph, schedule)
     limit = int(result["budget"]) if budget is None else _plan_budget(budget, graph, backend)
     per_block = _per_block(sac)
@@ -322,22 +322,22 @@ def plan(
     return p
 
 
-def _check_cost(result: dict[str, Any], schedule: list[dict[str, str]], sac: Sac) -> None:
-    """An `ApplyError` where the result's schedule costs on this graph other than what the result
-    says: it was solved for another graph with the same node ids (the model exported at another
-    batch size or input shape), whose budget and figures are not this graph's."""
-    claimed = (result.get("stats") or {}).get("total_cost")
-    if not isinstance(claimed, (int, float)):
+def _check_peak(
+    result: dict[str, Any], schedule: list[dict[str, str]], graph: dict[str, Any], backend: Backend
+) -> None:
+    """An `ApplyError` where the result's schedule peaks on this graph other than the result says:
+    it was solved for another graph with the same node ids (the model exported at another batch size,
+    input shape or dtype), whose budget and figures are not this graph's. (Memory, not cost: an
+    export with `cost="time"` times each op anew.)"""
+    claimed = (result.get("stats") or {}).get("peak_memory")
+    if not isinstance(claimed, int):
         return
-    replayed = 0.0
-    for e in schedule:
-        if e.get("op") == "compute":
-            replayed += sac.cost[sac.index[e["node"]]]
-    if not math.isclose(replayed, claimed, rel_tol=1e-9, abs_tol=1e-12):
+    replayed = int(backend.simulate(graph, {"events": schedule})["stats"]["peak_memory"])
+    if replayed != claimed:
         raise ApplyError(
-            f"the result's schedule costs {claimed:g} by its own figures and {replayed:g} on this graph: it was "
-            "solved for another graph with the same nodes (the model exported at another batch size or input "
-            "shape?); solve this graph"
+            f"the result's schedule peaks at {claimed} bytes by its own figures and at {replayed} on this graph: "
+            "it was solved for another graph with the same nodes (the model exported at another batch size, "
+            "input shape or dtype?); solve this graph"
         )
 
 
@@ -503,12 +503,14 @@ def _as_called(x: Any) -> Any:
     return x
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _eager(fn: _F) -> _F:
-    """`fn`, run eagerly when torch.compile traces a caller of it."""
-    return cast(_F, torch.compiler.disable(fn))
+@functools.cache
+def _checkpointing() -> Callable[[_Checkpointed, Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]:
+    """`_Checkpointed.checkpointed`, run eagerly when torch.compile traces a model calling it (a
+    graph break around it): the plan's selective checkpointing is eager PyTorch's. Made at the first
+    call, so that importing remat does not import Dynamo."""
+    checkpointed: Callable[[_Checkpointed, Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
+    checkpointed = torch.compiler.disable(_Checkpointed.checkpointed)
+    return checkpointed
 
 
 class _Checkpointed:
@@ -539,14 +541,16 @@ class _Checkpointed:
         except (TypeError, ValueError):
             pass
 
-    # A model compiled by `torch.compile` runs its regions eagerly, checkpointed as planned (Dynamo
-    # breaks its graph around each): the plan's selective checkpointing is eager PyTorch's.
-    @_eager
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         module = self.module
         forward = self.inner if self.inner is not None else type(module).forward.__get__(module)
         if not self.entered.open:
             return forward(*args, **kwargs)
+        return _checkpointing()(self, forward, args, kwargs)
+
+    def checkpointed(self, forward: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """`forward(*args, **kwargs)` in the plan's checkpoint."""
+        module = self.module
         at_call = _as_called((args, kwargs))
         ran = False
 

@@ -159,15 +159,16 @@ class Client:
         try:
             with urllib.request.urlopen(req, timeout=limit) as resp:
                 raw = _body(resp, deadline, limit, where)
-                return json.loads(raw) if raw else None
         except urllib.error.HTTPError as e:
             raise self._problem(e, method, path, deadline, limit) from None
         except urllib.error.URLError as e:
             raise RematError(f"{where}: {e.reason}") from e
+        except (OSError, http.client.HTTPException, EOFError, zlib.error, ValueError) as e:
+            raise RematError(f"{where}: {type(e).__name__}: {e}") from e
+        try:
+            return json.loads(raw) if raw else None
         except ValueError as e:
             raise RematError(f"{where}: the answer is not JSON ({e})") from e
-        except (OSError, http.client.HTTPException, EOFError, zlib.error) as e:
-            raise RematError(f"{where}: {type(e).__name__}: {e}") from e
 
     def _problem(
         self, e: urllib.error.HTTPError, method: str, path: str, deadline: float, limit: float
@@ -241,11 +242,12 @@ class Client:
 
     def poll(self, job: str) -> dict[str, Any]:
         """The job: `status` (queued, running, succeeded, failed, cancelled), `progress`, `result`."""
-        return _object(self._request("GET", f"/v1/jobs/{job}"), f"remat GET {self.url}/v1/jobs/{job}", ("status",))
+        path = f"/v1/jobs/{urllib.parse.quote(job, safe='')}"
+        return _object(self._request("GET", path), f"remat GET {self.url}{path}", ("status",))
 
     def cancel(self, job: str) -> dict[str, Any] | None:
         """Cancel an active job (its state) or remove a finished one (None)."""
-        return self._request("DELETE", f"/v1/jobs/{job}")  # type: ignore[no-any-return]
+        return self._request("DELETE", f"/v1/jobs/{urllib.parse.quote(job, safe='')}")  # type: ignore[no-any-return]
 
     def wait(self, job: str, *, timeout: float = 600.0, interval: float = 0.2) -> Result:
         """Poll `job` until it ends; its result, or the exception its problem document calls for."""

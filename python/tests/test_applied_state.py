@@ -246,6 +246,10 @@ def test_a_result_solved_at_another_batch_size_is_refused(binary: str) -> None:
     with pytest.raises(remat.ApplyError, match="solved for another graph"):
         plan(small, result, backend)
     assert plan(small, backend.solve(small, 0.8, time_limit=5), backend).fits
+    # exported again with measured times (other costs, the same graph): its result still applies
+    timed = remat.export(model, (X,), loss_fn, regions=regions, cost="time", repeats=1)
+    again = remat.export(model, (X,), loss_fn, regions=regions, cost="time", repeats=1)
+    assert plan(again, backend.solve(timed, 0.8, time_limit=5), backend).fits
 
 
 def test_a_copy_made_while_applied_runs_its_own_weights(binary: str) -> None:
