@@ -86,7 +86,6 @@ def trace_joint(
     regions: Sequence[torch.nn.Module] = (),
 ) -> JointTrace:
     """Trace one training step of `model` on `example_inputs` under FakeTensorMode."""
-    regions = region_list(regions)
     names = [n for n, _ in model.named_parameters()]
     params = [p for _, p in model.named_parameters()]
     trainable = [p.requires_grad for p in params]
@@ -218,11 +217,11 @@ def trace_joint(
             region_of[n.name] = r
     saves, saver_seq = _savers(nodes, packed)
     grad_fn, fn_of_seq = _grad_fns(nodes, applying)
-    state = list(zip(placeholders[: np_ + nb], params + buffers, strict=True))
+    state = list(zip(placeholders[: np_ + nb], names + bnames, params + buffers, strict=True))
     owned = [{id(t) for t in (*mod.parameters(), *mod.buffers())} for mod in regions]
     return JointTrace(
-        state_names={n.name: name for n, name in zip(placeholders[: np_ + nb], names + bnames, strict=True)},
-        region_state=[{n.name for n, t in state if id(t) in ids} for ids in owned],
+        state_names={n.name: name for n, name, _ in state},
+        region_state=[{n.name for n, _, t in state if id(t) in ids} for ids in owned],
         saves=saves,
         grad_fn=grad_fn,
         saver_fn={op: fn_of_seq[seq] for op, seq in saver_seq.items() if seq in fn_of_seq},

@@ -152,10 +152,10 @@ pub(super) fn weight_floor(result: &SolveResult) -> usize {
 /// bytes; `None` for a heavier one, found without writing its JSON when its floor is already
 /// heavier ([`weight_floor`]), else by counting its JSON up to the bytes `held` leaves.
 fn weight(result: &SolveResult, most: usize) -> Option<usize> {
-    if weight_floor(result) > most {
+    let held = held(result);
+    if json_floor(result) + held > most {
         return None;
     }
-    let held = held(result);
     let mut counter = Counter {
         written: 0,
         most: most - held,

@@ -361,10 +361,9 @@ impl Service<hyper::Request<Incoming>> for Tracked {
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
-    fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
+    fn call(&self, mut request: hyper::Request<Incoming>) -> Self::Future {
         let busy = Busy::enter(self.conn.clone());
         let app = self.app.clone();
-        let mut request = request.map(Body::new);
         request.extensions_mut().insert(Eviction {
             asked: self.conn.evicted.subscribe(),
             conn: self.conn.clone(),

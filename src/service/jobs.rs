@@ -6,9 +6,10 @@
 //! finished job is dropped `ttl` after it finished. When the table is full, the oldest
 //! finished job makes room; when every job is still active, a new one is refused (503).
 //! Finished results are also bounded in bytes (`max_bytes`, their events' JSON and what the
-//! events hold in memory, the cache's floor): when a job finishes, the oldest other finished jobs are dropped
-//! until all fit, the new one included, which always stays; so the table holds at most
-//! `max_bytes` of results, or the newest alone (a solve's memory limit bounded it).
+//! events hold in memory, the cache's floor): when a job finishes, the oldest other finished
+//! jobs are dropped until all fit, the new one included, which always stays; so the table
+//! holds at most `max_bytes` of results, or the newest alone (a solve's memory limit bounded
+//! it).
 //!
 //! A finished job's result is shared ([`Arc`]): `GET /v1/jobs/{id}` takes the view without
 //! copying it and serialises it off the async threads, and a job that leaves the table

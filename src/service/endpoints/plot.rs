@@ -41,14 +41,7 @@ impl From<PlotError> for ApiProblem {
             PlotError::NoSchedule(_) => {
                 ApiProblem::new(Kind::InvalidBudget, e.to_string()).with_field("budget")
             }
-            PlotError::TooLarge { what, .. } => {
-                let field = if what == "the graph" {
-                    "graph"
-                } else {
-                    "schedule"
-                };
-                ApiProblem::new(Kind::TooLarge, e.to_string()).with_field(field)
-            }
+            PlotError::TooLarge { .. } => ApiProblem::new(Kind::TooLarge, e.to_string()),
             PlotError::Sweep(_) | PlotError::Solvers(_) => {
                 ApiProblem::new(Kind::InvalidRequest, e.to_string())
             }
@@ -95,7 +88,7 @@ pub async fn plot(
     })
     .await?;
     // a schedule too large to draw is the request's `schedule`, or what its `budget` gave
-    let schedule_field = match request {
+    let drawn_field = match request {
         PlotRequest::Solve(_) => "budget",
         _ => "schedule",
     };
@@ -110,11 +103,18 @@ pub async fn plot(
     };
     off_runtime(&state, move |_| {
         let svg = plot::draw(kind, &graph, &drawn, "the schedule given").map_err(|e| {
-            let mut problem = ApiProblem::from(e);
-            if problem.field.as_deref() == Some("schedule") && problem.status == 413 {
-                problem.field = Some(schedule_field.into());
+            let field = match e {
+                PlotError::TooLarge {
+                    what: "the graph", ..
+                } => Some("graph"),
+                PlotError::TooLarge { .. } => Some(drawn_field),
+                _ => None,
+            };
+            let problem = ApiProblem::from(e);
+            match field {
+                Some(field) => problem.with_field(field),
+                None => problem,
             }
-            problem
         })?;
         Ok(([(header::CONTENT_TYPE, HeaderValue::from_static(SVG))], svg).into_response())
     })
